@@ -1,0 +1,31 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "sse-relay",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "sse-relay", targets: ["sse-relay"]),
+    ],
+    targets: [
+        // libcurl's headers plus typed wrappers for its variadic calls (Swift cannot call C varargs).
+        .target(
+            name: "CCurl",
+            linkerSettings: [.linkedLibrary("curl")]
+        ),
+        // HTTP/1.1 wire format: parser, headers, framing. Knows nothing of sockets.
+        .target(name: "HTTP1"),
+        // Logger, clock, small shared values.
+        .target(name: "Support"),
+        // Sockets and Dispatch: event loops, listener, client connections, timers.
+        .target(name: "Transport", dependencies: ["Support"]),
+        // libcurl multi driver: one transfer per relayed request, driven on an event loop's queue.
+        .target(name: "Upstream", dependencies: ["CCurl", "HTTP1", "Transport", "Support"]),
+        // Configuration, routing, request rewriting, the exchange state machine, the server.
+        .target(name: "Relay", dependencies: ["HTTP1", "Transport", "Upstream", "Support"]),
+        .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support"]),
+        .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

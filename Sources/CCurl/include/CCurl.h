@@ -1,0 +1,38 @@
+// Typed wrappers around libcurl's variadic entry points, which Swift cannot call,
+// and constants defined as macro expressions, which Swift does not import.
+#ifndef SSE_RELAY_CCURL_H
+#define SSE_RELAY_CCURL_H
+
+#include <curl/curl.h>
+
+typedef size_t (*ccurl_data_callback)(char *buffer, size_t size, size_t count, void *userdata);
+typedef int (*ccurl_closesocket_callback)(void *clientp, curl_socket_t socket);
+typedef int (*ccurl_sockopt_callback)(void *clientp, curl_socket_t socket, curlsocktype purpose);
+typedef int (*ccurl_socket_callback)(CURL *easy, curl_socket_t socket, int what, void *userp, void *socketp);
+typedef int (*ccurl_timer_callback)(CURLM *multi, long timeout_ms, void *userp);
+
+CURLcode ccurl_easy_setopt_long(CURL *handle, CURLoption option, long value);
+CURLcode ccurl_easy_setopt_off(CURL *handle, CURLoption option, curl_off_t value);
+CURLcode ccurl_easy_setopt_ptr(CURL *handle, CURLoption option, void *value);
+CURLcode ccurl_easy_setopt_str(CURL *handle, CURLoption option, const char *value);
+CURLcode ccurl_easy_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value);
+CURLcode ccurl_easy_setopt_data_callback(CURL *handle, CURLoption option, ccurl_data_callback callback);
+CURLcode ccurl_easy_setopt_closesocket_callback(CURL *handle, ccurl_closesocket_callback callback);
+CURLcode ccurl_easy_setopt_sockopt_callback(CURL *handle, ccurl_sockopt_callback callback);
+
+CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
+CURLcode ccurl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value);
+
+CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
+CURLMcode ccurl_multi_setopt_ptr(CURLM *multi, CURLMoption option, void *value);
+CURLMcode ccurl_multi_setopt_socket_callback(CURLM *multi, ccurl_socket_callback callback);
+CURLMcode ccurl_multi_setopt_timer_callback(CURLM *multi, ccurl_timer_callback callback);
+
+static const size_t ccurl_writefunc_pause = CURL_WRITEFUNC_PAUSE;
+static const size_t ccurl_readfunc_pause = CURL_READFUNC_PAUSE;
+static const size_t ccurl_readfunc_abort = CURL_READFUNC_ABORT;
+static const int ccurl_pause_cont = CURLPAUSE_CONT;
+static const int ccurl_pause_recv = CURLPAUSE_RECV;
+static const curl_socket_t ccurl_socket_timeout = CURL_SOCKET_TIMEOUT;
+
+#endif

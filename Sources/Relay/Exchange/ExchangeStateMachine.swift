@@ -1,0 +1,197 @@
+import HTTP1
+import Support
+import Upstream
+
+/// The life of one relayed request, as a value: events in, actions out. No sockets, no curl, no clock of its
+/// own (every event carries `now`), so every path, including the timeouts, is tested without I/O.
+///
+/// Phases and the transitions allowed:
+/// - `awaitingUpstreamHead` → `streaming` (head arrived), `upstreamFailed` (connect error, first-byte timeout,
+///   no head), `clientGone` (client left first).
+/// - `streaming` → `finished` (upstream completed), `upstreamFailed` (died or went idle mid-body),
+///   `clientGone`.
+/// - `finished`, `upstreamFailed`, `clientGone` are terminal: every later event returns no action.
+/// Before the head has gone out a failure becomes a complete error response; after it, only an abort (no
+/// terminal chunk), so the client sees a truncated stream and never a clean end.
+public struct ExchangeStateMachine: Sendable {
+    public enum Phase: Equatable, Sendable {
+        case awaitingUpstreamHead, streaming, finished, upstreamFailed, clientGone
+    }
+
+    public enum Action: Equatable, Sendable {
+        case sendHead(ResponseHead, ResponseBodyMode)
+        case cancelUpstream
+        case resumeUpstream
+        /// A complete error response (the head has not gone out).
+        case respondError(RelayError)
+        /// The body is complete: terminal chunk if chunked, then keep the connection or close it.
+        case finishResponse(keepAlive: Bool)
+        /// The head has gone out and the body cannot complete: close without a clean end.
+        case abortClient
+    }
+
+    /// What to do with a body delivery.
+    public enum BodyDecision: Equatable, Sendable {
+        case forward
+        /// The client's buffer is above its high-water mark: pause the upstream and keep the bytes there.
+        case refuse
+        /// The exchange is over; the bytes go nowhere.
+        case drop
+    }
+
+    /// The closed set of ways an exchange ends, for logs and metrics.
+    public enum Outcome: String, Sendable {
+        case completed, clientCancelled = "client_cancelled", upstreamError = "upstream_error"
+        case upstreamTimeout = "upstream_timeout", aborted
+    }
+
+    public struct Settings: Sendable, Equatable {
+        public var requestMethod: String
+        public var clientVersion: HTTPVersion
+        public var keepAlive: Bool
+        public var requestID: String
+        public var firstByteTimeoutSeconds: Double
+        public var idleTimeoutSeconds: Double
+        public init(requestMethod: String, clientVersion: HTTPVersion, keepAlive: Bool, requestID: String,
+                    firstByteTimeoutSeconds: Double, idleTimeoutSeconds: Double) {
+            self.requestMethod = requestMethod
+            self.clientVersion = clientVersion
+            self.keepAlive = keepAlive
+            self.requestID = requestID
+            self.firstByteTimeoutSeconds = firstByteTimeoutSeconds
+            self.idleTimeoutSeconds = idleTimeoutSeconds
+        }
+    }
+
+    public let settings: Settings
+    public private(set) var phase = Phase.awaitingUpstreamHead
+    public private(set) var outcome: Outcome?
+    public private(set) var status: Int?
+    public private(set) var upstreamPaused = false
+    public private(set) var requestComplete = false
+    private var keepAliveAfterResponse: Bool
+    private let startedAt: Instant
+    private var lastBodyAt: Instant
+
+    public init(settings: Settings, now: Instant) {
+        self.settings = settings
+        self.keepAliveAfterResponse = settings.keepAlive
+        self.startedAt = now
+        self.lastBodyAt = now
+    }
+
+    public var isTerminal: Bool {
+        phase == .finished || phase == .upstreamFailed || phase == .clientGone
+    }
+
+    /// When `deadlinePassed` should next be called, or nil if no timer is needed.
+    public var nextDeadline: Instant? {
+        switch phase {
+        case .awaitingUpstreamHead: startedAt.advanced(bySeconds: settings.firstByteTimeoutSeconds)
+        case .streaming: lastBodyAt.advanced(bySeconds: settings.idleTimeoutSeconds)
+        default: nil
+        }
+    }
+
+    /// The client's request body has been read to its end (a connection can only be reused after that).
+    public mutating func requestBodyComplete() {
+        requestComplete = true
+    }
+
+    public mutating func upstreamHead(status: Int, headers: HTTPHeaders, now: Instant) -> [Action] {
+        guard phase == .awaitingUpstreamHead else { return [] }
+        phase = .streaming
+        lastBodyAt = now
+        self.status = status
+        let (head, mode, keepAlive) = ResponseRewriter.clientHead(
+            status: status, upstreamHeaders: headers, requestMethod: settings.requestMethod,
+            clientVersion: settings.clientVersion, keepAlive: settings.keepAlive, requestID: settings.requestID)
+        keepAliveAfterResponse = keepAlive
+        return [.sendHead(head, mode)]
+    }
+
+    public mutating func upstreamBody(clientPendingBytes: Int, highWaterBytes: Int, now: Instant) -> BodyDecision {
+        guard phase == .streaming else { return .drop }
+        lastBodyAt = now
+        if clientPendingBytes >= highWaterBytes {
+            upstreamPaused = true
+            return .refuse
+        }
+        return .forward
+    }
+
+    /// The client's pending bytes fell to the low-water mark.
+    public mutating func clientDrained() -> [Action] {
+        guard phase == .streaming, upstreamPaused else { return [] }
+        upstreamPaused = false
+        return [.resumeUpstream]
+    }
+
+    public mutating func upstreamCompleted(_ result: Result<Void, UpstreamFailure>, now: Instant) -> [Action] {
+        switch (phase, result) {
+        case (.streaming, .success):
+            phase = .finished
+            outcome = .completed
+            return [.finishResponse(keepAlive: keepAliveAfterResponse && requestComplete)]
+        case (.streaming, .failure):
+            phase = .upstreamFailed
+            outcome = .upstreamError
+            return [.abortClient]
+        case (.awaitingUpstreamHead, .success):
+            phase = .upstreamFailed
+            outcome = .upstreamError
+            return [.respondError(Self.error(for: .brokenResponse("no response head")))]
+        case (.awaitingUpstreamHead, .failure(let failure)):
+            phase = .upstreamFailed
+            outcome = failure == .connectTimeout ? .upstreamTimeout : .upstreamError
+            return [.respondError(Self.error(for: failure))]
+        default:
+            return []
+        }
+    }
+
+    public mutating func clientClosed() -> [Action] {
+        switch phase {
+        case .awaitingUpstreamHead, .streaming:
+            phase = .clientGone
+            outcome = .clientCancelled
+            return [.cancelUpstream]
+        default:
+            return []
+        }
+    }
+
+    /// Called at (or after) `nextDeadline`. Early calls do nothing, so a timer may fire late or spuriously.
+    public mutating func deadlinePassed(now: Instant) -> [Action] {
+        guard let deadline = nextDeadline, now >= deadline else { return [] }
+        switch phase {
+        case .awaitingUpstreamHead:
+            phase = .upstreamFailed
+            outcome = .upstreamTimeout
+            return [.cancelUpstream, .respondError(.upstreamTimeout)]
+        case .streaming:
+            phase = .upstreamFailed
+            outcome = .upstreamTimeout
+            return [.cancelUpstream, .abortClient]
+        default:
+            return []
+        }
+    }
+
+    static func error(for failure: UpstreamFailure) -> RelayError {
+        switch failure {
+        case .connectFailed:
+            RelayError(status: 502, type: "upstream_error", code: "upstream_unreachable",
+                       message: "The relay could not connect to the provider.")
+        case .connectTimeout:
+            RelayError(status: 502, type: "upstream_error", code: "upstream_connect_timeout",
+                       message: "Connecting to the provider timed out.")
+        case .brokenResponse:
+            RelayError(status: 502, type: "upstream_error", code: "upstream_bad_response",
+                       message: "The provider's response was broken or cut off.")
+        case .other:
+            RelayError(status: 502, type: "upstream_error", code: "upstream_error",
+                       message: "The request to the provider failed.")
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import HTTP1
+import Support
+
+/// Turns a client's request head into the upstream request's URL and headers. Pure: same input, same output.
+///
+/// Rules, in order: hop-by-hop fields go (RFC 9110 §7.6.1, including those named in `Connection`); every client
+/// credential goes (the app must never be able to choose which key is spent); framing and `Host` are left to
+/// curl, which derives them from the URL and body; `Expect` is ours to answer; the provider is asked for an
+/// uncompressed response (compressed SSE has broken many proxies' streams); `X-Forwarded-For` gets the client's
+/// address appended, `X-Forwarded-Proto` is kept if an ingress set it, else `http`; the request id is set; the
+/// provider key is injected last, so nothing the client sent can override it.
+public enum RequestRewriter {
+    /// Fields that carry a caller's credentials to some provider or site.
+    public static let clientCredentialFields: [String] = [
+        "authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie",
+    ]
+
+    public static func upstreamURL(baseURL: String, route: RelayConfiguration.Route, target: String) -> String {
+        var pathAndQuery = target
+        if route.stripPrefix && pathAndQuery.hasPrefix(route.prefix) {
+            pathAndQuery = String(pathAndQuery.dropFirst(route.prefix.count))
+            if !pathAndQuery.hasPrefix("/") { pathAndQuery = "/" + pathAndQuery }
+        }
+        return baseURL + pathAndQuery
+    }
+
+    public static func upstreamHeaders(
+        from client: HTTPHeaders, upstream: RelayConfiguration.Upstream, clientAddress: String, requestID: String
+    ) -> HTTPHeaders {
+        var headers = client
+        HopByHop.strip(&headers)
+        let removed: Set<String> = Set(clientCredentialFields + [
+            "host", "content-length", "transfer-encoding", "expect", "accept-encoding", "x-request-id",
+            upstream.keyHeader.lowercased(),
+        ])
+        headers.removeAll { removed.contains($0.name.lowercased()) }
+
+        headers.add(name: "Accept-Encoding", value: "identity")
+        if let existing = client.values("X-Forwarded-For").last(where: { !$0.isEmpty }) {
+            headers.replaceOrAdd(name: "X-Forwarded-For", value: "\(existing), \(clientAddress)")
+        } else {
+            headers.replaceOrAdd(name: "X-Forwarded-For", value: clientAddress)
+        }
+        if !headers.contains("X-Forwarded-Proto") {
+            headers.add(name: "X-Forwarded-Proto", value: "http")
+        }
+        headers.add(name: "X-Request-Id", value: requestID)
+        if let key = upstream.key {
+            headers.add(name: upstream.keyHeader, value: upstream.keyPrefix + key.revealForHeader())
+        }
+        return headers
+    }
+
+    /// Keeps a client's `X-Request-Id` when it is a short plain token (so a mobile app can correlate its logs),
+    /// otherwise uses `generated`.
+    public static func requestID(clientValue: String?, generated: String) -> String {
+        guard let value = clientValue, (1...64).contains(value.utf8.count),
+              value.utf8.allSatisfy({ c in
+                  (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F || c == 0x2E
+              })
+        else { return generated }
+        return value
+    }
+}
+
+/// How the response body is framed towards the client.
+public enum ResponseBodyMode: Equatable, Sendable {
+    /// No body (HEAD, 204, 304).
+    case none
+    /// The upstream's Content-Length is kept and bytes pass as they are.
+    case contentLength(Int)
+    /// HTTP/1.1 chunked: each upstream delivery becomes one chunk, written with one syscall.
+    case chunked
+    /// HTTP/1.0 client and no length: bytes pass as they are, the connection's close ends the body.
+    case closeDelimited
+}
+
+/// Turns the provider's response head into the client's. Pure.
+///
+/// End-to-end fields pass unchanged (a 429 keeps `Retry-After`); hop-by-hop fields go; for `text/event-stream`
+/// caching and proxy buffering are switched off (`Cache-Control: no-cache`, `X-Accel-Buffering: no`) and no
+/// `Content-Length` is sent, whatever the provider said.
+public enum ResponseRewriter {
+    public static func clientHead(
+        status: Int, upstreamHeaders: HTTPHeaders, requestMethod: String, clientVersion: HTTPVersion,
+        keepAlive: Bool, requestID: String
+    ) -> (head: ResponseHead, mode: ResponseBodyMode, keepAlive: Bool) {
+        var headers = upstreamHeaders
+        let upstreamLength = headers.values("Content-Length")
+        HopByHop.strip(&headers)
+        headers.remove("X-Request-Id")
+        let isEventStream = headers.first("Content-Type")?.lowercased().hasPrefix("text/event-stream") ?? false
+
+        var mode: ResponseBodyMode
+        var keepAlive = keepAlive
+        if requestMethod == "HEAD" || status == 204 || status == 304 || (100..<200).contains(status) {
+            mode = .none
+        } else if !isEventStream, upstreamLength.count == 1, let n = Int(upstreamLength[0]), n >= 0 {
+            mode = .contentLength(n)
+        } else {
+            headers.remove("Content-Length")
+            if clientVersion == .http1_1 {
+                mode = .chunked
+                headers.add(name: "Transfer-Encoding", value: "chunked")
+            } else {
+                mode = .closeDelimited
+                keepAlive = false
+            }
+        }
+        if isEventStream {
+            headers.replaceOrAdd(name: "Cache-Control", value: "no-cache")
+            headers.replaceOrAdd(name: "X-Accel-Buffering", value: "no")
+        }
+        headers.add(name: "X-Request-Id", value: requestID)
+        if !keepAlive {
+            headers.add(name: "Connection", value: "close")
+        } else if clientVersion == .http1_0 {
+            headers.add(name: "Connection", value: "keep-alive")
+        }
+        return (ResponseHead(status: status, version: .http1_1, headers: headers), mode, keepAlive)
+    }
+}

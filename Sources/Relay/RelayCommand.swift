@@ -1,0 +1,171 @@
+import Dispatch
+import Foundation
+import Support
+import Transport
+
+/// The command line: arguments → configuration → server → run until a signal. Lives here rather than in
+/// `main.swift` because closures written in top-level code are main-actor isolated, and a Dispatch signal
+/// handler running one on another queue traps at run time.
+public enum RelayCommand {
+    public static let version = "0.1.0"
+
+    public static let usage = """
+    sse-relay \(version): relays an LLM provider's Server-Sent Events to mobile apps without giving them the key.
+
+    Usage:
+      sse-relay --config FILE        run with a JSON configuration (see config.example.json)
+      sse-relay --dev                run on 127.0.0.1:8080 with the built-in fake provider (no key needed)
+      sse-relay --check-config FILE  validate a configuration (secrets included) and exit 0, or print every problem
+      sse-relay --help | --version
+
+    Options:
+      --host HOST            listen address (overrides the configuration)
+      --port PORT            listen port (overrides the configuration; 0 picks a free port)
+      --log-level LEVEL      debug, info, warning or error
+      --dev-pace-ms N        dev mode: milliseconds between streamed tokens (default 50)
+    """
+
+    struct Options {
+        var configPath: String?
+        var checkPath: String?
+        var dev = false
+        var host: String?
+        var port: Int?
+        var logLevel: LogLevel?
+        var devPaceMs = 50.0
+    }
+
+    enum Parsed {
+        case run(Options)
+        case exit(code: Int32, message: String, toStderr: Bool)
+    }
+
+    static func parse(_ arguments: [String]) -> Parsed {
+        var options = Options()
+        var i = 0
+        func value(_ flag: String) -> String? {
+            i += 1
+            return i < arguments.count ? arguments[i] : nil
+        }
+        while i < arguments.count {
+            let arg = arguments[i]
+            switch arg {
+            case "--help", "-h": return .exit(code: 0, message: usage, toStderr: false)
+            case "--version": return .exit(code: 0, message: "sse-relay \(version)", toStderr: false)
+            case "--dev": options.dev = true
+            case "--config", "--check-config", "--host", "--port", "--log-level", "--dev-pace-ms":
+                guard let v = value(arg) else { return .exit(code: 2, message: "\(arg) needs a value\n\n\(usage)", toStderr: true) }
+                switch arg {
+                case "--config": options.configPath = v
+                case "--check-config": options.checkPath = v
+                case "--host": options.host = v
+                case "--port":
+                    guard let p = Int(v), (0...65535).contains(p) else { return .exit(code: 2, message: "--port must be 0 to 65535", toStderr: true) }
+                    options.port = p
+                case "--log-level":
+                    guard let l = LogLevel(name: v) else { return .exit(code: 2, message: "--log-level must be debug, info, warning or error", toStderr: true) }
+                    options.logLevel = l
+                default:
+                    guard let ms = Double(v), ms >= 0 else { return .exit(code: 2, message: "--dev-pace-ms must be a number", toStderr: true) }
+                    options.devPaceMs = ms
+                }
+            default:
+                return .exit(code: 2, message: "unknown argument \(arg)\n\n\(usage)", toStderr: true)
+            }
+            i += 1
+        }
+        if options.checkPath == nil && options.configPath == nil && !options.dev {
+            return .exit(code: 2, message: "give --config FILE or --dev\n\n\(usage)", toStderr: true)
+        }
+        return .run(options)
+    }
+
+    /// Runs the command; returns only for `--help`, `--version`, `--check-config` and errors (with the exit code).
+    public static func main(_ arguments: [String]) -> Int32 {
+        let options: Options
+        switch parse(Array(arguments.dropFirst())) {
+        case .exit(let code, let message, let toStderr):
+            (toStderr ? FileDescriptorLogSink.standardError : FileDescriptorLogSink.standardOutput).write(line: message)
+            return code
+        case .run(let o):
+            options = o
+        }
+
+        if let path = options.checkPath {
+            do {
+                _ = try RelayConfiguration.load(path: path)
+                FileDescriptorLogSink.standardOutput.write(line: "\(path): configuration is valid")
+                return 0
+            } catch {
+                FileDescriptorLogSink.standardError.write(line: "\(path): configuration has problems:\n\(error)")
+                return 1
+            }
+        }
+
+        var configuration: RelayConfiguration
+        var fakeProvider: FakeProvider?
+        var logger = Logger(label: "sse-relay")
+        if let level = options.logLevel { logger.level = level }
+        if options.dev {
+            configuration = RelayConfiguration()
+            let provider = FakeProvider(paceSeconds: options.devPaceMs / 1000, logger: logger)
+            do { try provider.start() } catch {
+                FileDescriptorLogSink.standardError.write(line: "cannot start the fake provider: \(error)")
+                return 1
+            }
+            fakeProvider = provider
+            configuration.upstreams["dev"] = .init(name: "dev", baseURL: provider.baseURL, key: Secret(FakeProvider.devKey))
+            configuration.routes = [.init(prefix: "/v1/", upstream: "dev")]
+            logger.warning("dev mode: requests go to the built-in fake provider, and no client authentication is checked",
+                           [("fake_provider", .string(provider.baseURL)), ("pace_ms", .double(options.devPaceMs))])
+        } else {
+            do {
+                configuration = try RelayConfiguration.load(path: options.configPath!)
+            } catch {
+                FileDescriptorLogSink.standardError.write(line: "\(options.configPath!): configuration has problems:\n\(error)")
+                return 1
+            }
+        }
+        if let host = options.host { configuration.listen.host = host }
+        if let port = options.port { configuration.listen.port = port }
+        if options.logLevel == nil { logger.level = configuration.logLevel }
+        if options.dev && !["127.0.0.1", "localhost", "::1"].contains(configuration.listen.host) {
+            FileDescriptorLogSink.standardError.write(line: "dev mode listens on loopback only (127.0.0.1, ::1 or localhost)")
+            return 2
+        }
+
+        let server = RelayServer(configuration: configuration, logger: logger)
+        do {
+            try server.start()
+        } catch {
+            FileDescriptorLogSink.standardError.write(line: "cannot start: \(error)")
+            return 1
+        }
+        let provider = fakeProvider
+        SignalHandling.install(logger: logger) {
+            server.shutdown()
+            provider?.shutdown()
+        }
+        dispatchMain()
+    }
+}
+
+/// SIGINT and SIGTERM through Dispatch signal sources, registered before anything can arrive.
+enum SignalHandling {
+    nonisolated(unsafe) static var sources: [any DispatchSourceSignal] = []
+
+    static func install(logger: Logger, onStop: @escaping @Sendable () -> Void) {
+        let queue = DispatchQueue(label: "sse-relay.signals")
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+            source.setEventHandler { @Sendable in
+                logger.info("signal received; shutting down", [("signal", .int(Int(sig)))])
+                onStop()
+                exit(0)
+            }
+            source.activate()
+            sources.append(source)
+        }
+    }
+}

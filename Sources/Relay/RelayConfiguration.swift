@@ -1,0 +1,289 @@
+import Foundation
+import HTTP1
+import Support
+
+/// Everything the relay needs to run, validated. Built from a JSON file (`RelayConfiguration.load`) or in code
+/// (tests, dev mode). Secrets are resolved at load time, so an unset key variable stops start-up instead of
+/// failing the first request.
+public struct RelayConfiguration: Sendable {
+    public struct Listen: Sendable, Equatable {
+        public var host: String
+        public var port: Int
+        public init(host: String = "127.0.0.1", port: Int = 8080) { self.host = host; self.port = port }
+    }
+
+    public struct Upstream: Sendable {
+        public var name: String
+        /// Scheme, host, optional port and optional path prefix; no trailing slash.
+        public var baseURL: String
+        public var key: Secret?
+        public var keyHeader: String
+        public var keyPrefix: String
+        public init(name: String, baseURL: String, key: Secret?, keyHeader: String = "Authorization", keyPrefix: String = "Bearer ") {
+            self.name = name
+            var url = baseURL
+            while url.hasSuffix("/") { url.removeLast() }
+            self.baseURL = url
+            self.key = key
+            self.keyHeader = keyHeader
+            self.keyPrefix = keyPrefix
+        }
+    }
+
+    public struct Route: Sendable, Equatable {
+        public var prefix: String
+        public var upstream: String
+        /// Remove `prefix` from the path before appending it to the upstream's baseURL.
+        public var stripPrefix: Bool
+        public init(prefix: String, upstream: String, stripPrefix: Bool = false) {
+            self.prefix = prefix
+            self.upstream = upstream
+            self.stripPrefix = stripPrefix
+        }
+    }
+
+    public struct Timeouts: Sendable, Equatable {
+        public var upstreamConnectSeconds: Double = 10
+        public var upstreamFirstByteSeconds: Double = 120
+        public var upstreamIdleSeconds: Double = 300
+        public init() {}
+    }
+
+    public struct Buffers: Sendable, Equatable {
+        /// Above this many bytes pending to a client, the upstream transfer is paused.
+        public var highWaterBytes: Int = 256 * 1024
+        /// At or below this, it is resumed.
+        public var lowWaterBytes: Int = 64 * 1024
+        public init() {}
+    }
+
+    public var listen = Listen()
+    public var upstreams: [String: Upstream] = [:]
+    public var routes: [Route] = []
+    public var limits = RequestLimits()
+    public var timeouts = Timeouts()
+    public var buffers = Buffers()
+    /// Event loops (threads serving connections); 0 means one per core.
+    public var workers = 0
+    public var logLevel = LogLevel.info
+
+    public init() {}
+
+    /// The route with the longest prefix that `path` starts with.
+    public func route(for path: String) -> Route? {
+        var best: Route?
+        for route in routes where path.hasPrefix(route.prefix) {
+            if best == nil || route.prefix.count > best!.prefix.count { best = route }
+        }
+        return best
+    }
+}
+
+/// Every problem found in a configuration, each naming its key path (`upstreams.openai.key.env`).
+public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    public var problems: [String]
+    public var description: String { problems.joined(separator: "\n") }
+}
+
+/// Where secrets and the environment come from, injectable for tests.
+public struct ConfigurationSources: Sendable {
+    public var environment: [String: String]
+    public var readFile: @Sendable (String) -> String?
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment,
+                readFile: @escaping @Sendable (String) -> String? = { path in
+                    (try? Data(contentsOf: URL(fileURLWithPath: path))).map { String(decoding: $0, as: UTF8.self) }
+                }) {
+        self.environment = environment
+        self.readFile = readFile
+    }
+}
+
+extension RelayConfiguration {
+    /// Parses and validates a JSON configuration. Throws `ConfigurationError` listing every problem.
+    public static func load(json: Data, sources: ConfigurationSources = ConfigurationSources()) throws -> RelayConfiguration {
+        let root: Any
+        do {
+            root = try JSONSerialization.jsonObject(with: json)
+        } catch {
+            throw ConfigurationError(problems: ["the configuration is not valid JSON: \(error.localizedDescription)"])
+        }
+        var reader = ConfigReader(sources: sources)
+        let configuration = reader.read(root)
+        if !reader.problems.isEmpty { throw ConfigurationError(problems: reader.problems) }
+        return configuration
+    }
+
+    public static func load(path: String, sources: ConfigurationSources = ConfigurationSources()) throws -> RelayConfiguration {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationError(problems: ["cannot read configuration file \(path)"])
+        }
+        return try load(json: data, sources: sources)
+    }
+}
+
+/// Walks the JSON tree, collecting problems instead of stopping at the first.
+struct ConfigReader {
+    let sources: ConfigurationSources
+    var problems: [String] = []
+
+    init(sources: ConfigurationSources) { self.sources = sources }
+
+    mutating func problem(_ path: String, _ text: String) { problems.append("\(path): \(text)") }
+
+    mutating func read(_ root: Any) -> RelayConfiguration {
+        var config = RelayConfiguration()
+        guard let object = root as? [String: Any] else {
+            problem("(root)", "must be a JSON object")
+            return config
+        }
+        let known: Set<String> = ["listen", "upstreams", "routes", "limits", "timeouts", "buffers", "workers", "logLevel"]
+        for key in object.keys where !known.contains(key) { problem(key, "unknown key") }
+
+        if let listen = object["listen"] {
+            if let l = listen as? [String: Any] {
+                if let host = string(l, "host", "listen.host") { config.listen.host = host }
+                if let port = int(l, "port", "listen.port", min: 0, max: 65535) { config.listen.port = port }
+            } else { problem("listen", "must be an object") }
+        }
+
+        if let ups = object["upstreams"] as? [String: Any], !ups.isEmpty {
+            for name in ups.keys.sorted() {
+                let path = "upstreams.\(name)"
+                guard let u = ups[name] as? [String: Any] else { problem(path, "must be an object"); continue }
+                guard let base = string(u, "baseURL", "\(path).baseURL") else {
+                    if u["baseURL"] == nil { problem("\(path).baseURL", "is required") }
+                    continue
+                }
+                if !(base.hasPrefix("http://") || base.hasPrefix("https://")) || base.contains("?") || base.contains("#") {
+                    problem("\(path).baseURL", "must be an http:// or https:// URL without query or fragment")
+                }
+                var key: Secret?
+                if let k = u["key"] {
+                    key = secret(k, "\(path).key")
+                }
+                let header = string(u, "keyHeader", "\(path).keyHeader") ?? "Authorization"
+                if !isToken(header) { problem("\(path).keyHeader", "must be a header name") }
+                let prefix = string(u, "keyPrefix", "\(path).keyPrefix") ?? (header.lowercased() == "authorization" ? "Bearer " : "")
+                config.upstreams[name] = .init(name: name, baseURL: base, key: key, keyHeader: header, keyPrefix: prefix)
+            }
+        } else {
+            problem("upstreams", "at least one upstream is required")
+        }
+
+        if let routes = object["routes"] as? [Any], !routes.isEmpty {
+            for (i, r) in routes.enumerated() {
+                let path = "routes[\(i)]"
+                guard let route = r as? [String: Any] else { problem(path, "must be an object"); continue }
+                let prefix = string(route, "prefix", "\(path).prefix")
+                let upstream = string(route, "upstream", "\(path).upstream")
+                if prefix == nil && route["prefix"] == nil { problem("\(path).prefix", "is required") }
+                if upstream == nil && route["upstream"] == nil { problem("\(path).upstream", "is required") }
+                if let prefix, !prefix.hasPrefix("/") { problem("\(path).prefix", "must start with /") }
+                if let upstream, config.upstreams[upstream] == nil, !(object["upstreams"] as? [String: Any] ?? [:]).keys.contains(upstream) {
+                    problem("\(path).upstream", "names no upstream (\"\(upstream)\")")
+                }
+                let strip = bool(route, "stripPrefix", "\(path).stripPrefix") ?? false
+                if let prefix, let upstream { config.routes.append(.init(prefix: prefix, upstream: upstream, stripPrefix: strip)) }
+            }
+        } else {
+            problem("routes", "at least one route is required")
+        }
+
+        if let limits = object["limits"] as? [String: Any] {
+            if let v = int(limits, "maxHeadBytes", "limits.maxHeadBytes", min: 1024, max: 1 << 24) { config.limits.maxHeadBytes = v }
+            if let v = int(limits, "maxHeaderCount", "limits.maxHeaderCount", min: 1, max: 10_000) { config.limits.maxHeaderCount = v }
+            if let v = int(limits, "maxURIBytes", "limits.maxURIBytes", min: 64, max: 1 << 20) { config.limits.maxURIBytes = v }
+            if let v = int(limits, "maxBodyBytes", "limits.maxBodyBytes", min: 0, max: 1 << 30) { config.limits.maxBodyBytes = v }
+        } else if object["limits"] != nil { problem("limits", "must be an object") }
+
+        if let t = object["timeouts"] as? [String: Any] {
+            if let v = seconds(t, "upstreamConnectSeconds", "timeouts.upstreamConnectSeconds") { config.timeouts.upstreamConnectSeconds = v }
+            if let v = seconds(t, "upstreamFirstByteSeconds", "timeouts.upstreamFirstByteSeconds") { config.timeouts.upstreamFirstByteSeconds = v }
+            if let v = seconds(t, "upstreamIdleSeconds", "timeouts.upstreamIdleSeconds") { config.timeouts.upstreamIdleSeconds = v }
+        } else if object["timeouts"] != nil { problem("timeouts", "must be an object") }
+
+        if let b = object["buffers"] as? [String: Any] {
+            if let v = int(b, "highWaterBytes", "buffers.highWaterBytes", min: 1024, max: 1 << 30) { config.buffers.highWaterBytes = v }
+            if let v = int(b, "lowWaterBytes", "buffers.lowWaterBytes", min: 0, max: 1 << 30) { config.buffers.lowWaterBytes = v }
+            if config.buffers.lowWaterBytes >= config.buffers.highWaterBytes {
+                problem("buffers.lowWaterBytes", "must be below buffers.highWaterBytes")
+            }
+        } else if object["buffers"] != nil { problem("buffers", "must be an object") }
+
+        if let w = int(object, "workers", "workers", min: 0, max: 256) { config.workers = w }
+        if let level = string(object, "logLevel", "logLevel") {
+            if let l = LogLevel(name: level) { config.logLevel = l } else { problem("logLevel", "must be one of debug, info, warning, error") }
+        }
+        return config
+    }
+
+    mutating func secret(_ value: Any, _ path: String) -> Secret? {
+        guard let k = value as? [String: Any], k.count == 1 else {
+            problem(path, "must be {\"env\": \"VARIABLE\"} or {\"file\": \"/path\"}")
+            return nil
+        }
+        if let variable = k["env"] as? String {
+            guard let v = sources.environment[variable], !v.isEmpty else {
+                problem("\(path).env", "environment variable \(variable) is not set")
+                return nil
+            }
+            return Secret(v.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        if let file = k["file"] as? String {
+            guard let v = sources.readFile(file) else {
+                problem("\(path).file", "cannot read \(file)")
+                return nil
+            }
+            let trimmed = v.trimmingCharacters(in: .whitespacesAndNewlines)
+            if trimmed.isEmpty { problem("\(path).file", "\(file) is empty"); return nil }
+            return Secret(trimmed)
+        }
+        problem(path, "must be {\"env\": \"VARIABLE\"} or {\"file\": \"/path\"}")
+        return nil
+    }
+
+    mutating func string(_ o: [String: Any], _ key: String, _ path: String) -> String? {
+        guard let v = o[key] else { return nil }
+        guard let s = v as? String else { problem(path, "must be a string"); return nil }
+        return s
+    }
+
+    mutating func bool(_ o: [String: Any], _ key: String, _ path: String) -> Bool? {
+        guard let v = o[key] else { return nil }
+        guard let n = v as? NSNumber, ConfigReader.number(v) == nil else { problem(path, "must be true or false"); return nil }
+        return n.boolValue
+    }
+
+    mutating func int(_ o: [String: Any], _ key: String, _ path: String, min: Int, max: Int) -> Int? {
+        guard let v = o[key] else { return nil }
+        guard let d = ConfigReader.number(v), d == d.rounded(), d >= Double(min), d <= Double(max) else {
+            problem(path, "must be a whole number from \(min) to \(max)")
+            return nil
+        }
+        return Int(d)
+    }
+
+    mutating func seconds(_ o: [String: Any], _ key: String, _ path: String) -> Double? {
+        guard let v = o[key] else { return nil }
+        guard let d = ConfigReader.number(v), d > 0, d <= 86_400 * 7 else {
+            problem(path, "must be a number of seconds above 0")
+            return nil
+        }
+        return d
+    }
+
+    /// A JSON number (not a boolean: Foundation bridges both to NSNumber, and `0 is Bool` is true on Linux).
+    static func number(_ v: Any) -> Double? {
+        guard let n = v as? NSNumber, String(describing: type(of: v)) != "__NSCFBoolean" else { return nil }
+        #if canImport(Darwin)
+        if CFGetTypeID(n) == CFBooleanGetTypeID() { return nil }
+        #endif
+        return n.doubleValue
+    }
+
+    func isToken(_ s: String) -> Bool {
+        !s.isEmpty && s.utf8.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(c)
+        }
+    }
+}

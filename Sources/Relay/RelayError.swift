@@ -1,0 +1,62 @@
+import HTTP1
+import Support
+
+/// An error answered to the client: an HTTP status plus the OpenAI-style JSON body every SDK already knows how
+/// to show, `{"error":{"message":…,"type":…,"code":…}}`. Messages are written here, never copied from the
+/// request, so no credential can be echoed.
+public struct RelayError: Error, Equatable, Sendable {
+    public var status: Int
+    public var type: String
+    public var code: String
+    public var message: String
+    public var extraHeaders: [(String, String)] = []
+
+    public init(status: Int, type: String, code: String, message: String, extraHeaders: [(String, String)] = []) {
+        self.status = status
+        self.type = type
+        self.code = code
+        self.message = message
+        self.extraHeaders = extraHeaders
+    }
+
+    public static func == (a: RelayError, b: RelayError) -> Bool {
+        a.status == b.status && a.type == b.type && a.code == b.code && a.message == b.message
+            && a.extraHeaders.map { "\($0.0):\($0.1)" } == b.extraHeaders.map { "\($0.0):\($0.1)" }
+    }
+
+    public var jsonBody: [UInt8] {
+        let body = "{\"error\":{\"message\":\(JSONLine.quote(message)),\"type\":\(JSONLine.quote(type)),\"code\":\(JSONLine.quote(code))}}"
+        return Array(body.utf8)
+    }
+
+    public static func notFound(path: String) -> RelayError {
+        RelayError(status: 404, type: "invalid_request_error", code: "route_not_found",
+                   message: "No route for this path on the relay.")
+    }
+
+    public static func badRequest(_ error: HTTPParseError) -> RelayError {
+        RelayError(status: error.status, type: "invalid_request_error", code: RelayError.code(for: error.kind),
+                   message: error.message)
+    }
+
+    static func code(for kind: HTTPParseError.Kind) -> String {
+        switch kind {
+        case .headTooLarge: "request_header_too_large"
+        case .tooManyHeaders: "too_many_headers"
+        case .uriTooLong: "uri_too_long"
+        case .bodyTooLarge: "request_body_too_large"
+        case .badRequest: "bad_request"
+        case .versionNotSupported: "http_version_not_supported"
+        }
+    }
+
+
+    public static let upstreamTimeout = RelayError(
+        status: 504, type: "upstream_error", code: "upstream_timeout",
+        message: "The provider did not start answering in time.")
+
+    public static let shuttingDown = RelayError(
+        status: 503, type: "server_error", code: "shutting_down",
+        message: "The relay is shutting down; retry.")
+}
+

@@ -1,0 +1,247 @@
+import HTTP1
+import Support
+import Transport
+
+/// Answers one request: the handler's side of an exchange. Called on the connection's loop only.
+/// `clientClosed` is terminal; after it nothing is called and writes are ignored.
+public protocol RequestResponder: AnyObject {
+    func requestBody(_ bytes: [UInt8])
+    func requestEnd()
+    func clientClosed()
+    /// The client's pending output fell to the low-water mark after having reached the high-water mark.
+    func clientDrained()
+}
+
+/// Decides what to do with each request head. Called on the connection's loop.
+public protocol RequestHandler: Sendable {
+    /// Returns the responder that will see the body and answer, or nil if the request was already answered
+    /// through `writer` (an error, say).
+    func handle(_ head: RequestHead, writer: ServerConnection) -> (any RequestResponder)?
+}
+
+/// HTTP/1.1 server side of one client connection: feeds the parser, runs one exchange at a time (pipelined
+/// requests wait their turn, answered in order), frames responses, and keeps or closes the connection.
+///
+/// Owned by the connection's loop queue; every method is called there.
+public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
+    // Invariant: all state is touched on `connection.loop.queue` only.
+    public let connection: Connection
+    private let handler: any RequestHandler
+    private var parser: RequestParser
+    private let logger: Logger
+    private let onClose: (ServerConnection) -> Void
+
+    private var responder: (any RequestResponder)?
+    private var inExchange = false
+    private var requestComplete = false
+    /// The current request has no body, so its `.end` is already in the parser's hands.
+    private var requestHasNoBody = false
+    private var headSent = false
+    private var responseDone = false
+    private var bodyMode = ResponseBodyMode.none
+    private var requestVersion = HTTPVersion.http1_1
+    private var closed = false
+    private var pumpScheduled = false
+    /// Bytes a client may send ahead (pipelined) while its current response is still streaming.
+    private let maxReadAhead: Int
+    private var sizeLine: [UInt8] = []
+
+    public init(connection: Connection, handler: any RequestHandler, limits: RequestLimits, logger: Logger,
+                onClose: @escaping (ServerConnection) -> Void) {
+        self.connection = connection
+        self.handler = handler
+        self.parser = RequestParser(limits: limits)
+        self.logger = logger
+        self.onClose = onClose
+        self.maxReadAhead = limits.maxHeadBytes + 64 * 1024
+        sizeLine.reserveCapacity(24)
+    }
+
+    public var loop: EventLoop { connection.loop }
+    public var clientAddress: String { connection.peerAddress }
+    public var pendingByteCount: Int { connection.pendingByteCount }
+    public var highWaterMark: Int { connection.highWaterMark }
+    public var isClosed: Bool { closed }
+
+    // MARK: ConnectionDelegate
+
+    public func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
+        parser.append(bytes)
+        if inExchange && requestComplete {
+            // A pipelined request arrived while the response streams: keep it for later, within a bound.
+            if parser.bufferedByteCount > maxReadAhead { abortConnection() }
+            return
+        }
+        pump()
+    }
+
+    public func connectionDidDrain(_ connection: Connection) {
+        responder?.clientDrained()
+    }
+
+    public func connection(_ connection: Connection, didCloseWith reason: ConnectionCloseReason) {
+        closed = true
+        let responder = self.responder
+        self.responder = nil
+        if !responseDone || !requestComplete { responder?.clientClosed() }
+        onClose(self)
+    }
+
+    // MARK: Requests
+
+    private func pump() {
+        while !closed {
+            if inExchange && requestComplete { return }
+            let event: RequestEvent?
+            do {
+                event = try parser.next()
+            } catch {
+                parseFailed(error)
+                return
+            }
+            guard let event else { return }
+            switch event {
+            case .head(let head):
+                startExchange(head)
+            case .body(let bytes):
+                responder?.requestBody(bytes)
+            case .end:
+                requestComplete = true
+                responder?.requestEnd()
+                if responseDone { exchangeFinished(keepAlive: lastKeepAlive) }
+            }
+        }
+    }
+
+    private func startExchange(_ head: RequestHead) {
+        inExchange = true
+        requestComplete = false
+        headSent = false
+        responseDone = false
+        bodyMode = .none
+        requestVersion = head.version
+        requestHasNoBody = head.framing == .none
+        responder = handler.handle(head, writer: self)
+        if responder != nil && !headSent && head.expectsContinue && !closed {
+            connection.write(Self.continueLine)
+        }
+    }
+
+    private func parseFailed(_ error: HTTPParseError) {
+        if let responder, !responseDone {
+            responder.clientClosed()
+            self.responder = nil
+        }
+        if headSent {
+            abortConnection()
+            return
+        }
+        logger.info("rejected malformed request", [("status", .int(error.status)), ("reason", .string(error.message)),
+                                                    ("client", .string(clientAddress))])
+        requestComplete = false
+        inExchange = true
+        respond(error: .badRequest(error), keepAlive: false)
+    }
+
+    // MARK: Responses (the writer side)
+
+    /// Sends a complete JSON error response. `keepAlive` is honoured only if the request was read to its end.
+    public func respond(error: RelayError, requestID: String? = nil, keepAlive: Bool = true) {
+        guard !headSent, !closed else { return }
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "application/json")
+        let body = error.jsonBody
+        headers.add(name: "Content-Length", value: String(body.count))
+        for (name, value) in error.extraHeaders { headers.add(name: name, value: value) }
+        if let requestID { headers.add(name: "X-Request-Id", value: requestID) }
+        let keep = keepAlive && requestCanContinue
+        if !keep { headers.add(name: "Connection", value: "close") }
+        sendHead(ResponseHead(status: error.status, headers: headers), mode: .contentLength(body.count))
+        _ = body.withUnsafeBytes { sendBody($0) }
+        finish(keepAlive: keep)
+    }
+
+    private var requestCanContinue: Bool { requestComplete || requestHasNoBody || !inExchange }
+
+    public func sendHead(_ head: ResponseHead, mode: ResponseBodyMode) {
+        guard !headSent, !closed else { return }
+        headSent = true
+        bodyMode = mode
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(512)
+        head.serialize(into: &bytes)
+        connection.write(bytes)
+    }
+
+    /// Writes one body delivery; for chunked framing the size line, payload and CRLF leave in one syscall.
+    @discardableResult
+    public func sendBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard headSent, !responseDone, !closed, bytes.count > 0 else { return !closed }
+        switch bodyMode {
+        case .none:
+            return true
+        case .chunked:
+            sizeLine.removeAll(keepingCapacity: true)
+            ChunkedEncoding.appendSizeLine(bytes.count, to: &sizeLine)
+            return sizeLine.withUnsafeBytes { line in
+                Self.crlf.withUnsafeBytes { crlf in connection.write(line, bytes, crlf) }
+            }
+        case .contentLength, .closeDelimited:
+            return connection.write(bytes)
+        }
+    }
+
+    private var lastKeepAlive = true
+
+    /// The response is complete. With chunked framing the last chunk goes out; the connection is then kept for
+    /// the next request (if `keepAlive` and the request was read to its end) or closed after the flush.
+    public func finish(keepAlive: Bool) {
+        guard headSent, !responseDone, !closed else { return }
+        responseDone = true
+        if bodyMode == .chunked { connection.write(ChunkedEncoding.lastChunk) }
+        responder = nil
+        lastKeepAlive = keepAlive && bodyMode != .closeDelimited
+        if requestComplete || !inExchange {
+            exchangeFinished(keepAlive: lastKeepAlive)
+        } else if requestHasNoBody && lastKeepAlive {
+            // The parser's `.end` for this request follows at once; `pump` then finishes the exchange.
+        } else {
+            // The response ended before the request body did: the rest of the body is unread, so the
+            // connection cannot carry another request.
+            connection.closeAfterFlush()
+        }
+    }
+
+    /// Ends the response without a clean end: no terminal chunk, the connection closes after what is pending.
+    public func abort() {
+        guard !closed else { return }
+        responseDone = true
+        responder = nil
+        connection.closeAfterFlush()
+    }
+
+    private func abortConnection() {
+        guard !closed else { return }
+        connection.close(reset: false)
+    }
+
+    private func exchangeFinished(keepAlive: Bool) {
+        inExchange = false
+        responder = nil
+        guard keepAlive else {
+            connection.closeAfterFlush()
+            return
+        }
+        // The next pipelined request, on a later turn of the loop (this may run inside a curl callback).
+        if parser.bufferedByteCount > 0 && !pumpScheduled {
+            pumpScheduled = true
+            loop.queue.async { [self] in
+                pumpScheduled = false
+                pump()
+            }
+        }
+    }
+
+    static let continueLine: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+    static let crlf: [UInt8] = [0x0D, 0x0A]
+}

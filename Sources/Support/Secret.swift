@@ -1,0 +1,11 @@
+/// A credential (provider key, client token). It never prints: `description`, `debugDescription` and string
+/// interpolation all give `<redacted>`, so a secret that reaches a log line or an error by mistake stays hidden.
+/// The only way to the value is `revealForHeader()`, used where the key is put on the upstream request.
+public struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+    private let value: String
+    public init(_ value: String) { self.value = value }
+    public var description: String { "<redacted>" }
+    public var debugDescription: String { "<redacted>" }
+    public var isEmpty: Bool { value.isEmpty }
+    public func revealForHeader() -> String { value }
+}

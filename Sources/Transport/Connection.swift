@@ -1,0 +1,235 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+import Support
+
+/// Why a connection ended, as its delegate hears it (exactly once).
+public enum ConnectionCloseReason: Equatable, Sendable {
+    /// The peer sent FIN (recv returned 0).
+    case peerClosed
+    /// The peer reset the connection, or a send found it gone (ECONNRESET, EPIPE).
+    case peerReset
+    /// We closed it (after a response, on an error, on shutdown).
+    case local
+}
+
+/// Receives a connection's events. All calls arrive on the connection's loop queue.
+/// `connectionDidClose` is terminal: no call follows it.
+public protocol ConnectionDelegate: AnyObject {
+    func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer)
+    /// The pending write buffer fell to the low-water mark (after having been above the high-water mark).
+    func connectionDidDrain(_ connection: Connection)
+    func connection(_ connection: Connection, didCloseWith reason: ConnectionCloseReason)
+}
+
+/// One client socket: its read and write Dispatch sources and its pending-write buffer.
+///
+/// Owned by `loop.queue`; every method must be called there. The read source stays armed for the connection's
+/// whole life, because libdispatch on Linux never asks epoll for EPOLLRDHUP: a client's FIN or RST is only seen as
+/// a readable socket whose recv returns 0 or ECONNRESET, and that is how a departed client cancels its upstream
+/// within a millisecond. The write source is armed only while bytes are pending.
+public final class Connection: @unchecked Sendable {
+    // Invariant: all mutable state is touched on `loop.queue` only.
+    public let fd: Int32
+    public let loop: EventLoop
+    public let peerAddress: String
+    public var delegate: (any ConnectionDelegate)?
+    public let highWaterMark: Int
+    public let lowWaterMark: Int
+
+    private let readSource: DispatchSourceRead
+    private var writeSource: DispatchSourceWrite?
+    private var writeArmed = false
+    private var pending = ByteQueue()
+    private var wasAboveHighWater = false
+    private enum State { case open, flushingThenClose, lingering, closed }
+    private var state = State.open
+    private var lingerTimer: LoopTimer?
+    private var sourcesLeft = 0
+
+    public init(fd: Int32, loop: EventLoop, peerAddress: String, highWaterMark: Int = 256 * 1024, lowWaterMark: Int = 64 * 1024) {
+        self.fd = fd
+        self.loop = loop
+        self.peerAddress = peerAddress
+        self.highWaterMark = highWaterMark
+        self.lowWaterMark = lowWaterMark
+        self.readSource = DispatchSource.makeReadSource(fileDescriptor: fd, queue: loop.queue)
+    }
+
+    /// Starts reading. Call once, on the loop, after setting the delegate.
+    public func start() {
+        sourcesLeft = 1
+        readSource.setEventHandler { [unowned self] in self.readable() }
+        readSource.setCancelHandler { [self] in self.sourceCancelled() }
+        readSource.activate()
+    }
+
+    public var isOpen: Bool { state == .open }
+    public var pendingByteCount: Int { pending.count }
+    public var isAboveHighWater: Bool { pending.count >= highWaterMark }
+
+    // MARK: Reading
+
+    private func readable() {
+        switch Syscall.recv(fd, into: loop.readBuffer) {
+        case .done(let n):
+            if state == .lingering { return }   // discarding what arrives after our response
+            delegate?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: loop.readBuffer[0..<n]))
+        case .wouldBlock:
+            return
+        case .endOfFile:
+            teardown(reason: state == .open ? .peerClosed : .local)
+        case .peerGone, .failed:
+            teardown(reason: state == .open ? .peerReset : .local)
+        }
+    }
+
+    // MARK: Writing
+
+    /// Writes up to three buffers with one syscall (a chunk's size line, payload and CRLF together), or queues
+    /// them behind bytes already pending. Returns false if the connection is closed or the peer is gone.
+    @discardableResult
+    public func write(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer? = nil, _ c: UnsafeRawBufferPointer? = nil) -> Bool {
+        guard state == .open || state == .flushingThenClose else { return false }
+        let parts = [a, b ?? UnsafeRawBufferPointer(start: nil, count: 0), c ?? UnsafeRawBufferPointer(start: nil, count: 0)]
+        let total = a.count + (b?.count ?? 0) + (c?.count ?? 0)
+        if total == 0 { return true }
+        var written = 0
+        if pending.isEmpty {
+            var iov = (
+                iovec(iov_base: UnsafeMutableRawPointer(mutating: parts[0].baseAddress), iov_len: parts[0].count),
+                iovec(iov_base: UnsafeMutableRawPointer(mutating: parts[1].baseAddress), iov_len: parts[1].count),
+                iovec(iov_base: UnsafeMutableRawPointer(mutating: parts[2].baseAddress), iov_len: parts[2].count)
+            )
+            let result = withUnsafeMutableBytes(of: &iov) { raw in
+                Syscall.writev(fd, raw.bindMemory(to: iovec.self))
+            }
+            switch result {
+            case .done(let n): written = n
+            case .wouldBlock: written = 0
+            case .endOfFile, .peerGone, .failed:
+                teardown(reason: .peerReset)
+                return false
+            }
+            if written == total { return true }
+        }
+        // Queue what the kernel did not take, in order.
+        var skip = written
+        for part in parts where part.count > 0 {
+            if skip >= part.count { skip -= part.count; continue }
+            pending.append(UnsafeRawBufferPointer(rebasing: part[skip...]))
+            skip = 0
+        }
+        if pending.count >= highWaterMark { wasAboveHighWater = true }
+        armWrite()
+        return true
+    }
+
+    @discardableResult
+    public func write(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { write($0) }
+    }
+
+    private func armWrite() {
+        if writeSource == nil {
+            let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: loop.queue)
+            source.setEventHandler { [unowned self] in self.writable() }
+            source.setCancelHandler { [self] in self.sourceCancelled() }
+            writeSource = source
+            sourcesLeft += 1
+            writeArmed = true
+            source.activate()
+            return
+        }
+        if !writeArmed {
+            writeArmed = true
+            writeSource?.resume()
+        }
+    }
+
+    private func disarmWrite() {
+        if writeArmed {
+            writeArmed = false
+            writeSource?.suspend()
+        }
+    }
+
+    private func writable() {
+        while !pending.isEmpty {
+            let result = pending.withReadableBytes { bytes -> IOResult in
+                var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
+                return withUnsafeMutablePointer(to: &iov) { Syscall.writev(fd, UnsafeMutableBufferPointer(start: $0, count: 1)) }
+            }
+            switch result {
+            case .done(let n):
+                pending.consume(n)
+            case .wouldBlock:
+                return
+            case .endOfFile, .peerGone, .failed:
+                teardown(reason: .peerReset)
+                return
+            }
+        }
+        disarmWrite()
+        if state == .flushingThenClose {
+            beginLingeringClose()
+            return
+        }
+        if wasAboveHighWater && pending.count <= lowWaterMark {
+            wasAboveHighWater = false
+            delegate?.connectionDidDrain(self)
+        }
+    }
+
+    // MARK: Closing
+
+    /// Sends what is pending, then half-closes and waits briefly for the client's FIN before closing
+    /// (closing with unread input would send RST, which can destroy the response in the client's buffer).
+    public func closeAfterFlush(lingerSeconds: Double = 2) {
+        guard state == .open else { return }
+        state = .flushingThenClose
+        if pending.isEmpty { beginLingeringClose(lingerSeconds: lingerSeconds) }
+    }
+
+    /// Closes at once, with RST if `reset` (abandons pending bytes).
+    public func close(reset: Bool = false) {
+        guard state != .closed else { return }
+        if reset { Syscall.setLingerZero(fd) }
+        teardown(reason: .local)
+    }
+
+    private func beginLingeringClose(lingerSeconds: Double = 2) {
+        state = .lingering
+        _ = shutdown(fd, Int32(SHUT_WR))
+        lingerTimer = loop.schedule(afterSeconds: lingerSeconds) { [weak self] in self?.teardown(reason: .local) }
+    }
+
+    private func teardown(reason: ConnectionCloseReason) {
+        guard state != .closed else { return }
+        state = .closed
+        lingerTimer?.cancel()
+        lingerTimer = nil
+        readSource.cancel()
+        if let writeSource {
+            // A suspended source must be resumed before it is cancelled and released, or libdispatch traps.
+            if !writeArmed { writeSource.resume() }
+            writeArmed = true
+            writeSource.cancel()
+        }
+        let delegate = self.delegate
+        self.delegate = nil
+        delegate?.connection(self, didCloseWith: reason)
+    }
+
+    /// The descriptor is closed only after every source on it has been cancelled, so the fd number cannot be
+    /// reused while libdispatch still watches it.
+    private func sourceCancelled() {
+        sourcesLeft -= 1
+        if sourcesLeft == 0 {
+            Syscall.close(fd)
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import Dispatch
+import Support
+
+/// One serial Dispatch queue and everything it owns: the client connections assigned to it, the upstream
+/// driver bound to it, its timers and a shared read buffer. Every object handed out by a loop is used on
+/// `queue` only, which is what makes the `@unchecked Sendable` on those classes true.
+///
+/// A handful of loops (one per core) is the nginx worker model: no locks between a client socket and its
+/// upstream transfer, because both live on the same queue.
+public final class EventLoop: @unchecked Sendable {
+    // Invariant: every stored mutable property below is read and written on `queue` only.
+    public let queue: DispatchQueue
+    public let clock: any Clock
+    public let index: Int
+    private var deadlines = DeadlineQueue<LoopTimer>()
+    private let timerSource: DispatchSourceTimer
+    private var armedDeadline: Instant?
+    /// Scratch space for `recv`: one per loop, safe because the loop is serial and no caller keeps it.
+    public let readBuffer: UnsafeMutableRawBufferPointer
+
+    public init(index: Int, clock: any Clock = MonotonicClock()) {
+        self.index = index
+        self.clock = clock
+        self.queue = DispatchQueue(label: "sse-relay.loop.\(index)")
+        self.timerSource = DispatchSource.makeTimerSource(queue: queue)
+        self.readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+        timerSource.setEventHandler { [unowned self] in self.fireDueTimers() }
+        timerSource.schedule(deadline: .distantFuture)
+        timerSource.activate()
+    }
+
+    deinit {
+        timerSource.cancel()
+        readBuffer.deallocate()
+    }
+
+    public func execute(_ work: @escaping @Sendable () -> Void) {
+        queue.async(execute: work)
+    }
+
+    @inline(__always)
+    public func assertOnLoop() {
+        dispatchPrecondition(condition: .onQueue(queue))
+    }
+
+    /// Runs `action` on this loop at `deadline` unless the returned timer is cancelled first. Call on the loop.
+    @discardableResult
+    public func schedule(at deadline: Instant, _ action: @escaping () -> Void) -> LoopTimer {
+        let timer = LoopTimer(action: action)
+        deadlines.push(timer, at: deadline)
+        rearm()
+        return timer
+    }
+
+    @discardableResult
+    public func schedule(afterSeconds seconds: Double, _ action: @escaping () -> Void) -> LoopTimer {
+        schedule(at: clock.now().advanced(bySeconds: seconds), action)
+    }
+
+    private func fireDueTimers() {
+        armedDeadline = nil
+        for timer in deadlines.popDue(at: clock.now()) {
+            timer.fire()
+        }
+        rearm()
+    }
+
+    private func rearm() {
+        guard let next = deadlines.nextDeadline else { return }
+        if let armed = armedDeadline, armed <= next { return }
+        armedDeadline = next
+        let now = clock.now()
+        let delay = next > now ? next.nanoseconds - now.nanoseconds : 0
+        timerSource.schedule(deadline: .now() + .nanoseconds(Int(min(delay, UInt64(Int.max)))))
+    }
+}
+
+/// A one-shot timer on an event loop. Cancel it on the loop; a cancelled timer never runs.
+public final class LoopTimer: @unchecked Sendable {
+    // Invariant: only touched on the owning loop's queue.
+    private var action: (() -> Void)?
+    init(action: @escaping () -> Void) { self.action = action }
+    public var isCancelled: Bool { action == nil }
+    public func cancel() { action = nil }
+    func fire() {
+        let run = action
+        action = nil
+        run?()
+    }
+}
+
+/// A fixed set of event loops; connections are spread round-robin.
+public final class EventLoopGroup: Sendable {
+    public let loops: [EventLoop]
+    private let next = Atomic<Int>(0)
+
+    public init(count: Int, clock: any Clock = MonotonicClock()) {
+        loops = (0..<max(1, count)).map { EventLoop(index: $0, clock: clock) }
+    }
+
+    public func nextLoop() -> EventLoop {
+        let n = next.wrappingAdd(1, ordering: .relaxed).oldValue
+        return loops[n % loops.count]
+    }
+}
+
+import Synchronization

@@ -1,0 +1,165 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+import Support
+
+public struct ListenerError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// A listening TCP socket. Accepts on its own queue and hands each new descriptor (non-blocking, TCP_NODELAY
+/// set) to `onAccept` on the event loop chosen for it.
+public final class Listener: @unchecked Sendable {
+    // Invariant: `source` and `paused` are touched on `queue` only; `fd` and `port` are immutable after init.
+    public let fd: Int32
+    public let port: Int
+    public let host: String
+    private let queue = DispatchQueue(label: "sse-relay.accept")
+    private var source: DispatchSourceRead?
+    private let group: EventLoopGroup
+    private let onAccept: @Sendable (Int32, String, EventLoop) -> Void
+    private let logger: Logger
+
+    /// Binds `host:port` (port 0 picks a free one; read it back from `port`).
+    public init(host: String, port: Int, group: EventLoopGroup, logger: Logger, backlog: Int32 = 4096,
+                onAccept: @escaping @Sendable (Int32, String, EventLoop) -> Void) throws {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        #if canImport(Glibc)
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        #else
+        hints.ai_socktype = SOCK_STREAM
+        #endif
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        var result: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(host, String(port), &hints, &result)
+        guard rc == 0, let info = result else {
+            throw ListenerError(description: "cannot resolve listen address \(host): \(String(cString: gai_strerror(rc)))")
+        }
+        defer { freeaddrinfo(result) }
+        let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
+        guard fd >= 0 else { throw ListenerError(description: "socket: \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
+            let message = String(cString: strerror(errno))
+            Syscall.close(fd)
+            throw ListenerError(description: "cannot listen on \(host):\(port): \(message)")
+        }
+        guard listen(fd, backlog) == 0 else {
+            let message = String(cString: strerror(errno))
+            Syscall.close(fd)
+            throw ListenerError(description: "listen: \(message)")
+        }
+        Syscall.setNonBlocking(fd)
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &length) }
+        }
+        self.fd = fd
+        self.port = Listener.port(of: storage)
+        self.host = host
+        self.group = group
+        self.onAccept = onAccept
+        self.logger = logger
+    }
+
+    public func start() {
+        queue.sync {
+            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+            source.setEventHandler { [unowned self] in self.acceptAll() }
+            let fd = self.fd
+            source.setCancelHandler { Syscall.close(fd) }
+            self.source = source
+            source.activate()
+        }
+    }
+
+    /// Stops accepting and closes the listening socket.
+    public func stop() {
+        queue.sync {
+            if paused { source?.resume(); paused = false }
+            source?.cancel()
+            source = nil
+        }
+    }
+
+    private var paused = false
+
+    private func acceptAll() {
+        for _ in 0..<64 {
+            var storage = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let client = withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(fd, $0, &length) }
+            }
+            if client < 0 {
+                let err = errno
+                if err == EINTR || err == ECONNABORTED { continue }
+                if err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM {
+                    // Out of descriptors: stop accepting for a moment instead of spinning on a readable listener.
+                    logger.error("accept failed: out of file descriptors; pausing accepts for 100 ms", [("errno", .int(Int(err)))])
+                    if let source, !paused {
+                        paused = true
+                        source.suspend()
+                        queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [weak self] in
+                            guard let self, self.paused, let source = self.source else { return }
+                            self.paused = false
+                            source.resume()
+                        }
+                    }
+                }
+                return
+            }
+            Syscall.setNonBlocking(client)
+            Syscall.setNoDelay(client)
+            #if canImport(Darwin)
+            var one: Int32 = 1
+            _ = setsockopt(client, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+            #endif
+            let address = Listener.address(of: storage)
+            let loop = group.nextLoop()
+            let onAccept = self.onAccept
+            loop.execute { onAccept(client, address, loop) }
+        }
+    }
+
+    static func port(of storage: sockaddr_storage) -> Int {
+        var storage = storage
+        return withUnsafePointer(to: &storage) { pointer in
+            if Int32(pointer.pointee.ss_family) == AF_INET6 {
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
+            }
+            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+        }
+    }
+
+    /// The peer's IP address as text ("127.0.0.1", "::1").
+    public static func address(of storage: sockaddr_storage) -> String {
+        var storage = storage
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        return withUnsafePointer(to: &storage) { pointer -> String in
+            if Int32(pointer.pointee.ss_family) == AF_INET6 {
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
+                    var addr = sin6.pointee.sin6_addr
+                    inet_ntop(AF_INET6, &addr, &buffer, socklen_t(buffer.count))
+                    return cString(buffer)
+                }
+            }
+            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+                var addr = sin.pointee.sin_addr
+                inet_ntop(AF_INET, &addr, &buffer, socklen_t(buffer.count))
+                return cString(buffer)
+            }
+        }
+    }
+}
+
+func cString(_ buffer: [CChar]) -> String {
+    let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+    return String(decoding: bytes, as: UTF8.self)
+}

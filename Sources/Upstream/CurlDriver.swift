@@ -1,0 +1,307 @@
+import CCurl
+import Dispatch
+import HTTP1
+import Support
+import Transport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Drives one libcurl multi handle with the socket-action API on an event loop's queue: curl's sockets are
+/// watched by Dispatch sources on that queue, its timer is a Dispatch timer on that queue, and every transfer's
+/// callbacks therefore run on the same queue as the client connection they serve. No locks, no thread hops.
+///
+/// Owned by `loop.queue`; call everything there. Lives as long as its loop: curl keeps `CLOSESOCKETDATA`
+/// pointing here for cached connections, which outlive the transfers that opened them.
+public final class CurlDriver: @unchecked Sendable {
+    // Invariant: all mutable state below is touched on `loop.queue` only.
+    public let loop: EventLoop
+    let multi: UnsafeMutableRawPointer
+    private var transfers: [UnsafeMutableRawPointer: Transfer] = [:]
+    private var watches: [Int32: SocketWatch] = [:]
+    private let timer: DispatchSourceTimer
+    private var timerGeneration: UInt64 = 0
+    /// Depth of curl calls on the stack; removing a handle inside curl's own callbacks fails
+    /// (CURLM_RECURSIVE_API_CALL), so cancellations made then are deferred until the outermost call returns.
+    private var curlDepth = 0
+    private var deferredRemovals: [Transfer] = []
+    private let logger: Logger
+    private var isShutDown = false
+
+    public var activeTransferCount: Int { transfers.count }
+
+    public init(loop: EventLoop, logger: Logger) {
+        CurlDriver.globalInit
+        self.loop = loop
+        self.logger = logger
+        guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed") }
+        self.multi = multi
+        timer = DispatchSource.makeTimerSource(queue: loop.queue)
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        ccurl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
+        ccurl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, me)
+        ccurl_multi_setopt_socket_callback(multi) { _, socket, what, userp, _ in
+            guard let userp else { return 0 }
+            Unmanaged<CurlDriver>.fromOpaque(userp).takeUnretainedValue().socketChanged(socket, what: what)
+            return 0
+        }
+        ccurl_multi_setopt_timer_callback(multi) { _, timeoutMs, userp in
+            guard let userp else { return 0 }
+            Unmanaged<CurlDriver>.fromOpaque(userp).takeUnretainedValue().timerChanged(timeoutMs)
+            return 0
+        }
+        timer.setEventHandler { [unowned self] in self.socketAction(ccurl_socket_timeout, events: 0) }
+        timer.schedule(deadline: .distantFuture)
+        timer.activate()
+    }
+
+    private static let globalInit: Void = {
+        curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+    }()
+
+    /// Starts a transfer. The delegate hears from it on this loop, beginning on a later turn of the loop.
+    public func start(_ request: UpstreamRequest, delegate: any TransferDelegate) -> Transfer {
+        loop.assertOnLoop()
+        let transfer = Transfer(driver: self, request: request, delegate: delegate)
+        guard !isShutDown, transfer.configure() else {
+            let failure = UpstreamFailure.other(isShutDown ? "relay shutting down" : "could not configure transfer")
+            loop.queue.async { [transfer] in transfer.delegate?.transfer(transfer, didCompleteWith: .failure(failure)) }
+            return transfer
+        }
+        transfers[transfer.easy] = transfer
+        curlDepth += 1
+        let rc = curl_multi_add_handle(multi, transfer.easy)
+        curlDepth -= 1
+        if rc != CURLM_OK {
+            transfers[transfer.easy] = nil
+            transfer.cleanup()
+            let failure = UpstreamFailure.other("curl_multi_add_handle: \(rc.rawValue)")
+            loop.queue.async { [transfer] in transfer.delegate?.transfer(transfer, didCompleteWith: .failure(failure)) }
+        }
+        return transfer
+    }
+
+    /// Removes the transfer: its connection is closed (curl does not cache a connection removed mid-response),
+    /// and the delegate hears nothing more. Safe to call inside the transfer's own callbacks and after completion.
+    func cancel(_ transfer: Transfer) {
+        guard transfer.state == .running else { return }
+        transfer.state = .cancelled
+        if curlDepth > 0 {
+            deferredRemovals.append(transfer)
+        } else {
+            remove(transfer)
+        }
+    }
+
+    private func remove(_ transfer: Transfer) {
+        let key = transfer.easy
+        guard transfers[key] != nil else { return }
+        curlDepth += 1
+        curl_multi_remove_handle(multi, transfer.easy)
+        curlDepth -= 1
+        transfers[key] = nil
+        transfer.cleanup()
+    }
+
+    /// Re-enables a paused direction. curl may deliver the held bytes synchronously, from inside this call.
+    func updatePause(_ transfer: Transfer) {
+        guard transfer.state == .running else { return }
+        var mask: Int32 = 0
+        if transfer.receivePaused { mask |= ccurl_pause_recv }
+        if transfer.sendPaused { mask |= Int32(CURLPAUSE_SEND) }
+        curlDepth += 1
+        curl_easy_pause(transfer.easy, mask)
+        curlDepth -= 1
+        finishCurlCall()
+    }
+
+    /// Cancels every transfer (without delegate calls) and releases curl's resources. Call once, on the loop.
+    public func shutdown() {
+        guard !isShutDown else { return }
+        isShutDown = true
+        for transfer in Array(transfers.values) { cancel(transfer) }
+        timer.cancel()
+        curl_multi_cleanup(multi)
+        for (_, watch) in watches { watch.cancel() }
+        watches.removeAll()
+    }
+
+    // MARK: curl → us
+
+    private func socketChanged(_ fd: curl_socket_t, what: Int32) {
+        let watch: SocketWatch
+        if let existing = watches[fd] {
+            watch = existing
+        } else {
+            if what == CURL_POLL_REMOVE { return }
+            watch = SocketWatch(fd: fd, driver: self)
+            watches[fd] = watch
+        }
+        switch what {
+        case CURL_POLL_IN: watch.set(read: true, write: false)
+        case CURL_POLL_OUT: watch.set(read: false, write: true)
+        case CURL_POLL_INOUT: watch.set(read: true, write: true)
+        default: watch.set(read: false, write: false)   // REMOVE: curl may reuse the socket, so only disarm
+        }
+    }
+
+    /// curl closes its sockets through us, so a descriptor is closed only after its Dispatch sources are
+    /// cancelled (libdispatch must not watch a recycled fd number).
+    fileprivate func closeSocket(_ fd: curl_socket_t) {
+        if let watch = watches.removeValue(forKey: fd) {
+            watch.cancelThenClose()
+        } else {
+            Syscall.close(fd)
+        }
+    }
+
+    private func timerChanged(_ timeoutMs: Int) {
+        timerGeneration &+= 1
+        if timeoutMs < 0 {
+            timer.schedule(deadline: .distantFuture)
+        } else if timeoutMs == 0 {
+            // Not from inside the callback: curl forbids re-entering socket_action from its own callbacks.
+            let generation = timerGeneration
+            loop.queue.async { [self] in
+                if generation == timerGeneration && !isShutDown { socketAction(ccurl_socket_timeout, events: 0) }
+            }
+        } else {
+            timer.schedule(deadline: .now() + .milliseconds(timeoutMs))
+        }
+    }
+
+    fileprivate func socketAction(_ fd: curl_socket_t, events: Int32) {
+        guard !isShutDown else { return }
+        var running: Int32 = 0
+        curlDepth += 1
+        curl_multi_socket_action(multi, fd, events, &running)
+        curlDepth -= 1
+        finishCurlCall()
+    }
+
+    /// After the outermost curl call: deliver completions, then carry out removals deferred during callbacks.
+    private func finishCurlCall() {
+        guard curlDepth == 0 else { return }
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            let code = message.pointee.data.result
+            guard let transfer = transfers[easy] else { continue }
+            if transfer.state == .running {
+                transfer.state = .completed
+                let result = transfer.result(for: code)
+                remove(transfer)
+                transfer.delegate?.transfer(transfer, didCompleteWith: result)
+            }
+        }
+        while !deferredRemovals.isEmpty {
+            let pending = deferredRemovals
+            deferredRemovals.removeAll()
+            for transfer in pending { remove(transfer) }
+        }
+    }
+
+    fileprivate var closeSocketData: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+}
+
+/// The Dispatch sources watching one curl socket. Owned by the driver's loop queue.
+final class SocketWatch {
+    let fd: Int32
+    unowned let driver: CurlDriver
+    private var readSource: DispatchSourceRead?
+    private var writeSource: DispatchSourceWrite?
+    private var readArmed = false
+    private var writeArmed = false
+
+    init(fd: Int32, driver: CurlDriver) {
+        self.fd = fd
+        self.driver = driver
+    }
+
+    func set(read: Bool, write: Bool) {
+        if read {
+            if let readSource {
+                if !readArmed { readSource.resume(); readArmed = true }
+            } else {
+                let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: driver.loop.queue)
+                let fd = self.fd
+                source.setEventHandler { [unowned driver] in driver.socketAction(fd, events: CURL_CSELECT_IN) }
+                readSource = source
+                readArmed = true
+                source.activate()
+            }
+        } else if readArmed {
+            readSource?.suspend()
+            readArmed = false
+        }
+        if write {
+            if let writeSource {
+                if !writeArmed { writeSource.resume(); writeArmed = true }
+            } else {
+                let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: driver.loop.queue)
+                let fd = self.fd
+                source.setEventHandler { [unowned driver] in driver.socketAction(fd, events: CURL_CSELECT_OUT) }
+                writeSource = source
+                writeArmed = true
+                source.activate()
+            }
+        } else if writeArmed {
+            writeSource?.suspend()
+            writeArmed = false
+        }
+    }
+
+    /// Cancels both sources (resuming suspended ones first, or libdispatch traps on release) and closes the fd
+    /// once the last cancel handler has run.
+    func cancelThenClose() {
+        let sources: [any DispatchSourceProtocol] = [readSource, writeSource].compactMap { $0 }
+        if sources.isEmpty { Syscall.close(fd); return }
+        let fd = self.fd
+        let counter = Countdown(sources.count) { Syscall.close(fd) }
+        for source in sources { source.setCancelHandler { counter.tick() } }
+        cancel()
+    }
+
+    func cancel() {
+        if let readSource {
+            if !readArmed { readSource.resume() }
+            readSource.cancel()
+        }
+        if let writeSource {
+            if !writeArmed { writeSource.resume() }
+            writeSource.cancel()
+        }
+        readArmed = true
+        writeArmed = true
+        readSource = nil
+        writeSource = nil
+    }
+}
+
+/// Runs `done` after `tick()` was called `count` times. Used on one serial queue only.
+final class Countdown: @unchecked Sendable {
+    // Invariant: ticked only from cancel handlers that run on the same serial queue.
+    private var left: Int
+    private let done: () -> Void
+    init(_ count: Int, done: @escaping () -> Void) {
+        left = count
+        self.done = done
+    }
+    func tick() {
+        left -= 1
+        if left == 0 { done() }
+    }
+}
+
+/// The close-socket callback: curl hands its clientp, which is always the long-lived driver.
+let curlCloseSocket: ccurl_closesocket_callback = { clientp, fd in
+    guard let clientp else { return 0 }
+    Unmanaged<CurlDriver>.fromOpaque(clientp).takeUnretainedValue().closeSocket(fd)
+    return 0
+}
+
+extension CurlDriver {
+    var closeSocketClientData: UnsafeMutableRawPointer { closeSocketData }
+}

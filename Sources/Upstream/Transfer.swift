@@ -1,0 +1,233 @@
+import CCurl
+import HTTP1
+import Support
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One upstream request on a curl easy handle: configuration, callbacks, pause state.
+///
+/// Owned by its driver's loop queue. The driver holds it (strongly) from `start` until the handle has been
+/// removed and cleaned up, which is what keeps the `Unmanaged` pointers given to curl as WRITEDATA, HEADERDATA,
+/// READDATA valid for as long as curl can call back.
+public final class Transfer: @unchecked Sendable {
+    // Invariant: everything is touched on the driver's loop queue only.
+    enum State { case running, completed, cancelled }
+    unowned let driver: CurlDriver
+    public weak var delegate: (any TransferDelegate)?
+    let request: UpstreamRequest
+    let easy: UnsafeMutableRawPointer
+    var state = State.running
+    var receivePaused = false
+    var sendPaused = false
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+    private var headStatus = 0
+    private var headFields = HTTPHeaders()
+    private var headDelivered = false
+    private var cleanedUp = false
+
+    /// The response status once the head arrived, else 0.
+    public private(set) var status = 0
+
+    init(driver: CurlDriver, request: UpstreamRequest, delegate: any TransferDelegate) {
+        self.driver = driver
+        self.request = request
+        self.delegate = delegate
+        guard let easy = curl_easy_init() else { fatalError("curl_easy_init failed") }
+        self.easy = easy
+        errorBuffer.initialize(to: 0)
+    }
+
+    deinit {
+        cleanup()
+        errorBuffer.deallocate()
+    }
+
+    /// Stops the transfer now; its connection is closed. No delegate call follows. Idempotent.
+    public func cancel() { driver.cancel(self) }
+
+    /// The delegate can take body bytes again (it refused some earlier).
+    public func resumeReceiving() {
+        guard receivePaused else { return }
+        receivePaused = false
+        driver.updatePause(self)
+    }
+
+    /// The request body source has more bytes (or its end) to give.
+    public func resumeSending() {
+        guard sendPaused else { return }
+        sendPaused = false
+        driver.updatePause(self)
+    }
+
+    public var isRunning: Bool { state == .running }
+
+    func cleanup() {
+        guard !cleanedUp else { return }
+        cleanedUp = true
+        curl_easy_cleanup(easy)
+        if let headerList { curl_slist_free_all(headerList) }
+        headerList = nil
+    }
+
+    func configure() -> Bool {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        var ok = true
+        func check(_ code: CURLcode) { if code != CURLE_OK { ok = false } }
+        check(ccurl_easy_setopt_str(easy, CURLOPT_URL, request.url))
+        check(ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
+        check(ccurl_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1))
+        check(ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(request.connectTimeoutSeconds * 1000))))
+        check(ccurl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer))
+        check(ccurl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me))
+        // Only http and https, and never follow redirects: the client sees the provider's answer as it is.
+        check(ccurl_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https"))
+        check(ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0))
+        check(ccurl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, transferWrite))
+        check(ccurl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me))
+        check(ccurl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, transferHeader))
+        check(ccurl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me))
+        // CLOSESOCKETDATA outlives this handle (cached connections keep it): it must be the driver.
+        check(ccurl_easy_setopt_closesocket_callback(easy, curlCloseSocket))
+        check(ccurl_easy_setopt_ptr(easy, CURLOPT_CLOSESOCKETDATA, driver.closeSocketClientData))
+
+        let method = request.method
+        if request.hasBody {
+            check(ccurl_easy_setopt_long(easy, CURLOPT_POST, 1))
+            check(ccurl_easy_setopt_data_callback(easy, CURLOPT_READFUNCTION, transferRead))
+            check(ccurl_easy_setopt_ptr(easy, CURLOPT_READDATA, me))
+            check(ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.bodyLength ?? -1)))
+            if method != "POST" { check(ccurl_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method)) }
+        } else if method == "HEAD" {
+            check(ccurl_easy_setopt_long(easy, CURLOPT_NOBODY, 1))
+        } else {
+            check(ccurl_easy_setopt_long(easy, CURLOPT_HTTPGET, 1))
+            if method != "GET" { check(ccurl_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method)) }
+        }
+
+        var list: UnsafeMutablePointer<curl_slist>?
+        for field in request.headers {
+            // "Name;" sends a header with an empty value; "Name:" would remove it.
+            let line = field.value.isEmpty ? "\(field.name);" : "\(field.name): \(field.value)"
+            list = curl_slist_append(list, line)
+        }
+        // Headers curl would add on its own: none of them may reach the provider unless the client sent them.
+        // (Removing Expect also makes curl send the body at once instead of waiting up to a second for 100.)
+        for name in ["Expect", "Accept", "Content-Type", "Transfer-Encoding"] where !request.headers.contains(name) {
+            if name == "Transfer-Encoding" && request.hasBody && request.bodyLength == nil { continue }
+            list = curl_slist_append(list, "\(name):")
+        }
+        headerList = list
+        check(ccurl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list))
+        return ok
+    }
+
+    func result(for code: CURLcode) -> Result<Void, UpstreamFailure> {
+        if code == CURLE_OK { return .success(()) }
+        let detail = errorBuffer.pointee == 0 ? String(cString: curl_easy_strerror(code)) : String(cString: errorBuffer)
+        switch code {
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_CONNECT,
+             CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
+             CURLE_SSL_CACERT_BADFILE, CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
+            return .failure(.connectFailed(detail))
+        case CURLE_OPERATION_TIMEDOUT:
+            return .failure(headDelivered ? .other(detail) : .connectTimeout)
+        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_PARTIAL_FILE, CURLE_WEIRD_SERVER_REPLY,
+             CURLE_SEND_ERROR, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_BAD_CONTENT_ENCODING:
+            return .failure(.brokenResponse(detail))
+        default:
+            return .failure(.other(detail))
+        }
+    }
+
+    // MARK: Callbacks (run inside curl calls made on the loop queue)
+
+    fileprivate func onHeaderLine(_ line: UnsafeRawBufferPointer) {
+        guard state == .running, !headDelivered else { return }   // trailers after the body are ignored
+        var end = line.count
+        while end > 0 && (line[end - 1] == 0x0A || line[end - 1] == 0x0D) { end -= 1 }
+        let text = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self)
+        if text.hasPrefix("HTTP/") {
+            // A new head: the status line. 1xx heads (100 Continue) are followed by the real one.
+            let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+            headStatus = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
+            headFields = HTTPHeaders()
+            return
+        }
+        if end == 0 {
+            if headStatus >= 200 {
+                headDelivered = true
+                status = headStatus
+                delegate?.transfer(self, didReceiveHead: headStatus, headers: headFields)
+            }
+            return
+        }
+        guard let colon = text.firstIndex(of: ":") else { return }
+        let name = String(text[..<colon])
+        let value = text[text.index(after: colon)...].trimmingCharacters(in: " \t")
+        headFields.add(name: name, value: value)
+    }
+
+    fileprivate func onBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard state == .running, let delegate else { return 0 }   // 0 aborts the transfer
+        if !headDelivered {
+            headDelivered = true
+            status = headStatus
+            delegate.transfer(self, didReceiveHead: headStatus, headers: headFields)
+            guard state == .running else { return 0 }
+        }
+        if delegate.transfer(self, didReceiveBody: bytes) {
+            return state == .running ? bytes.count : 0
+        }
+        guard state == .running else { return 0 }
+        receivePaused = true
+        return ccurl_writefunc_pause
+    }
+
+    fileprivate func onRead(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
+        guard state == .running, let delegate else { return ccurl_readfunc_abort }
+        switch delegate.transfer(self, readBodyInto: buffer) {
+        case .bytes(let n): return n
+        case .end: return 0
+        case .wait:
+            guard state == .running else { return ccurl_readfunc_abort }
+            sendPaused = true
+            return ccurl_readfunc_pause
+        }
+    }
+}
+
+extension String {
+    func trimmingCharacters(in set: String) -> String {
+        let chars = Set(set)
+        var s = Substring(self)
+        while let f = s.first, chars.contains(f) { s.removeFirst() }
+        while let l = s.last, chars.contains(l) { s.removeLast() }
+        return String(s)
+    }
+}
+extension Substring {
+    func trimmingCharacters(in set: String) -> String { String(self).trimmingCharacters(in: set) }
+}
+
+private let transferWrite: ccurl_data_callback = { pointer, size, count, userdata in
+    guard let userdata else { return 0 }
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
+    return transfer.onBody(UnsafeRawBufferPointer(start: pointer, count: size * count))
+}
+
+private let transferHeader: ccurl_data_callback = { pointer, size, count, userdata in
+    guard let userdata else { return 0 }
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
+    transfer.onHeaderLine(UnsafeRawBufferPointer(start: pointer, count: size * count))
+    return size * count
+}
+
+private let transferRead: ccurl_data_callback = { pointer, size, count, userdata in
+    guard let userdata, let pointer else { return ccurl_readfunc_abort }
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
+    return transfer.onRead(UnsafeMutableRawBufferPointer(start: pointer, count: size * count))
+}

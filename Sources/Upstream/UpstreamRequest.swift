@@ -1,0 +1,64 @@
+import HTTP1
+
+/// What to send upstream: already rewritten (client credentials dropped, key injected, hop-by-hop stripped).
+public struct UpstreamRequest: Sendable {
+    public var url: String
+    public var method: String
+    public var headers: HTTPHeaders
+    /// The request body's length when known; nil when the body's size is unknown (sent chunked).
+    public var bodyLength: Int?
+    public var hasBody: Bool
+    public var connectTimeoutSeconds: Double
+
+    public init(url: String, method: String, headers: HTTPHeaders, hasBody: Bool, bodyLength: Int?, connectTimeoutSeconds: Double = 10) {
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.hasBody = hasBody
+        self.bodyLength = bodyLength
+        self.connectTimeoutSeconds = connectTimeoutSeconds
+    }
+}
+
+/// Why an upstream transfer failed, in the terms the relay maps to a status (before the head) or an abort (after).
+public enum UpstreamFailure: Error, Equatable, Sendable {
+    /// DNS failure, connection refused, TLS handshake failure.
+    case connectFailed(String)
+    /// TCP + TLS did not complete within the connect timeout.
+    case connectTimeout
+    /// The upstream sent something that is not HTTP, or closed or reset the connection mid-response.
+    case brokenResponse(String)
+    /// Any other transfer error.
+    case other(String)
+
+    public var summary: String {
+        switch self {
+        case .connectFailed(let m): "upstream connection failed: \(m)"
+        case .connectTimeout: "upstream connect timed out"
+        case .brokenResponse(let m): "upstream response broken: \(m)"
+        case .other(let m): "upstream transfer failed: \(m)"
+        }
+    }
+}
+
+/// What the request-body source had to give.
+public enum BodyRead: Equatable, Sendable {
+    /// This many bytes were copied into the buffer (more than zero).
+    case bytes(Int)
+    /// Nothing buffered yet; the transfer pauses its upload until `resumeSending()`.
+    case wait
+    /// The body is complete.
+    case end
+}
+
+/// Receives one transfer's events, on its event loop's queue.
+/// `didReceiveHead` comes at most once, before any body; `didComplete` is terminal and exclusive: after it, or
+/// after `Transfer.cancel()`, nothing more is delivered. A cancelled transfer never calls `didComplete`.
+public protocol TransferDelegate: AnyObject {
+    func transfer(_ transfer: Transfer, didReceiveHead status: Int, headers: HTTPHeaders)
+    /// The bytes exactly as received. Return false to refuse them for now: the transfer pauses, keeps them, and
+    /// offers them again after `resumeReceiving()`.
+    func transfer(_ transfer: Transfer, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool
+    func transfer(_ transfer: Transfer, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> BodyRead
+    func transfer(_ transfer: Transfer, didCompleteWith result: Result<Void, UpstreamFailure>)
+}
