@@ -25,6 +25,9 @@ let package = Package(
         .target(name: "Relay", dependencies: ["HTTP1", "Transport", "Upstream", "Support"]),
         .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support"]),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"]),
+        // Pure cores (state machine, rewriting, configuration, timers): no sockets, no sleeps.
+        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support"]),
+        // The real server on port 0 between a raw test client and a scripted test upstream.
         .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support"]),
     ],
     swiftLanguageModes: [.v6]

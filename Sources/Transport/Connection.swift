@@ -70,6 +70,8 @@ public final class Connection: @unchecked Sendable {
     public var isOpen: Bool { state == .open }
     public var pendingByteCount: Int { pending.count }
     public var isAboveHighWater: Bool { pending.count >= highWaterMark }
+    /// The most bytes ever pending on this connection: what a slow reader cost in memory.
+    public private(set) var maxPendingByteCount = 0
 
     // MARK: Reading
 
@@ -124,6 +126,7 @@ public final class Connection: @unchecked Sendable {
             skip = 0
         }
         if pending.count >= highWaterMark { wasAboveHighWater = true }
+        if pending.count > maxPendingByteCount { maxPendingByteCount = pending.count }
         armWrite()
         return true
     }

@@ -67,6 +67,17 @@ public final class RelayServer: @unchecked Sendable {
         }
     }
 
+    /// The largest pending-write buffer among open connections (what slow readers cost right now, at most).
+    public func maxPendingBytesObserved() -> Int {
+        var result = 0
+        for state in loopStates {
+            state.loop.queue.sync {
+                for server in state.connections.values { result = max(result, server.connection.maxPendingByteCount) }
+            }
+        }
+        return result
+    }
+
     /// Counts taken on each loop: open client connections, live exchanges, running curl transfers.
     public func liveCounts() -> (connections: Int, exchanges: Int, transfers: Int) {
         var totals = (0, 0, 0)

@@ -1,0 +1,97 @@
+/// One field line: a name and its value, both as received or as they will be sent.
+/// RFC 9110 §5 defines fields; the name is kept in its original case so relayed headers are not rewritten.
+public struct HTTPField: Sendable, Equatable {
+    public var name: String
+    public var value: String
+
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// An ordered list of fields that looks names up case-insensitively (ASCII) and keeps duplicates in order.
+/// RFC 9110 §5.1 makes field names case-insensitive and §5.3 makes the order of same-named lines significant,
+/// so this is a list rather than a dictionary. `==` compares the exact lists (order and spelling).
+public struct HTTPHeaders: Sendable, Equatable, Sequence {
+    private var fields: [HTTPField]
+
+    public init() {
+        fields = []
+    }
+
+    public init(_ pairs: [(String, String)]) {
+        fields = pairs.map { HTTPField(name: $0.0, value: $0.1) }
+    }
+
+    init(fields: [HTTPField]) {
+        self.fields = fields
+    }
+
+    public var count: Int { fields.count }
+
+    public var underestimatedCount: Int { fields.count }
+
+    public mutating func add(name: String, value: String) {
+        fields.append(HTTPField(name: name, value: value))
+    }
+
+    public func first(_ name: String) -> String? {
+        for field in fields where Self.namesEqual(field.name, name) {
+            return field.value
+        }
+        return nil
+    }
+
+    public func values(_ name: String) -> [String] {
+        fields.compactMap { Self.namesEqual($0.name, name) ? $0.value : nil }
+    }
+
+    public func contains(_ name: String) -> Bool {
+        fields.contains { Self.namesEqual($0.name, name) }
+    }
+
+    /// Removes every occurrence.
+    public mutating func remove(_ name: String) {
+        fields.removeAll { Self.namesEqual($0.name, name) }
+    }
+
+    /// Removes all occurrences, then adds one at the end.
+    public mutating func replaceOrAdd(name: String, value: String) {
+        remove(name)
+        add(name: name, value: value)
+    }
+
+    public mutating func removeAll(where shouldRemove: (HTTPField) -> Bool) {
+        fields.removeAll(where: shouldRemove)
+    }
+
+    /// Comma-separated list values over all occurrences, trimmed, lowercased, empties dropped (Connection, TE...).
+    /// RFC 9110 §5.3 lets a list be split across lines or joined with commas; both spellings mean the same.
+    public func tokens(_ name: String) -> [String] {
+        var result: [String] = []
+        for field in fields where Self.namesEqual(field.name, name) {
+            for element in field.value.utf8.split(separator: 0x2C, omittingEmptySubsequences: true) {
+                var lo = element.startIndex
+                var hi = element.endIndex
+                while lo < hi, isOWS(element[lo]) { lo = element.index(after: lo) }
+                while lo < hi, isOWS(element[element.index(before: hi)]) { hi = element.index(before: hi) }
+                if lo == hi { continue }
+                result.append(String(decoding: element[lo..<hi].lazy.map(asciiLower), as: UTF8.self))
+            }
+        }
+        return result
+    }
+
+    public func makeIterator() -> IndexingIterator<[HTTPField]> {
+        fields.makeIterator()
+    }
+
+    /// ASCII-only folding on purpose: Unicode case mapping would let distinct byte names collide.
+    static func namesEqual(_ a: String, _ b: String) -> Bool {
+        let x = a.utf8
+        let y = b.utf8
+        guard x.count == y.count else { return false }
+        return x.elementsEqual(y) { asciiLower($0) == asciiLower($1) }
+    }
+}

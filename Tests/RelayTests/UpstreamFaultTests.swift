@@ -1,0 +1,138 @@
+import Foundation
+import Testing
+
+/// Provider faults become clear answers before the head (502, 504 with an OpenAI-style JSON body), and a
+/// truncated stream after it (no terminal chunk: never a clean end). Provider errors pass through unchanged.
+@Suite("Upstream faults")
+struct UpstreamFaultTests {
+    static func errorJSON(_ body: [UInt8]) throws -> [String: Any] {
+        let object = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
+        return try #require(object?["error"] as? [String: Any])
+    }
+
+    @Test("connection refused → 502 upstream_unreachable")
+    func refused() throws {
+        let port = try closedPort()
+        let relay = try RelayFixture(upstream: nil, baseURL: "http://127.0.0.1:\(port)")
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
+        let head = try client.readHead()
+        #expect(head.status == 502)
+        #expect(head.header("Content-Type") == "application/json")
+        #expect(head.header("X-Request-Id") != nil)
+        let error = try Self.errorJSON(try client.readBody(head: head))
+        #expect(error["code"] as? String == "upstream_unreachable")
+        #expect(error["type"] as? String == "upstream_error")
+        #expect((error["message"] as? String)?.isEmpty == false)
+        relay.assertNoSecretLeaks(clients: [client])
+    }
+
+    @Test("no response head within the first-byte timeout → 504, and the upstream is closed")
+    func firstByteTimeout() throws {
+        let closed = Mailbox<PeerClose>()
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            closed.put(try connection.waitForPeerClose(timeout: 5))
+        }
+        let relay = try RelayFixture(upstream: upstream) { $0.timeouts.upstreamFirstByteSeconds = 0.2 }
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
+        let head = try client.readHead(timeout: 3)
+        #expect(head.status == 504)
+        #expect(try Self.errorJSON(try client.readBody(head: head))["code"] as? String == "upstream_timeout")
+        _ = try closed.take(timeout: 2)
+        try relay.waitUntilIdle()
+        #expect(relay.logs.lines.contains { $0.contains(#""outcome":"upstream_timeout""#) })
+    }
+
+    @Test("the upstream dies mid-stream: the client sees a truncated stream, never a clean end", arguments: [false, true])
+    func midStreamDeath(reset: Bool) throws {
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: sseHead)
+            try connection.writeChunk("data: one\n\n")
+            try connection.writeChunk("data: two\n\n")
+            if reset { connection.reset() } else { connection.close() }
+        }
+        let relay = try RelayFixture(upstream: upstream)
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
+        let head = try client.readHead()
+        #expect(head.status == 200)
+        var body: [UInt8] = []
+        var ended: Error?
+        do {
+            while let chunk = try client.readChunk() { body += chunk }
+        } catch {
+            ended = error
+        }
+        #expect(body == Array("data: one\n\ndata: two\n\n".utf8))
+        let error = try #require(ended, "the stream ended cleanly (a terminal chunk was sent)")
+        #expect([HarnessError.truncated, .connectionReset].contains(error as? HarnessError))
+        try relay.waitUntilIdle()
+        #expect(relay.logs.lines.contains { $0.contains(#""outcome":"upstream_error""#) })
+    }
+
+    @Test("the upstream closes before any head → 502 upstream_bad_response")
+    func closesBeforeHead() throws {
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            connection.close()
+        }
+        let relay = try RelayFixture(upstream: upstream)
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
+        let head = try client.readHead()
+        #expect(head.status == 502)
+        #expect(try Self.errorJSON(try client.readBody(head: head))["code"] as? String == "upstream_bad_response")
+    }
+
+    @Test("the upstream sends garbage instead of HTTP → 502")
+    func malformedHead() throws {
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.write("SMTP ready\r\n\r\n")
+            connection.close()
+        }
+        let relay = try RelayFixture(upstream: upstream)
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
+        let head = try client.readHead()
+        #expect(head.status == 502)
+    }
+
+    struct PassThrough: Sendable, CustomTestStringConvertible {
+        var status: Int
+        var headers: [(String, String)]
+        var body: String
+        var testDescription: String { "\(status)" }
+    }
+
+    @Test("provider errors pass through with their headers and body", arguments: [
+        PassThrough(status: 429, headers: [("Retry-After", "17"), ("x-ratelimit-remaining-requests", "0")],
+                    body: #"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#),
+        PassThrough(status: 400, headers: [("openai-request-id", "req_abc")],
+                    body: #"{"error":{"message":"Unknown model","type":"invalid_request_error","code":"model_not_found"}}"#),
+        PassThrough(status: 401, headers: [], body: #"{"error":{"message":"Incorrect API key","code":"invalid_api_key"}}"#),
+        PassThrough(status: 500, headers: [], body: #"{"error":{"message":"The server had an error"}}"#),
+        PassThrough(status: 503, headers: [("Retry-After", "2")], body: #"{"error":{"message":"overloaded"}}"#),
+    ])
+    func passThrough(_ c: PassThrough) throws {
+        let body = Array(c.body.utf8)
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: c.status, headers: [("Content-Type", "application/json"), ("Content-Length", "\(body.count)")] + c.headers)
+            try connection.write(body)
+        }
+        let relay = try RelayFixture(upstream: upstream)
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
+        let head = try client.readHead()
+        #expect(head.status == c.status)
+        for (name, value) in c.headers { #expect(head.header(name) == value) }
+        #expect(try client.readBody(head: head) == body)
+        // The connection stays usable after a provider error.
+        try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
+        #expect(try client.readHead().status == c.status)
+    }
+}
