@@ -223,11 +223,12 @@ struct ConfigReader {
             return nil
         }
         if let variable = k["env"] as? String {
-            guard let v = sources.environment[variable], !v.isEmpty else {
+            let value = sources.environment[variable]?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            guard !value.isEmpty else {
                 problem("\(path).env", "environment variable \(variable) is not set")
                 return nil
             }
-            return Secret(v.trimmingCharacters(in: .whitespacesAndNewlines))
+            return Secret(value)
         }
         if let file = k["file"] as? String {
             guard let v = sources.readFile(file) else {

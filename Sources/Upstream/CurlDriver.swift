@@ -10,17 +10,16 @@ import Darwin
 #endif
 
 /// Drives one libcurl multi handle with the socket-action API on an event loop's queue: curl's sockets are
-/// watched by Dispatch sources on that queue, its timer is a Dispatch timer on that queue, and every transfer's
+/// watched by a `SocketPoller` on that queue, its timer is a Dispatch timer on that queue, and every transfer's
 /// callbacks therefore run on the same queue as the client connection they serve. No locks, no thread hops.
 ///
-/// Owned by `loop.queue`; call everything there. Lives as long as its loop: curl keeps `CLOSESOCKETDATA`
-/// pointing here for cached connections, which outlive the transfers that opened them.
+/// Owned by `loop.queue`; call everything there.
 public final class CurlDriver: @unchecked Sendable {
     // Invariant: all mutable state below is touched on `loop.queue` only.
     public let loop: EventLoop
     let multi: UnsafeMutableRawPointer
     private var transfers: [UnsafeMutableRawPointer: Transfer] = [:]
-    private var watches: [Int32: SocketWatch] = [:]
+    private var poller: SocketPoller!
     private let timer: DispatchSourceTimer
     private var timerGeneration: UInt64 = 0
     /// Depth of curl calls on the stack; removing a handle inside curl's own callbacks fails
@@ -52,6 +51,8 @@ public final class CurlDriver: @unchecked Sendable {
             Unmanaged<CurlDriver>.fromOpaque(userp).takeUnretainedValue().timerChanged(timeoutMs)
             return 0
         }
+        poller = SocketPoller(queue: loop.queue) { [unowned self] fd, events in self.socketAction(fd, events: events) }
+        poller.start()
         timer.setEventHandler { [unowned self] in self.socketAction(ccurl_socket_timeout, events: 0) }
         timer.schedule(deadline: .distantFuture)
         timer.activate()
@@ -124,36 +125,17 @@ public final class CurlDriver: @unchecked Sendable {
         for transfer in Array(transfers.values) { cancel(transfer) }
         timer.cancel()
         curl_multi_cleanup(multi)
-        for (_, watch) in watches { watch.cancel() }
-        watches.removeAll()
+        poller.stop()
     }
 
     // MARK: curl → us
 
     private func socketChanged(_ fd: curl_socket_t, what: Int32) {
-        let watch: SocketWatch
-        if let existing = watches[fd] {
-            watch = existing
-        } else {
-            if what == CURL_POLL_REMOVE { return }
-            watch = SocketWatch(fd: fd, driver: self)
-            watches[fd] = watch
-        }
         switch what {
-        case CURL_POLL_IN: watch.set(read: true, write: false)
-        case CURL_POLL_OUT: watch.set(read: false, write: true)
-        case CURL_POLL_INOUT: watch.set(read: true, write: true)
-        default: watch.set(read: false, write: false)   // REMOVE: curl may reuse the socket, so only disarm
-        }
-    }
-
-    /// curl closes its sockets through us, so a descriptor is closed only after its Dispatch sources are
-    /// cancelled (libdispatch must not watch a recycled fd number).
-    fileprivate func closeSocket(_ fd: curl_socket_t) {
-        if let watch = watches.removeValue(forKey: fd) {
-            watch.cancelThenClose()
-        } else {
-            Syscall.close(fd)
+        case CURL_POLL_IN: poller.update(fd: fd, read: true, write: false)
+        case CURL_POLL_OUT: poller.update(fd: fd, read: false, write: true)
+        case CURL_POLL_INOUT: poller.update(fd: fd, read: true, write: true)
+        default: poller.update(fd: fd, read: false, write: false)
         }
     }
 
@@ -172,7 +154,7 @@ public final class CurlDriver: @unchecked Sendable {
         }
     }
 
-    fileprivate func socketAction(_ fd: curl_socket_t, events: Int32) {
+    func socketAction(_ fd: curl_socket_t, events: Int32) {
         guard !isShutDown else { return }
         var running: Int32 = 0
         curlDepth += 1
@@ -202,106 +184,5 @@ public final class CurlDriver: @unchecked Sendable {
             for transfer in pending { remove(transfer) }
         }
     }
-
-    fileprivate var closeSocketData: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
 }
 
-/// The Dispatch sources watching one curl socket. Owned by the driver's loop queue.
-final class SocketWatch {
-    let fd: Int32
-    unowned let driver: CurlDriver
-    private var readSource: DispatchSourceRead?
-    private var writeSource: DispatchSourceWrite?
-    private var readArmed = false
-    private var writeArmed = false
-
-    init(fd: Int32, driver: CurlDriver) {
-        self.fd = fd
-        self.driver = driver
-    }
-
-    func set(read: Bool, write: Bool) {
-        if read {
-            if let readSource {
-                if !readArmed { readSource.resume(); readArmed = true }
-            } else {
-                let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: driver.loop.queue)
-                let fd = self.fd
-                source.setEventHandler { [unowned driver] in driver.socketAction(fd, events: CURL_CSELECT_IN) }
-                readSource = source
-                readArmed = true
-                source.activate()
-            }
-        } else if readArmed {
-            readSource?.suspend()
-            readArmed = false
-        }
-        if write {
-            if let writeSource {
-                if !writeArmed { writeSource.resume(); writeArmed = true }
-            } else {
-                let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: driver.loop.queue)
-                let fd = self.fd
-                source.setEventHandler { [unowned driver] in driver.socketAction(fd, events: CURL_CSELECT_OUT) }
-                writeSource = source
-                writeArmed = true
-                source.activate()
-            }
-        } else if writeArmed {
-            writeSource?.suspend()
-            writeArmed = false
-        }
-    }
-
-    /// Cancels both sources (resuming suspended ones first, or libdispatch traps on release) and closes the fd
-    /// once the last cancel handler has run.
-    func cancelThenClose() {
-        let sources: [any DispatchSourceProtocol] = [readSource, writeSource].compactMap { $0 }
-        if sources.isEmpty { Syscall.close(fd); return }
-        let fd = self.fd
-        let counter = Countdown(sources.count) { Syscall.close(fd) }
-        for source in sources { source.setCancelHandler { counter.tick() } }
-        cancel()
-    }
-
-    func cancel() {
-        if let readSource {
-            if !readArmed { readSource.resume() }
-            readSource.cancel()
-        }
-        if let writeSource {
-            if !writeArmed { writeSource.resume() }
-            writeSource.cancel()
-        }
-        readArmed = true
-        writeArmed = true
-        readSource = nil
-        writeSource = nil
-    }
-}
-
-/// Runs `done` after `tick()` was called `count` times. Used on one serial queue only.
-final class Countdown: @unchecked Sendable {
-    // Invariant: ticked only from cancel handlers that run on the same serial queue.
-    private var left: Int
-    private let done: () -> Void
-    init(_ count: Int, done: @escaping () -> Void) {
-        left = count
-        self.done = done
-    }
-    func tick() {
-        left -= 1
-        if left == 0 { done() }
-    }
-}
-
-/// The close-socket callback: curl hands its clientp, which is always the long-lived driver.
-let curlCloseSocket: ccurl_closesocket_callback = { clientp, fd in
-    guard let clientp else { return 0 }
-    Unmanaged<CurlDriver>.fromOpaque(clientp).takeUnretainedValue().closeSocket(fd)
-    return 0
-}
-
-extension CurlDriver {
-    var closeSocketClientData: UnsafeMutableRawPointer { closeSocketData }
-}

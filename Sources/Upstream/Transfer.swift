@@ -90,9 +90,6 @@ public final class Transfer: @unchecked Sendable {
         check(ccurl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me))
         check(ccurl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, transferHeader))
         check(ccurl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me))
-        // CLOSESOCKETDATA outlives this handle (cached connections keep it): it must be the driver.
-        check(ccurl_easy_setopt_closesocket_callback(easy, curlCloseSocket))
-        check(ccurl_easy_setopt_ptr(easy, CURLOPT_CLOSESOCKETDATA, driver.closeSocketClientData))
 
         let method = request.method
         if request.hasBody {

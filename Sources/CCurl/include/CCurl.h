@@ -5,6 +5,11 @@
 
 #include <curl/curl.h>
 
+#ifdef __linux__
+// The upstream socket poller uses epoll directly; Glibc's Swift module does not export it.
+#include <sys/epoll.h>
+#endif
+
 typedef size_t (*ccurl_data_callback)(char *buffer, size_t size, size_t count, void *userdata);
 typedef int (*ccurl_closesocket_callback)(void *clientp, curl_socket_t socket);
 typedef int (*ccurl_sockopt_callback)(void *clientp, curl_socket_t socket, curlsocktype purpose);

@@ -88,7 +88,9 @@ public struct ExchangeStateMachine: Sendable {
     public var nextDeadline: Instant? {
         switch phase {
         case .awaitingUpstreamHead: startedAt.advanced(bySeconds: settings.firstByteTimeoutSeconds)
-        case .streaming: lastBodyAt.advanced(bySeconds: settings.idleTimeoutSeconds)
+        // While the relay itself holds the upstream paused (the client is not reading), the provider is not
+        // idle: the idle clock restarts when the client drains.
+        case .streaming: upstreamPaused ? nil : lastBodyAt.advanced(bySeconds: settings.idleTimeoutSeconds)
         default: nil
         }
     }
@@ -121,9 +123,10 @@ public struct ExchangeStateMachine: Sendable {
     }
 
     /// The client's pending bytes fell to the low-water mark.
-    public mutating func clientDrained() -> [Action] {
+    public mutating func clientDrained(now: Instant) -> [Action] {
         guard phase == .streaming, upstreamPaused else { return [] }
         upstreamPaused = false
+        lastBodyAt = now
         return [.resumeUpstream]
     }
 

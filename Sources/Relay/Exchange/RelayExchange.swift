@@ -58,7 +58,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func clientDrained() {
-        perform(machine.clientDrained())
+        perform(machine.clientDrained(now: clock.now()))
     }
 
     // MARK: TransferDelegate

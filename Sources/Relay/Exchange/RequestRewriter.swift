@@ -36,11 +36,9 @@ public enum RequestRewriter {
         headers.removeAll { removed.contains($0.name.lowercased()) }
 
         headers.add(name: "Accept-Encoding", value: "identity")
-        if let existing = client.values("X-Forwarded-For").last(where: { !$0.isEmpty }) {
-            headers.replaceOrAdd(name: "X-Forwarded-For", value: "\(existing), \(clientAddress)")
-        } else {
-            headers.replaceOrAdd(name: "X-Forwarded-For", value: clientAddress)
-        }
+        // Several X-Forwarded-For lines form one list (RFC 9110 §5.3): keep every hop, then add ours.
+        let chain = client.values("X-Forwarded-For").map { $0.trimmingCharacters(in: " \t") }.filter { !$0.isEmpty }
+        headers.replaceOrAdd(name: "X-Forwarded-For", value: (chain + [clientAddress]).joined(separator: ", "))
         if !headers.contains("X-Forwarded-Proto") {
             headers.add(name: "X-Forwarded-Proto", value: "http")
         }
@@ -108,6 +106,7 @@ public enum ResponseRewriter {
             }
         }
         if isEventStream {
+            headers.remove("Content-Length")
             headers.replaceOrAdd(name: "Cache-Control", value: "no-cache")
             headers.replaceOrAdd(name: "X-Accel-Buffering", value: "no")
         }
@@ -118,5 +117,14 @@ public enum ResponseRewriter {
             headers.add(name: "Connection", value: "keep-alive")
         }
         return (ResponseHead(status: status, version: .http1_1, headers: headers), mode, keepAlive)
+    }
+}
+
+extension String {
+    func trimmingCharacters(in set: String) -> String {
+        var s = Substring(self)
+        while let f = s.first, set.contains(f) { s.removeFirst() }
+        while let l = s.last, set.contains(l) { s.removeLast() }
+        return String(s)
     }
 }

@@ -1,0 +1,433 @@
+// The exchange state machine, event by event: every transition of its doc comment, timeouts at exact instants,
+// backpressure, keep-alive, and the rule that terminal phases ignore everything.
+import HTTP1
+import Relay
+import Support
+import Testing
+import Upstream
+
+@Suite struct ExchangeStateMachineTests {
+    typealias Machine = ExchangeStateMachine
+
+    // MARK: Start
+
+    @Test func startsAwaitingTheHeadWithTheFirstByteDeadline() {
+        let m = newMachine()
+        #expect(m.phase == .awaitingUpstreamHead)
+        #expect(!m.isTerminal)
+        #expect(m.outcome == nil)
+        #expect(m.status == nil)
+        #expect(!m.upstreamPaused)
+        #expect(!m.requestComplete)
+        #expect(m.nextDeadline == at(firstByteSeconds))
+    }
+
+    // MARK: awaitingUpstreamHead → streaming
+
+    @Test func headMovesToStreamingAndSendsTheRewrittenSSEHead() {
+        var m = newMachine()
+        let upstream = headers([
+            ("Content-Type", "text/event-stream"), ("Content-Length", "999"), ("Cache-Control", "no-store"),
+            ("Connection", "keep-alive"), ("X-Request-Id", "upstream-id"), ("openai-processing-ms", "12"),
+        ])
+        let actions = m.upstreamHead(status: 200, headers: upstream, now: at(2))
+        let expected = ResponseHead(status: 200, version: .http1_1, headers: headers([
+            ("Content-Type", "text/event-stream"), ("openai-processing-ms", "12"), ("Transfer-Encoding", "chunked"),
+            ("Cache-Control", "no-cache"), ("X-Accel-Buffering", "no"), ("X-Request-Id", "req-1"),
+        ]))
+        #expect(actions == [.sendHead(expected, .chunked)])
+        #expect(m.phase == .streaming)
+        #expect(m.status == 200)
+        #expect(m.outcome == nil)
+        #expect(!m.isTerminal)
+        // The idle deadline now counts from the head, not from the start.
+        #expect(m.nextDeadline == at(2 + idleSeconds))
+    }
+
+    @Test func sseHeadHasNoCacheNoBufferingAndNoContentLength() throws {
+        var m = newMachine()
+        let actions = m.upstreamHead(
+            status: 200, headers: headers([("content-type", "text/event-stream; charset=utf-8"), ("Content-Length", "10")]),
+            now: at(1))
+        let action = try #require(actions.first)
+        guard case .sendHead(let head, let mode) = action else {
+            Issue.record("expected sendHead, got \(actions)")
+            return
+        }
+        #expect(actions.count == 1)
+        #expect(mode == .chunked)
+        #expect(head.headers.values("Cache-Control") == ["no-cache"])
+        #expect(head.headers.values("X-Accel-Buffering") == ["no"])
+        #expect(!head.headers.contains("Content-Length"))
+        #expect(head.headers.values("Transfer-Encoding") == ["chunked"])
+    }
+
+    @Test func aSecondHeadIsIgnored() {
+        var m = streamingMachine()
+        #expect(m.upstreamHead(status: 500, headers: jsonHeaders, now: at(3)) == [])
+        #expect(m.status == 200)
+        #expect(m.phase == .streaming)
+    }
+
+    @Test func errorStatusFromUpstreamIsRelayedAsItIs() {
+        var m = newMachine()
+        let upstream = headers([("Content-Type", "application/json"), ("Retry-After", "7"), ("Content-Length", "20")])
+        let actions = m.upstreamHead(status: 429, headers: upstream, now: at(1))
+        let expected = ResponseHead(status: 429, headers: headers([
+            ("Content-Type", "application/json"), ("Retry-After", "7"), ("Content-Length", "20"),
+            ("X-Request-Id", "req-1"),
+        ]))
+        #expect(actions == [.sendHead(expected, .contentLength(20))])
+        #expect(m.status == 429)
+    }
+
+    // MARK: awaitingUpstreamHead → upstreamFailed
+
+    struct FailureCase: Sendable, CustomTestStringConvertible {
+        var failure: UpstreamFailure
+        var code: String
+        var outcome: ExchangeStateMachine.Outcome
+        var testDescription: String { "\(failure) → \(code)" }
+    }
+
+    static let failuresBeforeHead: [FailureCase] = [
+        FailureCase(failure: .connectFailed("Could not resolve host"), code: "upstream_unreachable", outcome: .upstreamError),
+        FailureCase(failure: .connectTimeout, code: "upstream_connect_timeout", outcome: .upstreamTimeout),
+        FailureCase(failure: .brokenResponse("Weird server reply"), code: "upstream_bad_response", outcome: .upstreamError),
+        FailureCase(failure: .other("Out of memory"), code: "upstream_error", outcome: .upstreamError),
+    ]
+
+    @Test(arguments: failuresBeforeHead)
+    func failureBeforeHeadRespondsWith502AndTheFailuresCode(_ c: FailureCase) throws {
+        var m = newMachine()
+        let actions = m.upstreamCompleted(.failure(c.failure), now: at(1))
+        #expect(actions.count == 1)
+        let error = try #require(actions.first?.relayError)
+        #expect(error.status == 502)
+        #expect(error.type == "upstream_error")
+        #expect(error.code == c.code)
+        #expect(!error.message.isEmpty)
+        // The failure's detail (curl's text) is for logs, never for the client.
+        if case .connectFailed(let detail) = c.failure { #expect(!error.message.contains(detail)) }
+        if case .brokenResponse(let detail) = c.failure { #expect(!error.message.contains(detail)) }
+        if case .other(let detail) = c.failure { #expect(!error.message.contains(detail)) }
+        #expect(m.phase == .upstreamFailed)
+        #expect(m.outcome == c.outcome)
+        #expect(m.isTerminal)
+        #expect(m.nextDeadline == nil)
+    }
+
+    @Test func successWithoutAHeadIs502BadResponse() throws {
+        var m = newMachine()
+        let actions = m.upstreamCompleted(.success(()), now: at(1))
+        #expect(actions == [.respondError(RelayError(
+            status: 502, type: "upstream_error", code: "upstream_bad_response",
+            message: "The provider's response was broken or cut off."))])
+        #expect(m.phase == .upstreamFailed)
+        #expect(m.outcome == .upstreamError)
+    }
+
+    // MARK: First-byte timeout
+
+    @Test func firstByteTimeoutDoesNothingBeforeTheDeadline() {
+        var m = newMachine()
+        #expect(m.deadlinePassed(now: t0) == [])
+        #expect(m.deadlinePassed(now: at(firstByteSeconds / 2)) == [])
+        #expect(m.deadlinePassed(now: justBefore(firstByteSeconds)) == [])
+        #expect(m.phase == .awaitingUpstreamHead)
+        #expect(m.outcome == nil)
+        #expect(m.nextDeadline == at(firstByteSeconds))
+    }
+
+    /// Exactly at the deadline, and when the timer fires late.
+    @Test(arguments: [UInt64(0), 1, 5_000_000_000])
+    func firstByteTimeoutCancelsAndAnswers504(lateByNanoseconds late: UInt64) {
+        var m = newMachine()
+        let actions = m.deadlinePassed(now: at(firstByteSeconds, plusNanoseconds: late))
+        #expect(actions == [.cancelUpstream, .respondError(.upstreamTimeout)])
+        #expect(RelayError.upstreamTimeout.status == 504)
+        #expect(RelayError.upstreamTimeout.code == "upstream_timeout")
+        #expect(m.phase == .upstreamFailed)
+        #expect(m.outcome == .upstreamTimeout)
+        #expect(m.outcome?.rawValue == "upstream_timeout")
+        #expect(m.nextDeadline == nil)
+    }
+
+    @Test func firstByteTimeoutWithAManualClock() {
+        let clock = ManualClock()
+        var m = ExchangeStateMachine(settings: exchangeSettings(), now: clock.now())
+        clock.advance(bySeconds: 9.5)
+        #expect(m.deadlinePassed(now: clock.now()) == [])
+        clock.advance(bySeconds: 0.5)
+        #expect(m.deadlinePassed(now: clock.now()) == [.cancelUpstream, .respondError(.upstreamTimeout)])
+        clock.advance(bySeconds: 100)
+        #expect(m.deadlinePassed(now: clock.now()) == [])
+    }
+
+    @Test func aHeadJustBeforeTheFirstByteDeadlineWins() {
+        var m = newMachine()
+        #expect(m.upstreamHead(status: 200, headers: sseHeaders, now: justBefore(firstByteSeconds)).count == 1)
+        // The old first-byte deadline no longer applies: the idle deadline counts from the head.
+        #expect(m.deadlinePassed(now: at(firstByteSeconds)) == [])
+        #expect(m.phase == .streaming)
+        #expect(m.nextDeadline == justBefore(firstByteSeconds).advanced(bySeconds: Double(idleSeconds)))
+    }
+
+    // MARK: streaming → finished
+
+    @Test func completionAfterTheHeadFinishesTheResponse() {
+        var m = streamingMachine()
+        m.requestBodyComplete()
+        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 1024, now: at(2)) == .forward)
+        #expect(m.upstreamCompleted(.success(()), now: at(3)) == [.finishResponse(keepAlive: true)])
+        #expect(m.phase == .finished)
+        #expect(m.outcome == .completed)
+        #expect(m.outcome?.rawValue == "completed")
+        #expect(m.isTerminal)
+        #expect(m.nextDeadline == nil)
+    }
+
+    struct KeepAliveCase: Sendable, CustomTestStringConvertible {
+        var requestComplete: Bool
+        var clientKeepAlive: Bool
+        var version: HTTPVersion
+        var upstream: [String]   // Content-Type, optional Content-Length
+        var expected: Bool
+        var testDescription: String {
+            "complete=\(requestComplete) keepAlive=\(clientKeepAlive) \(version) \(upstream) → \(expected)"
+        }
+    }
+
+    static let keepAliveCases: [KeepAliveCase] = [
+        KeepAliveCase(requestComplete: true, clientKeepAlive: true, version: .http1_1, upstream: ["text/event-stream"], expected: true),
+        KeepAliveCase(requestComplete: false, clientKeepAlive: true, version: .http1_1, upstream: ["text/event-stream"], expected: false),
+        KeepAliveCase(requestComplete: true, clientKeepAlive: false, version: .http1_1, upstream: ["text/event-stream"], expected: false),
+        KeepAliveCase(requestComplete: false, clientKeepAlive: false, version: .http1_1, upstream: ["text/event-stream"], expected: false),
+        KeepAliveCase(requestComplete: true, clientKeepAlive: true, version: .http1_1, upstream: ["application/json", "5"], expected: true),
+        KeepAliveCase(requestComplete: true, clientKeepAlive: true, version: .http1_0, upstream: ["application/json", "5"], expected: true),
+        // HTTP/1.0 without a length: the close delimits the body, so the connection cannot be kept.
+        KeepAliveCase(requestComplete: true, clientKeepAlive: true, version: .http1_0, upstream: ["text/event-stream"], expected: false),
+    ]
+
+    @Test(arguments: keepAliveCases)
+    func finishKeepsTheConnectionOnlyWhenTheRequestCompletedAndTheClientAsked(_ c: KeepAliveCase) {
+        var m = newMachine(version: c.version, keepAlive: c.clientKeepAlive)
+        var upstream = headers([("Content-Type", c.upstream[0])])
+        if c.upstream.count > 1 { upstream.add(name: "Content-Length", value: c.upstream[1]) }
+        #expect(m.upstreamHead(status: 200, headers: upstream, now: at(1)).count == 1)
+        if c.requestComplete { m.requestBodyComplete() }
+        #expect(m.requestComplete == c.requestComplete)
+        #expect(m.upstreamCompleted(.success(()), now: at(2)) == [.finishResponse(keepAlive: c.expected)])
+    }
+
+    // MARK: streaming → upstreamFailed
+
+    @Test(arguments: failuresBeforeHead.map(\.failure))
+    func failureAfterTheHeadOnlyAbortsTheClient(_ failure: UpstreamFailure) {
+        var m = streamingMachine()
+        m.requestBodyComplete()
+        let actions = m.upstreamCompleted(.failure(failure), now: at(5))
+        #expect(actions == [.abortClient])
+        #expect(!actions.contains { $0.isFinishResponse })
+        #expect(m.phase == .upstreamFailed)
+        #expect(m.outcome == .upstreamError)
+        #expect(m.outcome?.rawValue == "upstream_error")
+    }
+
+    @Test func idleTimeoutMidStreamCancelsAndAborts() {
+        var m = streamingMachine()   // head at t0 + 1 s
+        #expect(m.nextDeadline == at(1 + idleSeconds))
+        #expect(m.deadlinePassed(now: justBefore(1 + idleSeconds)) == [])
+        #expect(m.phase == .streaming)
+        #expect(m.deadlinePassed(now: at(1 + idleSeconds)) == [.cancelUpstream, .abortClient])
+        #expect(m.phase == .upstreamFailed)
+        #expect(m.outcome == .upstreamTimeout)
+    }
+
+    @Test func theIdleDeadlineMovesWithEachBodyDelivery() {
+        var m = streamingMachine()   // head at t0 + 1 s
+        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 100, now: at(20)) == .forward)
+        #expect(m.nextDeadline == at(20 + idleSeconds))
+        // The deadline computed from the head has passed, but a body arrived since: nothing happens.
+        #expect(m.deadlinePassed(now: at(1 + idleSeconds)) == [])
+        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 100, now: at(45)) == .forward)
+        #expect(m.nextDeadline == at(45 + idleSeconds))
+        #expect(m.deadlinePassed(now: at(20 + idleSeconds)) == [])
+        #expect(m.deadlinePassed(now: justBefore(45 + idleSeconds)) == [])
+        #expect(m.phase == .streaming)
+        #expect(m.deadlinePassed(now: at(45 + idleSeconds)) == [.cancelUpstream, .abortClient])
+        #expect(m.outcome == .upstreamTimeout)
+    }
+
+    @Test func idleDeadlineWithAManualClockAndManyEvents() {
+        let clock = ManualClock()
+        var m = ExchangeStateMachine(settings: exchangeSettings(), now: clock.now())
+        clock.advance(bySeconds: 3)
+        #expect(m.upstreamHead(status: 200, headers: sseHeaders, now: clock.now()).count == 1)
+        for _ in 0..<50 {
+            clock.advance(bySeconds: 29)
+            #expect(m.deadlinePassed(now: clock.now()) == [])
+            #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 1, now: clock.now()) == .forward)
+        }
+        clock.advance(bySeconds: 30)
+        #expect(m.deadlinePassed(now: clock.now()) == [.cancelUpstream, .abortClient])
+    }
+
+    // MARK: → clientGone
+
+    @Test func clientLeavingBeforeTheHeadCancelsTheUpstream() {
+        var m = newMachine()
+        #expect(m.clientClosed() == [.cancelUpstream])
+        #expect(m.phase == .clientGone)
+        #expect(m.outcome == .clientCancelled)
+        #expect(m.outcome?.rawValue == "client_cancelled")
+        #expect(m.nextDeadline == nil)
+        // The head that was already on its way goes nowhere.
+        #expect(m.upstreamHead(status: 200, headers: sseHeaders, now: at(1)) == [])
+    }
+
+    @Test func clientLeavingMidStreamCancelsTheUpstream() {
+        var m = streamingMachine()
+        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 10, now: at(2)) == .forward)
+        #expect(m.clientClosed() == [.cancelUpstream])
+        #expect(m.phase == .clientGone)
+        #expect(m.outcome == .clientCancelled)
+        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 10, now: at(3)) == .drop)
+    }
+
+    // MARK: Backpressure
+
+    @Test func bodyBelowTheHighWaterMarkIsForwarded() {
+        var m = streamingMachine()
+        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 100, now: at(2)) == .forward)
+        #expect(m.upstreamBody(clientPendingBytes: 99, highWaterBytes: 100, now: at(2)) == .forward)
+        #expect(!m.upstreamPaused)
+        #expect(m.clientDrained(now: t0) == [])
+    }
+
+    @Test(arguments: [100, 101, 1_000_000])
+    func bodyAtOrAboveTheHighWaterMarkIsRefusedAndResumedOnce(pending: Int) {
+        var m = streamingMachine()
+        #expect(m.upstreamBody(clientPendingBytes: pending, highWaterBytes: 100, now: at(2)) == .refuse)
+        #expect(m.upstreamPaused)
+        #expect(m.phase == .streaming)
+        #expect(m.clientDrained(now: t0) == [.resumeUpstream])
+        #expect(!m.upstreamPaused)
+        #expect(m.clientDrained(now: t0) == [])
+        #expect(m.clientDrained(now: t0) == [])
+        // The refused bytes come again once resumed.
+        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 100, now: at(3)) == .forward)
+    }
+
+    /// A client that stops reading is not a provider that went idle: while the relay holds the upstream paused,
+    /// no idle deadline runs, and the idle clock restarts from the drain.
+    @Test func noIdleTimeoutWhileTheRelayHoldsTheUpstreamPaused() {
+        var m = streamingMachine()
+        #expect(m.upstreamBody(clientPendingBytes: 200, highWaterBytes: 100, now: at(2)) == .refuse)
+        #expect(m.nextDeadline == nil)
+        #expect(m.deadlinePassed(now: at(2 + idleSeconds * 10)) == [])
+        #expect(m.phase == .streaming)
+        #expect(m.clientDrained(now: at(500)) == [.resumeUpstream])
+        #expect(m.nextDeadline == at(500 + idleSeconds))
+        #expect(m.deadlinePassed(now: justBefore(500 + idleSeconds)) == [])
+        #expect(m.deadlinePassed(now: at(500 + idleSeconds)) == [.cancelUpstream, .abortClient])
+    }
+
+    @Test func repeatedRefusalsNeedOnlyOneResume() {
+        var m = streamingMachine()
+        #expect(m.upstreamBody(clientPendingBytes: 200, highWaterBytes: 100, now: at(2)) == .refuse)
+        #expect(m.upstreamBody(clientPendingBytes: 150, highWaterBytes: 100, now: at(2)) == .refuse)
+        #expect(m.clientDrained(now: t0) == [.resumeUpstream])
+        #expect(m.clientDrained(now: t0) == [])
+    }
+
+    @Test func drainOutsideStreamingDoesNothing() {
+        var waiting = newMachine()
+        #expect(waiting.clientDrained(now: t0) == [])
+        #expect(waiting.upstreamBody(clientPendingBytes: 0, highWaterBytes: 1, now: at(1)) == .drop)
+
+        var paused = streamingMachine()
+        #expect(paused.upstreamBody(clientPendingBytes: 10, highWaterBytes: 1, now: at(2)) == .refuse)
+        #expect(paused.clientClosed() == [.cancelUpstream])
+        #expect(paused.clientDrained(now: t0) == [])
+    }
+
+    // MARK: Terminal phases ignore everything
+
+    enum Ending: String, CaseIterable, Sendable {
+        case finished, failedBeforeHead, failedAfterHead, noHead, firstByteTimeout, idleTimeout
+        case clientGoneBeforeHead, clientGoneStreaming
+
+        var phase: ExchangeStateMachine.Phase {
+            switch self {
+            case .finished: .finished
+            case .failedBeforeHead, .failedAfterHead, .noHead, .firstByteTimeout, .idleTimeout: .upstreamFailed
+            case .clientGoneBeforeHead, .clientGoneStreaming: .clientGone
+            }
+        }
+
+        func reach() -> ExchangeStateMachine {
+            var m = newMachine()
+            switch self {
+            case .finished:
+                m = streamingMachine()
+                m.requestBodyComplete()
+                _ = m.upstreamCompleted(.success(()), now: at(2))
+            case .failedBeforeHead: _ = m.upstreamCompleted(.failure(.connectFailed("refused")), now: at(1))
+            case .failedAfterHead:
+                m = streamingMachine()
+                _ = m.upstreamCompleted(.failure(.brokenResponse("reset")), now: at(2))
+            case .noHead: _ = m.upstreamCompleted(.success(()), now: at(1))
+            case .firstByteTimeout: _ = m.deadlinePassed(now: at(firstByteSeconds))
+            case .idleTimeout:
+                m = streamingMachine()
+                _ = m.deadlinePassed(now: at(1 + idleSeconds))
+            case .clientGoneBeforeHead: _ = m.clientClosed()
+            case .clientGoneStreaming:
+                m = streamingMachine()
+                _ = m.clientClosed()
+            }
+            return m
+        }
+    }
+
+    @Test(arguments: Ending.allCases)
+    func terminalPhasesIgnoreEveryLaterEvent(_ ending: Ending) {
+        var m = ending.reach()
+        #expect(m.phase == ending.phase)
+        #expect(m.isTerminal)
+        let outcome = m.outcome
+        let status = m.status
+        #expect(outcome != nil)
+        #expect(m.nextDeadline == nil)
+
+        let far = at(100_000)
+        #expect(m.upstreamHead(status: 200, headers: sseHeaders, now: far) == [])
+        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 100, now: far) == .drop)
+        #expect(m.upstreamBody(clientPendingBytes: 1000, highWaterBytes: 100, now: far) == .drop)
+        #expect(m.clientDrained(now: t0) == [])
+        #expect(m.upstreamCompleted(.success(()), now: far) == [])
+        #expect(m.upstreamCompleted(.failure(.connectTimeout), now: far) == [])
+        #expect(m.upstreamCompleted(.failure(.other("late")), now: far) == [])
+        #expect(m.clientClosed() == [])
+        #expect(m.deadlinePassed(now: far) == [])
+        m.requestBodyComplete()
+
+        #expect(m.phase == ending.phase)
+        #expect(m.outcome == outcome)
+        #expect(m.status == status)
+        #expect(!m.upstreamPaused)
+        #expect(m.nextDeadline == nil)
+    }
+
+    @Test(arguments: Ending.allCases)
+    func eachEndingHasTheDocumentedOutcome(_ ending: Ending) {
+        let expected: ExchangeStateMachine.Outcome = switch ending {
+        case .finished: .completed
+        case .failedBeforeHead, .failedAfterHead, .noHead: .upstreamError
+        case .firstByteTimeout, .idleTimeout: .upstreamTimeout
+        case .clientGoneBeforeHead, .clientGoneStreaming: .clientCancelled
+        }
+        #expect(ending.reach().outcome == expected)
+    }
+}

@@ -1,0 +1,336 @@
+// RelayConfiguration.load: a valid file loads to exact values; every problem is reported with its key path,
+// all of them at once; secrets come from the injected environment and file reader.
+import Foundation
+import HTTP1
+import Relay
+import Support
+import Testing
+
+private let exampleJSON = #"""
+{
+  "listen": { "host": "0.0.0.0", "port": 8080 },
+  "upstreams": {
+    "openai": {
+      "baseURL": "https://api.openai.com",
+      "key": { "env": "OPENAI_API_KEY" },
+      "keyHeader": "Authorization",
+      "keyPrefix": "Bearer "
+    }
+  },
+  "routes": [
+    { "prefix": "/v1/", "upstream": "openai" }
+  ],
+  "limits": { "maxHeadBytes": 32768, "maxHeaderCount": 100, "maxURIBytes": 8192, "maxBodyBytes": 1048576 },
+  "timeouts": { "upstreamConnectSeconds": 10, "upstreamFirstByteSeconds": 120, "upstreamIdleSeconds": 300 },
+  "buffers": { "highWaterBytes": 262144, "lowWaterBytes": 65536 },
+  "workers": 0,
+  "logLevel": "info"
+}
+"""#
+
+private let env = ["OPENAI_API_KEY": "sk-test-123", "ANTHROPIC_API_KEY": "sk-ant-456"]
+
+private func sources(env: [String: String] = env, files: [String: String] = [:]) -> ConfigurationSources {
+    ConfigurationSources(environment: env, readFile: { files[$0] })
+}
+
+private func load(_ json: String, env: [String: String] = env, files: [String: String] = [:]) throws -> RelayConfiguration {
+    try RelayConfiguration.load(json: Data(json.utf8), sources: sources(env: env, files: files))
+}
+
+/// The problems `json` is refused with (records an issue when it loads).
+private func problems(
+    _ json: String, env: [String: String] = env, files: [String: String] = [:],
+    sourceLocation: SourceLocation = #_sourceLocation
+) -> [String] {
+    do {
+        _ = try load(json, env: env, files: files)
+        Issue.record("expected the configuration to be refused", sourceLocation: sourceLocation)
+        return []
+    } catch let error as ConfigurationError {
+        #expect(error.description == error.problems.joined(separator: "\n"), sourceLocation: sourceLocation)
+        return error.problems
+    } catch {
+        Issue.record("unexpected error \(error)", sourceLocation: sourceLocation)
+        return []
+    }
+}
+
+/// The key path each problem names (the text before ": ").
+private func paths(_ problems: [String]) -> [String] {
+    problems.map { p in p.range(of: ": ").map { String(p[..<$0.lowerBound]) } ?? p }
+}
+
+/// A minimal valid configuration with `extra` members spliced into the root and the first upstream / route.
+private func minimal(root: String = "", upstream: String = "", route: String = "") -> String {
+    """
+    {
+      "upstreams": { "openai": { "baseURL": "https://api.openai.com", "key": { "env": "OPENAI_API_KEY" }\(upstream) } },
+      "routes": [ { "prefix": "/v1/", "upstream": "openai"\(route) } ]\(root)
+    }
+    """
+}
+
+@Suite struct RelayConfigurationTests {
+    @Test func theExampleLoadsWithTheKeyFromTheEnvironment() throws {
+        let c = try load(exampleJSON)
+        #expect(c.listen == RelayConfiguration.Listen(host: "0.0.0.0", port: 8080))
+        #expect(c.upstreams.count == 1)
+        let openai = try #require(c.upstreams["openai"])
+        #expect(openai.name == "openai")
+        #expect(openai.baseURL == "https://api.openai.com")
+        #expect(openai.key?.revealForHeader() == "sk-test-123")
+        #expect(openai.keyHeader == "Authorization")
+        #expect(openai.keyPrefix == "Bearer ")
+        #expect(c.routes == [RelayConfiguration.Route(prefix: "/v1/", upstream: "openai", stripPrefix: false)])
+        #expect(c.limits == RequestLimits(maxHeadBytes: 32768, maxHeaderCount: 100, maxURIBytes: 8192, maxBodyBytes: 1_048_576))
+        #expect(c.timeouts.upstreamConnectSeconds == 10)
+        #expect(c.timeouts.upstreamFirstByteSeconds == 120)
+        #expect(c.timeouts.upstreamIdleSeconds == 300)
+        #expect(c.buffers.highWaterBytes == 262_144)
+        #expect(c.buffers.lowWaterBytes == 65536)
+        #expect(c.workers == 0)
+        #expect(c.logLevel == .info)
+    }
+
+    @Test func theMinimalConfigurationGetsTheDefaults() throws {
+        let c = try load(minimal())
+        #expect(c.listen == RelayConfiguration.Listen(host: "127.0.0.1", port: 8080))
+        #expect(c.limits == RequestLimits())
+        #expect(c.timeouts == RelayConfiguration.Timeouts())
+        #expect(c.buffers == RelayConfiguration.Buffers())
+        #expect(c.workers == 0)
+        #expect(c.logLevel == .info)
+        #expect(c.upstreams["openai"]?.keyHeader == "Authorization")
+        #expect(c.upstreams["openai"]?.keyPrefix == "Bearer ")
+    }
+
+    @Test func theEnvironmentKeyIsTrimmed() throws {
+        let c = try load(minimal(), env: ["OPENAI_API_KEY": "  sk-padded\n"])
+        #expect(c.upstreams["openai"]?.key?.revealForHeader() == "sk-padded")
+    }
+
+    @Test func theKeyComesFromAFileTrimmed() throws {
+        let json = #"""
+        { "upstreams": { "a": { "baseURL": "https://api.anthropic.com", "key": { "file": "/run/secrets/anthropic" },
+                                "keyHeader": "x-api-key" } },
+          "routes": [ { "prefix": "/anthropic/", "upstream": "a", "stripPrefix": true } ] }
+        """#
+        let c = try load(json, env: [:], files: ["/run/secrets/anthropic": "\n  sk-ant-from-file \r\n"])
+        let a = try #require(c.upstreams["a"])
+        #expect(a.key?.revealForHeader() == "sk-ant-from-file")
+        #expect(a.keyHeader == "x-api-key")
+        #expect(a.keyPrefix == "")
+        #expect(c.routes == [RelayConfiguration.Route(prefix: "/anthropic/", upstream: "a", stripPrefix: true)])
+    }
+
+    @Test func anUnreadableOrEmptyKeyFileIsAProblem() {
+        let json = minimal().replacingOccurrences(of: #"{ "env": "OPENAI_API_KEY" }"#, with: #"{ "file": "/k" }"#)
+        #expect(problems(json, files: [:]) == ["upstreams.openai.key.file: cannot read /k"])
+        #expect(problems(json, files: ["/k": " \n"]) == ["upstreams.openai.key.file: /k is empty"])
+    }
+
+    @Test func anUnsetEnvironmentVariableNamesItsKeyPath() {
+        let p = problems(minimal(), env: ["OTHER": "x"])
+        #expect(p == ["upstreams.openai.key.env: environment variable OPENAI_API_KEY is not set"])
+        #expect(problems(minimal(), env: ["OPENAI_API_KEY": ""]) == p)
+    }
+
+    @Test func aBlankEnvironmentVariableIsAProblemLikeABlankFile() {
+                    let p = problems(minimal(), env: ["OPENAI_API_KEY": "  \n"])
+            #expect(paths(p) == ["upstreams.openai.key.env"])
+    }
+
+    @Test func noKeyIsAllowed() throws {
+        let json = #"{ "upstreams": { "local": { "baseURL": "http://127.0.0.1:11434" } }, "routes": [ { "prefix": "/", "upstream": "local" } ] }"#
+        let c = try load(json, env: [:])
+        #expect(c.upstreams["local"]?.key == nil)
+    }
+
+    struct ProblemCase: Sendable, CustomTestStringConvertible {
+        var name: String
+        var json: String
+        var path: String
+        var testDescription: String { name }
+    }
+
+    static let singleProblems: [ProblemCase] = [
+        ProblemCase(name: "unknown route upstream",
+                    json: minimal().replacingOccurrences(of: #""upstream": "openai""#, with: #""upstream": "anthropic""#),
+                    path: "routes[0].upstream"),
+        ProblemCase(name: "missing baseURL",
+                    json: minimal().replacingOccurrences(of: #""baseURL": "https://api.openai.com", "#, with: ""),
+                    path: "upstreams.openai.baseURL"),
+        ProblemCase(name: "baseURL not http(s)",
+                    json: minimal().replacingOccurrences(of: "https://api.openai.com", with: "ftp://api.openai.com"),
+                    path: "upstreams.openai.baseURL"),
+        ProblemCase(name: "baseURL with query",
+                    json: minimal().replacingOccurrences(of: "https://api.openai.com", with: "https://api.openai.com/?x=1"),
+                    path: "upstreams.openai.baseURL"),
+        ProblemCase(name: "baseURL not a string", json: minimal().replacingOccurrences(of: #""https://api.openai.com""#, with: "42"),
+                    path: "upstreams.openai.baseURL"),
+        ProblemCase(name: "port too large", json: minimal(root: #", "listen": { "port": 70000 }"#), path: "listen.port"),
+        ProblemCase(name: "port negative", json: minimal(root: #", "listen": { "port": -1 }"#), path: "listen.port"),
+        ProblemCase(name: "port as string", json: minimal(root: #", "listen": { "port": "8080" }"#), path: "listen.port"),
+        ProblemCase(name: "port fractional", json: minimal(root: #", "listen": { "port": 80.5 }"#), path: "listen.port"),
+        ProblemCase(name: "port boolean", json: minimal(root: #", "listen": { "port": true }"#), path: "listen.port"),
+        ProblemCase(name: "host not a string", json: minimal(root: #", "listen": { "host": 1 }"#), path: "listen.host"),
+        ProblemCase(name: "listen not an object", json: minimal(root: #", "listen": 8080"#), path: "listen"),
+        ProblemCase(name: "prefix without leading slash",
+                    json: minimal().replacingOccurrences(of: #""prefix": "/v1/""#, with: #""prefix": "v1/""#),
+                    path: "routes[0].prefix"),
+        ProblemCase(name: "prefix missing",
+                    json: minimal().replacingOccurrences(of: #""prefix": "/v1/", "#, with: ""),
+                    path: "routes[0].prefix"),
+        ProblemCase(name: "bad logLevel", json: minimal(root: #", "logLevel": "verbose""#), path: "logLevel"),
+        ProblemCase(name: "unknown top-level key", json: minimal(root: #", "listn": {}"#), path: "listn"),
+        ProblemCase(name: "workers boolean", json: minimal(root: #", "workers": true"#), path: "workers"),
+        ProblemCase(name: "workers false", json: minimal(root: #", "workers": false"#), path: "workers"),
+        ProblemCase(name: "workers fractional", json: minimal(root: #", "workers": 1.5"#), path: "workers"),
+        ProblemCase(name: "workers too many", json: minimal(root: #", "workers": 257"#), path: "workers"),
+        ProblemCase(name: "stripPrefix number", json: minimal(route: #", "stripPrefix": 1"#), path: "routes[0].stripPrefix"),
+        ProblemCase(name: "stripPrefix zero", json: minimal(route: #", "stripPrefix": 0"#), path: "routes[0].stripPrefix"),
+        ProblemCase(name: "stripPrefix string", json: minimal(route: #", "stripPrefix": "true""#), path: "routes[0].stripPrefix"),
+        ProblemCase(name: "keyHeader not a token", json: minimal(upstream: #", "keyHeader": "X Api Key""#),
+                    path: "upstreams.openai.keyHeader"),
+        ProblemCase(name: "key neither env nor file", json: minimal(upstream: "").replacingOccurrences(
+            of: #"{ "env": "OPENAI_API_KEY" }"#, with: #"{ "value": "sk-inline" }"#), path: "upstreams.openai.key"),
+        ProblemCase(name: "key as plain string", json: minimal(upstream: "").replacingOccurrences(
+            of: #"{ "env": "OPENAI_API_KEY" }"#, with: #""sk-inline""#), path: "upstreams.openai.key"),
+        ProblemCase(name: "zero idle timeout", json: minimal(root: #", "timeouts": { "upstreamIdleSeconds": 0 }"#),
+                    path: "timeouts.upstreamIdleSeconds"),
+        ProblemCase(name: "boolean timeout", json: minimal(root: #", "timeouts": { "upstreamConnectSeconds": true }"#),
+                    path: "timeouts.upstreamConnectSeconds"),
+        ProblemCase(name: "low water not below high water",
+                    json: minimal(root: #", "buffers": { "highWaterBytes": 65536, "lowWaterBytes": 65536 }"#),
+                    path: "buffers.lowWaterBytes"),
+        ProblemCase(name: "head limit too small", json: minimal(root: #", "limits": { "maxHeadBytes": 10 }"#),
+                    path: "limits.maxHeadBytes"),
+        ProblemCase(name: "limits not an object", json: minimal(root: #", "limits": []"#), path: "limits"),
+        ProblemCase(name: "no routes",
+                    json: #"{ "upstreams": { "openai": { "baseURL": "https://api.openai.com" } }, "routes": [] }"#,
+                    path: "routes"),
+        ProblemCase(name: "route not an object", json: minimal().replacingOccurrences(
+            of: #"[ { "prefix": "/v1/", "upstream": "openai" } ]"#, with: #"[ "/v1/" ]"#), path: "routes[0]"),
+        ProblemCase(name: "root not an object", json: "[]", path: "(root)"),
+    ]
+
+    @Test(arguments: singleProblems)
+    func eachProblemIsReportedWithItsKeyPath(_ c: ProblemCase) {
+        let p = problems(c.json)
+        #expect(paths(p) == [c.path], "\(p)")
+    }
+
+    @Test func noUpstreamsAlsoLeavesTheRouteNamingNone() {
+        let p = problems(#"{ "upstreams": {}, "routes": [ { "prefix": "/", "upstream": "x" } ] }"#)
+        #expect(p == ["upstreams: at least one upstream is required", "routes[0].upstream: names no upstream (\"x\")"])
+        #expect(paths(problems(#"{ "routes": [] }"#)) == ["upstreams", "routes"])
+    }
+
+    @Test func notJSONAtAll() {
+        let p = problems("{ upstreams: ")
+        #expect(p.count == 1)
+        #expect(p.first?.hasPrefix("the configuration is not valid JSON") == true)
+    }
+
+    @Test func severalProblemsAreReportedTogether() {
+        let json = #"""
+        {
+          "listen": { "port": 99999 },
+          "upstreams": {
+            "good": { "baseURL": "https://api.openai.com", "key": { "env": "MISSING_KEY" } },
+            "nourl": { "keyHeader": "x-api-key" }
+          },
+          "routes": [
+            { "prefix": "v1/", "upstream": "good" },
+            { "prefix": "/x/", "upstream": "nowhere", "stripPrefix": 1 }
+          ],
+          "workers": true,
+          "logLevel": "loud",
+          "extra": 1
+        }
+        """#
+        let p = problems(json)
+        #expect(Set(paths(p)) == [
+            "listen.port", "upstreams.good.key.env", "upstreams.nourl.baseURL", "routes[0].prefix",
+            "routes[1].upstream", "routes[1].stripPrefix", "workers", "logLevel", "extra",
+        ])
+        #expect(p.count == 9)
+        #expect(p.contains("upstreams.good.key.env: environment variable MISSING_KEY is not set"))
+        #expect(p.contains("routes[1].upstream: names no upstream (\"nowhere\")"))
+    }
+
+    @Test func booleansAndNumbersAreTold() throws {
+        let c = try load(minimal(root: #", "workers": 4, "logLevel": "DEBUG", "listen": { "port": 0 }"#,
+                                 route: #", "stripPrefix": true"#))
+        #expect(c.workers == 4)
+        #expect(c.logLevel == .debug)
+        #expect(c.listen.port == 0)
+        #expect(c.routes.first?.stripPrefix == true)
+        let off = try load(minimal(route: #", "stripPrefix": false"#))
+        #expect(off.routes.first?.stripPrefix == false)
+        let whole = try load(minimal(root: #", "workers": 2.0, "timeouts": { "upstreamIdleSeconds": 0.5 }"#))
+        #expect(whole.workers == 2)
+        #expect(whole.timeouts.upstreamIdleSeconds == 0.5)
+    }
+
+    @Test(arguments: [
+        ("https://openrouter.ai/api/", "https://openrouter.ai/api"),
+        ("https://api.openai.com/", "https://api.openai.com"),
+        ("http://127.0.0.1:8081//", "http://127.0.0.1:8081"),
+        ("https://api.openai.com", "https://api.openai.com"),
+    ])
+    func aTrailingSlashOnBaseURLIsRemoved(given: String, expected: String) throws {
+        let c = try load(minimal().replacingOccurrences(of: "https://api.openai.com", with: given))
+        #expect(c.upstreams["openai"]?.baseURL == expected)
+    }
+
+    @Test func twoUpstreamsWithTheirOwnKeyHeaders() throws {
+        let json = #"""
+        { "upstreams": {
+            "openai": { "baseURL": "https://api.openai.com", "key": { "env": "OPENAI_API_KEY" } },
+            "anthropic": { "baseURL": "https://api.anthropic.com", "key": { "env": "ANTHROPIC_API_KEY" },
+                           "keyHeader": "x-api-key" } },
+          "routes": [ { "prefix": "/v1/", "upstream": "openai" },
+                      { "prefix": "/anthropic/", "upstream": "anthropic", "stripPrefix": true } ] }
+        """#
+        let c = try load(json)
+        #expect(c.upstreams["anthropic"]?.key?.revealForHeader() == "sk-ant-456")
+        #expect(c.upstreams["anthropic"]?.keyPrefix == "")
+        #expect(c.upstreams["openai"]?.key?.revealForHeader() == "sk-test-123")
+        #expect(c.route(for: "/anthropic/v1/messages")?.upstream == "anthropic")
+    }
+
+    // MARK: route(for:)
+
+    static let routed: RelayConfiguration = {
+        var c = RelayConfiguration()
+        c.routes = [
+            RelayConfiguration.Route(prefix: "/v1/", upstream: "openai"),
+            RelayConfiguration.Route(prefix: "/v1/chat/", upstream: "chat"),
+            RelayConfiguration.Route(prefix: "/anthropic/", upstream: "anthropic", stripPrefix: true),
+            RelayConfiguration.Route(prefix: "/v1/chat/completions", upstream: "exact"),
+        ]
+        return c
+    }()
+
+    @Test(arguments: [
+        ("/v1/models", "openai"), ("/v1/chat/x", "chat"), ("/v1/chat/completions", "exact"),
+        ("/v1/chat/completionsX", "exact"), ("/anthropic/v1/messages", "anthropic"), ("/v1/", "openai"),
+    ])
+    func routePicksTheLongestPrefix(path: String, upstream: String) {
+        #expect(Self.routed.route(for: path)?.upstream == upstream)
+    }
+
+    @Test(arguments: ["/", "/v1", "/v2/models", "/anthropic", "", "v1/models"])
+    func routeIsNilWhenNothingMatches(path: String) {
+        #expect(Self.routed.route(for: path) == nil)
+    }
+
+    @Test func routeOrderDoesNotMatter() {
+        var c = Self.routed
+        c.routes.reverse()
+        #expect(c.route(for: "/v1/chat/completions")?.upstream == "exact")
+        #expect(c.route(for: "/v1/chat/x")?.upstream == "chat")
+    }
+}

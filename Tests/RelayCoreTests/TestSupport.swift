@@ -1,0 +1,76 @@
+// Shared helpers for the pure-core tests: fixed instants, header literals, machine builders.
+import HTTP1
+import Relay
+import Support
+import Testing
+import Upstream
+
+/// The instant every exchange in these tests starts at (an arbitrary, non-zero origin).
+let t0 = Support.Instant(nanoseconds: 1_000_000_000)
+
+/// `t0` plus whole seconds, exact.
+func at(_ seconds: UInt64, plusNanoseconds ns: UInt64 = 0) -> Support.Instant {
+    Support.Instant(nanoseconds: t0.nanoseconds + seconds * 1_000_000_000 + ns)
+}
+
+/// `t0` plus whole seconds, minus one nanosecond: the last instant before a deadline.
+func justBefore(_ seconds: UInt64) -> Support.Instant {
+    Support.Instant(nanoseconds: t0.nanoseconds + seconds * 1_000_000_000 - 1)
+}
+
+func headers(_ pairs: [(String, String)]) -> HTTPHeaders { HTTPHeaders(pairs) }
+
+/// The fields as "Name: value" lines, in order and spelling, for readable failure messages.
+func lines(_ h: HTTPHeaders) -> [String] { h.map { "\($0.name): \($0.value)" } }
+
+let sseHeaders = headers([("Content-Type", "text/event-stream")])
+let jsonHeaders = headers([("Content-Type", "application/json"), ("Content-Length", "42")])
+
+let firstByteSeconds: UInt64 = 10
+let idleSeconds: UInt64 = 30
+
+func exchangeSettings(
+    method: String = "POST", version: HTTPVersion = .http1_1, keepAlive: Bool = true, requestID: String = "req-1"
+) -> ExchangeStateMachine.Settings {
+    ExchangeStateMachine.Settings(
+        requestMethod: method, clientVersion: version, keepAlive: keepAlive, requestID: requestID,
+        firstByteTimeoutSeconds: Double(firstByteSeconds), idleTimeoutSeconds: Double(idleSeconds))
+}
+
+func newMachine(
+    method: String = "POST", version: HTTPVersion = .http1_1, keepAlive: Bool = true, now: Support.Instant = t0
+) -> ExchangeStateMachine {
+    ExchangeStateMachine(settings: exchangeSettings(method: method, version: version, keepAlive: keepAlive), now: now)
+}
+
+/// A machine that has received an SSE head at `t0 + 1 s` and is streaming.
+func streamingMachine(keepAlive: Bool = true, upstreamHeaders: HTTPHeaders = sseHeaders) -> ExchangeStateMachine {
+    var m = newMachine(keepAlive: keepAlive)
+    let actions = m.upstreamHead(status: 200, headers: upstreamHeaders, now: at(1))
+    precondition(actions.count == 1 && m.phase == .streaming)
+    return m
+}
+
+extension ExchangeStateMachine.Action {
+    var isFinishResponse: Bool {
+        if case .finishResponse = self { return true }
+        return false
+    }
+    var relayError: RelayError? {
+        if case .respondError(let e) = self { return e }
+        return nil
+    }
+}
+
+/// A small deterministic PRNG (SplitMix64) so randomized tests replay exactly from their seed.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
