@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import Support
 import Transport
 
@@ -93,7 +94,8 @@ public enum RelayCommand {
 
         if let path = options.checkPath {
             do {
-                _ = try RelayConfiguration.load(path: path)
+                var configuration = try RelayConfiguration.load(path: path)
+                try configuration.applyEnvironment(ProcessInfo.processInfo.environment)
                 FileDescriptorLogSink.standardOutput.write(line: "\(path): configuration is valid")
                 return 0
             } catch {
@@ -121,6 +123,7 @@ public enum RelayCommand {
         } else {
             do {
                 configuration = try RelayConfiguration.load(path: options.configPath!)
+                try configuration.applyEnvironment(ProcessInfo.processInfo.environment)
             } catch {
                 FileDescriptorLogSink.standardError.write(line: "\(options.configPath!): configuration has problems:\n\(error)")
                 return 1
@@ -142,30 +145,48 @@ public enum RelayCommand {
             return 1
         }
         let provider = fakeProvider
-        SignalHandling.install(logger: logger) {
-            server.shutdown()
-            provider?.shutdown()
+        let drainSeconds = configuration.timeouts.drainSeconds
+        let finalLogger = logger
+        SignalHandling.install(logger: logger) { second in
+            let logger = finalLogger
+            if second {
+                logger.warning("second signal: exiting now")
+                exit(0)
+            }
+            server.beginDrain(deadline: drainSeconds) { aborted in
+                server.shutdown()
+                provider?.shutdown()
+                logger.info("stopped", [("aborted_exchanges", .int(aborted))])
+                exit(0)
+            }
         }
         dispatchMain()
     }
 }
 
-/// SIGINT and SIGTERM through Dispatch signal sources, registered before anything can arrive.
+/// SIGINT and SIGTERM through Dispatch signal sources, registered before anything can arrive. The first
+/// signal starts a drain; a second one exits at once.
 enum SignalHandling {
     nonisolated(unsafe) static var sources: [any DispatchSourceSignal] = []
 
-    static func install(logger: Logger, onStop: @escaping @Sendable () -> Void) {
+    static func install(logger: Logger, onSignal: @escaping @Sendable (_ second: Bool) -> Void) {
         let queue = DispatchQueue(label: "sse-relay.signals")
+        let count = Countdown()
         for sig in [SIGINT, SIGTERM] {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
             source.setEventHandler { @Sendable in
-                logger.info("signal received; shutting down", [("signal", .int(Int(sig)))])
-                onStop()
-                exit(0)
+                let n = count.increment()
+                logger.info("signal received", [("signal", .int(Int(sig))), ("count", .int(n))])
+                onSignal(n > 1)
             }
             source.activate()
             sources.append(source)
         }
+    }
+
+    final class Countdown: Sendable {
+        private let value = Atomic<Int>(0)
+        func increment() -> Int { value.wrappingAdd(1, ordering: .relaxed).newValue }
     }
 }

@@ -31,21 +31,42 @@ public struct RelayConfiguration: Sendable {
     }
 
     public struct Route: Sendable, Equatable {
+        public static let defaultMethods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
         public var prefix: String
         public var upstream: String
         /// Remove `prefix` from the path before appending it to the upstream's baseURL.
         public var stripPrefix: Bool
-        public init(prefix: String, upstream: String, stripPrefix: Bool = false) {
+        /// Methods forwarded on this route; any other gets 405 with `Allow`.
+        public var methods: [String]
+        public init(prefix: String, upstream: String, stripPrefix: Bool = false, methods: [String] = Route.defaultMethods) {
             self.prefix = prefix
             self.upstream = upstream
             self.stripPrefix = stripPrefix
+            self.methods = methods
         }
     }
 
+    /// Every timeout is an idle gap or a phase limit, never a total duration: long streams must not be cut.
     public struct Timeouts: Sendable, Equatable {
+        /// The whole request head, from the connection's first byte (slowloris). Then 408, closed.
+        public var headerReadSeconds: Double = 10
+        /// Idle gap while reading a request body. Then 408, closed.
+        public var bodyReadSeconds: Double = 30
+        /// An idle keep-alive connection (and a new one that never sends a byte) is closed quietly.
+        public var keepAliveIdleSeconds: Double = 75
         public var upstreamConnectSeconds: Double = 10
         public var upstreamFirstByteSeconds: Double = 120
         public var upstreamIdleSeconds: Double = 300
+        /// A client whose buffer stays above the high-water mark this long is closed and its upstream cancelled.
+        public var clientWriteStallSeconds: Double = 60
+        /// On SIGTERM, how long in-flight exchanges may run before they are aborted.
+        public var drainSeconds: Double = 30
+        public init() {}
+    }
+
+    /// Connection-level limits beyond the per-request ones in `RequestLimits`.
+    public struct ConnectionLimits: Sendable, Equatable {
+        public var maxConnections: Int = 10_000
         public init() {}
     }
 
@@ -58,6 +79,9 @@ public struct RelayConfiguration: Sendable {
     }
 
     public var listen = Listen()
+    /// A second listener for /metrics, /healthz and /readyz only (keeps /metrics off the public port).
+    public var admin: Listen?
+    public var connectionLimits = ConnectionLimits()
     public var upstreams: [String: Upstream] = [:]
     public var routes: [Route] = []
     public var limits = RequestLimits()
@@ -136,20 +160,31 @@ struct ConfigReader {
             problem("(root)", "must be a JSON object")
             return config
         }
-        let known: Set<String> = ["listen", "upstreams", "routes", "limits", "timeouts", "buffers", "workers", "logLevel"]
+        let known: Set<String> = ["listen", "admin", "upstreams", "routes", "limits", "timeouts", "buffers", "workers", "logLevel"]
         for key in object.keys where !known.contains(key) { problem(key, "unknown key") }
 
         if let listen = object["listen"] {
             if let l = listen as? [String: Any] {
+                checkKnown(l, ["host", "port"], "listen")
                 if let host = string(l, "host", "listen.host") { config.listen.host = host }
                 if let port = int(l, "port", "listen.port", min: 0, max: 65535) { config.listen.port = port }
             } else { problem("listen", "must be an object") }
+        }
+        if let admin = object["admin"] {
+            if let a = admin as? [String: Any] {
+                checkKnown(a, ["host", "port"], "admin")
+                var listen = RelayConfiguration.Listen(host: "127.0.0.1", port: 9090)
+                if let host = string(a, "host", "admin.host") { listen.host = host }
+                if let port = int(a, "port", "admin.port", min: 0, max: 65535) { listen.port = port }
+                config.admin = listen
+            } else { problem("admin", "must be an object") }
         }
 
         if let ups = object["upstreams"] as? [String: Any], !ups.isEmpty {
             for name in ups.keys.sorted() {
                 let path = "upstreams.\(name)"
                 guard let u = ups[name] as? [String: Any] else { problem(path, "must be an object"); continue }
+                checkKnown(u, ["baseURL", "key", "keyHeader", "keyPrefix"], path)
                 guard let base = string(u, "baseURL", "\(path).baseURL") else {
                     if u["baseURL"] == nil { problem("\(path).baseURL", "is required") }
                     continue
@@ -174,6 +209,7 @@ struct ConfigReader {
             for (i, r) in routes.enumerated() {
                 let path = "routes[\(i)]"
                 guard let route = r as? [String: Any] else { problem(path, "must be an object"); continue }
+                checkKnown(route, ["prefix", "upstream", "stripPrefix", "methods"], path)
                 let prefix = string(route, "prefix", "\(path).prefix")
                 let upstream = string(route, "upstream", "\(path).upstream")
                 if prefix == nil && route["prefix"] == nil { problem("\(path).prefix", "is required") }
@@ -183,26 +219,46 @@ struct ConfigReader {
                     problem("\(path).upstream", "names no upstream (\"\(upstream)\")")
                 }
                 let strip = bool(route, "stripPrefix", "\(path).stripPrefix") ?? false
-                if let prefix, let upstream { config.routes.append(.init(prefix: prefix, upstream: upstream, stripPrefix: strip)) }
+                var methods = RelayConfiguration.Route.defaultMethods
+                if let m = route["methods"] {
+                    if let list = m as? [String], !list.isEmpty, list.allSatisfy({ isToken($0) }) {
+                        methods = list.map { $0.uppercased() }
+                    } else {
+                        problem("\(path).methods", "must be a non-empty list of method names")
+                    }
+                }
+                if let prefix, let upstream {
+                    config.routes.append(.init(prefix: prefix, upstream: upstream, stripPrefix: strip, methods: methods))
+                }
             }
         } else {
             problem("routes", "at least one route is required")
         }
 
         if let limits = object["limits"] as? [String: Any] {
+            checkKnown(limits, ["maxHeadBytes", "maxHeaderCount", "maxURIBytes", "maxBodyBytes", "maxConnections"], "limits")
             if let v = int(limits, "maxHeadBytes", "limits.maxHeadBytes", min: 1024, max: 1 << 24) { config.limits.maxHeadBytes = v }
             if let v = int(limits, "maxHeaderCount", "limits.maxHeaderCount", min: 1, max: 10_000) { config.limits.maxHeaderCount = v }
             if let v = int(limits, "maxURIBytes", "limits.maxURIBytes", min: 64, max: 1 << 20) { config.limits.maxURIBytes = v }
             if let v = int(limits, "maxBodyBytes", "limits.maxBodyBytes", min: 0, max: 1 << 30) { config.limits.maxBodyBytes = v }
+            if let v = int(limits, "maxConnections", "limits.maxConnections", min: 1, max: 1_000_000) { config.connectionLimits.maxConnections = v }
         } else if object["limits"] != nil { problem("limits", "must be an object") }
 
         if let t = object["timeouts"] as? [String: Any] {
+            checkKnown(t, ["headerReadSeconds", "bodyReadSeconds", "keepAliveIdleSeconds", "upstreamConnectSeconds",
+                           "upstreamFirstByteSeconds", "upstreamIdleSeconds", "clientWriteStallSeconds", "drainSeconds"], "timeouts")
+            if let v = seconds(t, "headerReadSeconds", "timeouts.headerReadSeconds") { config.timeouts.headerReadSeconds = v }
+            if let v = seconds(t, "bodyReadSeconds", "timeouts.bodyReadSeconds") { config.timeouts.bodyReadSeconds = v }
+            if let v = seconds(t, "keepAliveIdleSeconds", "timeouts.keepAliveIdleSeconds") { config.timeouts.keepAliveIdleSeconds = v }
+            if let v = seconds(t, "clientWriteStallSeconds", "timeouts.clientWriteStallSeconds") { config.timeouts.clientWriteStallSeconds = v }
+            if let v = seconds(t, "drainSeconds", "timeouts.drainSeconds") { config.timeouts.drainSeconds = v }
             if let v = seconds(t, "upstreamConnectSeconds", "timeouts.upstreamConnectSeconds") { config.timeouts.upstreamConnectSeconds = v }
             if let v = seconds(t, "upstreamFirstByteSeconds", "timeouts.upstreamFirstByteSeconds") { config.timeouts.upstreamFirstByteSeconds = v }
             if let v = seconds(t, "upstreamIdleSeconds", "timeouts.upstreamIdleSeconds") { config.timeouts.upstreamIdleSeconds = v }
         } else if object["timeouts"] != nil { problem("timeouts", "must be an object") }
 
         if let b = object["buffers"] as? [String: Any] {
+            checkKnown(b, ["highWaterBytes", "lowWaterBytes"], "buffers")
             if let v = int(b, "highWaterBytes", "buffers.highWaterBytes", min: 1024, max: 1 << 30) { config.buffers.highWaterBytes = v }
             if let v = int(b, "lowWaterBytes", "buffers.lowWaterBytes", min: 0, max: 1 << 30) { config.buffers.lowWaterBytes = v }
             if config.buffers.lowWaterBytes >= config.buffers.highWaterBytes {
@@ -215,6 +271,11 @@ struct ConfigReader {
             if let l = LogLevel(name: level) { config.logLevel = l } else { problem("logLevel", "must be one of debug, info, warning, error") }
         }
         return config
+    }
+
+    /// A typo in a key name must not silently fall back to a default.
+    mutating func checkKnown(_ o: [String: Any], _ keys: Set<String>, _ path: String) {
+        for key in o.keys.sorted() where !keys.contains(key) { problem("\(path).\(key)", "unknown key") }
     }
 
     mutating func secret(_ value: Any, _ path: String) -> Secret? {
@@ -286,5 +347,33 @@ struct ConfigReader {
         !s.isEmpty && s.utf8.allSatisfy { c in
             (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(c)
         }
+    }
+}
+
+extension RelayConfiguration {
+    /// Environment variables a container platform sets, applied over the file (command-line flags apply last).
+    public static let environmentOverrides = ["SSE_RELAY_HOST", "SSE_RELAY_PORT", "SSE_RELAY_LOG_LEVEL", "SSE_RELAY_WORKERS", "SSE_RELAY_ADMIN_PORT"]
+
+    /// Applies `SSE_RELAY_*` overrides. Throws `ConfigurationError` naming each bad variable.
+    public mutating func applyEnvironment(_ environment: [String: String]) throws {
+        var problems: [String] = []
+        if let host = environment["SSE_RELAY_HOST"], !host.isEmpty { listen.host = host }
+        if let v = environment["SSE_RELAY_PORT"], !v.isEmpty {
+            if let port = Int(v), (0...65535).contains(port) { listen.port = port } else { problems.append("SSE_RELAY_PORT: must be 0 to 65535") }
+        }
+        if let v = environment["SSE_RELAY_LOG_LEVEL"], !v.isEmpty {
+            if let level = LogLevel(name: v) { logLevel = level } else { problems.append("SSE_RELAY_LOG_LEVEL: must be debug, info, warning or error") }
+        }
+        if let v = environment["SSE_RELAY_WORKERS"], !v.isEmpty {
+            if let n = Int(v), (0...256).contains(n) { workers = n } else { problems.append("SSE_RELAY_WORKERS: must be 0 to 256") }
+        }
+        if let v = environment["SSE_RELAY_ADMIN_PORT"], !v.isEmpty {
+            if let port = Int(v), (0...65535).contains(port) {
+                admin = Listen(host: admin?.host ?? "0.0.0.0", port: port)
+            } else {
+                problems.append("SSE_RELAY_ADMIN_PORT: must be 0 to 65535")
+            }
+        }
+        if !problems.isEmpty { throw ConfigurationError(problems: problems) }
     }
 }

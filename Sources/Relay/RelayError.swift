@@ -55,6 +55,19 @@ public struct RelayError: Error, Equatable, Sendable {
         status: 504, type: "upstream_error", code: "upstream_timeout",
         message: "The provider did not start answering in time.")
 
+    public static let requestTimeout = RelayError(
+        status: 408, type: "invalid_request_error", code: "request_timeout",
+        message: "The request was not received in time.")
+
+    public static let tooManyConnections = RelayError(
+        status: 503, type: "server_error", code: "too_many_connections",
+        message: "The relay is at its connection limit; retry later.")
+
+    public static func methodNotAllowed(allowed: [String]) -> RelayError {
+        RelayError(status: 405, type: "invalid_request_error", code: "method_not_allowed",
+                   message: "This method is not allowed on this path.", extraHeaders: [("Allow", allowed.joined(separator: ", "))])
+    }
+
     public static let shuttingDown = RelayError(
         status: 503, type: "server_error", code: "shutting_down",
         message: "The relay is shutting down; retry.")

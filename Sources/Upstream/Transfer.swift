@@ -96,6 +96,8 @@ public final class Transfer: @unchecked Sendable {
             check(ccurl_easy_setopt_long(easy, CURLOPT_POST, 1))
             check(ccurl_easy_setopt_data_callback(easy, CURLOPT_READFUNCTION, transferRead))
             check(ccurl_easy_setopt_ptr(easy, CURLOPT_READDATA, me))
+            check(ccurl_easy_setopt_seek_callback(easy, transferSeek))
+            check(ccurl_easy_setopt_ptr(easy, CURLOPT_SEEKDATA, me))
             check(ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.bodyLength ?? -1)))
             if method != "POST" { check(ccurl_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method)) }
         } else if method == "HEAD" {
@@ -221,6 +223,15 @@ private let transferHeader: ccurl_data_callback = { pointer, size, count, userda
     let transfer = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
     transfer.onHeaderLine(UnsafeRawBufferPointer(start: pointer, count: size * count))
     return size * count
+}
+
+private let transferSeek: ccurl_seek_callback = { userdata, offset, origin in
+    guard let userdata, offset == 0, origin == SEEK_SET else { return Int32(CURL_SEEKFUNC_CANTSEEK) }
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
+    guard transfer.state == .running, let delegate = transfer.delegate, delegate.transferRewindBody(transfer) else {
+        return Int32(CURL_SEEKFUNC_CANTSEEK)
+    }
+    return Int32(CURL_SEEKFUNC_OK)
 }
 
 private let transferRead: ccurl_data_callback = { pointer, size, count, userdata in

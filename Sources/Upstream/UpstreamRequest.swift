@@ -31,6 +31,16 @@ public enum UpstreamFailure: Error, Equatable, Sendable {
     /// Any other transfer error.
     case other(String)
 
+    /// A stable label for metrics.
+    public var kind: String {
+        switch self {
+        case .connectFailed: "connect_failed"
+        case .connectTimeout: "connect_timeout"
+        case .brokenResponse: "broken_response"
+        case .other: "other"
+        }
+    }
+
     public var summary: String {
         switch self {
         case .connectFailed(let m): "upstream connection failed: \(m)"
@@ -60,5 +70,8 @@ public protocol TransferDelegate: AnyObject {
     /// offers them again after `resumeReceiving()`.
     func transfer(_ transfer: Transfer, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool
     func transfer(_ transfer: Transfer, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> BodyRead
+    /// curl wants to send the body again from its start (it retries a request whose reused connection turned
+    /// out to be closed by the provider). Return false if the start is no longer available.
+    func transferRewindBody(_ transfer: Transfer) -> Bool
     func transfer(_ transfer: Transfer, didCompleteWith result: Result<Void, UpstreamFailure>)
 }

@@ -12,6 +12,7 @@
 
 typedef size_t (*ccurl_data_callback)(char *buffer, size_t size, size_t count, void *userdata);
 typedef int (*ccurl_closesocket_callback)(void *clientp, curl_socket_t socket);
+typedef int (*ccurl_seek_callback)(void *userp, curl_off_t offset, int origin);
 typedef int (*ccurl_sockopt_callback)(void *clientp, curl_socket_t socket, curlsocktype purpose);
 typedef int (*ccurl_socket_callback)(CURL *easy, curl_socket_t socket, int what, void *userp, void *socketp);
 typedef int (*ccurl_timer_callback)(CURLM *multi, long timeout_ms, void *userp);
@@ -24,6 +25,7 @@ CURLcode ccurl_easy_setopt_slist(CURL *handle, CURLoption option, struct curl_sl
 CURLcode ccurl_easy_setopt_data_callback(CURL *handle, CURLoption option, ccurl_data_callback callback);
 CURLcode ccurl_easy_setopt_closesocket_callback(CURL *handle, ccurl_closesocket_callback callback);
 CURLcode ccurl_easy_setopt_sockopt_callback(CURL *handle, ccurl_sockopt_callback callback);
+CURLcode ccurl_easy_setopt_seek_callback(CURL *handle, ccurl_seek_callback callback);
 
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode ccurl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value);

@@ -31,12 +31,16 @@ public final class FakeProvider: @unchecked Sendable {
         let connections = self.connections
         let listener = try Listener(host: "127.0.0.1", port: 0, group: group, logger: logger) { fd, address, loop in
             let connection = Connection(fd: fd, loop: loop, peerAddress: address)
-            let server = ServerConnection(connection: connection, handler: handler, limits: RequestLimits(), logger: logger) { closed in
+            let timeouts = ConnectionDeadlines.Settings(headerReadSeconds: 10, bodyReadSeconds: 30, keepAliveIdleSeconds: 75,
+                                                        clientWriteStallSeconds: 60)
+            let server = ServerConnection(connection: connection, handler: handler, limits: RequestLimits(),
+                                          timeouts: timeouts, logger: logger) { closed in
                 connections.value[ObjectIdentifier(closed)] = nil
             }
             connections.value[ObjectIdentifier(server)] = server
             connection.delegate = server
             connection.start()
+            server.start()
         }
         self.listener = listener
         listener.start()

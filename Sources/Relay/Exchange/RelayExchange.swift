@@ -13,22 +13,28 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private var machine: ExchangeStateMachine
     private let writer: ServerConnection
     private var transfer: Transfer?
-    private var uploadBuffer = ByteQueue()
+    /// The request body as received. Kept whole (it is bounded by `limits.maxBodyBytes`) until the response
+    /// head arrives, so curl can send it again when it retries on a fresh connection; `uploadOffset` is how far
+    /// curl has read.
+    private var uploadBody: [UInt8] = []
+    private var uploadOffset = 0
     private var requestEnded = false
     private let clock: any Clock
     private var timer: LoopTimer?
     private var armedDeadline: Instant?
     private let highWater: Int
     private let onEnd: (RelayExchange) -> Void
+    private let metrics: RelayMetrics
     let record: ExchangeRecord
 
     init(machine: ExchangeStateMachine, writer: ServerConnection, highWater: Int, clock: any Clock,
-         record: ExchangeRecord, onEnd: @escaping (RelayExchange) -> Void) {
+         record: ExchangeRecord, metrics: RelayMetrics, onEnd: @escaping (RelayExchange) -> Void) {
         self.machine = machine
         self.writer = writer
         self.highWater = highWater
         self.clock = clock
         self.record = record
+        self.metrics = metrics
         self.onEnd = onEnd
     }
 
@@ -43,7 +49,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     func requestBody(_ bytes: [UInt8]) {
         record.bytesIn += bytes.count
-        bytes.withUnsafeBytes { uploadBuffer.append($0) }
+        metrics.bytesToUpstream.wrappingAdd(bytes.count, ordering: .relaxed)
+        uploadBody.append(contentsOf: bytes)
         transfer?.resumeSending()
     }
 
@@ -54,7 +61,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func clientClosed() {
-        perform(machine.clientClosed())
+        let phase = machine.phase
+        let actions = machine.clientClosed()
+        if !actions.isEmpty { metrics.cancelled(phase: phase == .awaitingUpstreamHead ? "before_head" : "streaming") }
+        perform(actions)
     }
 
     func clientDrained() {
@@ -65,6 +75,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     func transfer(_ transfer: Transfer, didReceiveHead status: Int, headers: HTTPHeaders) {
         record.upstreamHeadAt = clock.now()
+        if requestEnded && uploadOffset == uploadBody.count {
+            uploadBody = []   // sent, and no retry can follow a response head
+            uploadOffset = 0
+        }
         perform(machine.upstreamHead(status: status, headers: headers, now: clock.now()))
     }
 
@@ -73,6 +87,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         case .forward:
             if record.firstBodyAt == nil { record.firstBodyAt = clock.now() }
             record.bytesOut += bytes.count
+            metrics.bytesToClients.wrappingAdd(bytes.count, ordering: .relaxed)
             writer.sendBody(bytes)
             return true
         case .refuse:
@@ -83,18 +98,29 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func transfer(_ transfer: Transfer, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> BodyRead {
-        if uploadBuffer.isEmpty { return requestEnded ? .end : .wait }
-        let n = uploadBuffer.withReadableBytes { bytes -> Int in
-            let n = min(bytes.count, buffer.count)
-            buffer.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: n)
-            return n
+        let available = uploadBody.count - uploadOffset
+        if available == 0 { return requestEnded ? .end : .wait }
+        let n = min(available, buffer.count)
+        uploadBody.withUnsafeBytes { bytes in
+            buffer.baseAddress!.copyMemory(from: bytes.baseAddress! + uploadOffset, byteCount: n)
         }
-        uploadBuffer.consume(n)
+        uploadOffset += n
         return .bytes(n)
     }
 
+    func transferRewindBody(_ transfer: Transfer) -> Bool {
+        guard machine.phase == .awaitingUpstreamHead else { return false }
+        uploadOffset = 0
+        return true
+    }
+
     func transfer(_ transfer: Transfer, didCompleteWith result: Result<Void, UpstreamFailure>) {
-        if case .failure(let failure) = result { record.failure = failure.summary }
+        if case .failure(let failure) = result {
+            record.failure = failure.summary
+            metrics.upstreamError(kind: failure.kind)
+        } else if machine.phase == .awaitingUpstreamHead {
+            metrics.upstreamError(kind: "no_response_head")
+        }
         perform(machine.upstreamCompleted(result, now: clock.now()))
     }
 
@@ -137,7 +163,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             guard let self else { return }
             self.armedDeadline = nil
             self.timer = nil
-            self.perform(self.machine.deadlinePassed(now: self.clock.now()))
+            let phase = self.machine.phase
+            let actions = self.machine.deadlinePassed(now: self.clock.now())
+            if !actions.isEmpty {
+                let kind = phase == .awaitingUpstreamHead ? "first_byte_timeout" : "idle_timeout"
+                self.metrics.upstreamError(kind: kind)
+                self.record.failure = kind
+            }
+            self.perform(actions)
         }
     }
 

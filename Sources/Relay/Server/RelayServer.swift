@@ -1,6 +1,7 @@
 import Dispatch
 import HTTP1
 import Support
+import Synchronization
 import Transport
 import Upstream
 #if canImport(Glibc)
@@ -10,15 +11,18 @@ import Darwin
 #endif
 
 /// The composition root: what `main.swift` and the integration tests both build. Owns the event loops, one curl
-/// driver per loop, the listener, and the bookkeeping of live connections and exchanges.
+/// driver per loop, the listeners, the metrics, and the bookkeeping of live connections and exchanges.
 public final class RelayServer: @unchecked Sendable {
-    // Invariant: `listener` is set once in `start()` before any connection exists; per-loop state lives in
-    // `LoopState`, touched on its loop's queue only.
+    // Invariant: `listener` and `adminListener` are written in `start()` and `beginDrain()` under `lifecycle`;
+    // per-loop state lives in `LoopState`, touched on its loop's queue only.
     public let configuration: RelayConfiguration
     public let logger: Logger
+    public let metrics = RelayMetrics()
     let group: EventLoopGroup
     let loopStates: [LoopState]
-    private var listener: Listener?
+    private let lifecycle = Mutex<(listener: Listener?, admin: Listener?)>((nil, nil))
+    private let draining = Atomic<Bool>(false)
+    private let openConnections = Atomic<Int>(0)
 
     public init(configuration: RelayConfiguration, logger: Logger, clock: any Clock = MonotonicClock()) {
         Syscall.ignoreSIGPIPE()
@@ -29,36 +33,139 @@ public final class RelayServer: @unchecked Sendable {
         loopStates = group.loops.map { LoopState(loop: $0, driver: CurlDriver(loop: $0, logger: logger)) }
     }
 
-    /// Binds and starts accepting. Throws if the address cannot be bound.
+    public var isDraining: Bool { draining.load(ordering: .relaxed) }
+
+    /// Binds and starts accepting (and the admin listener, if configured). Throws if an address cannot be bound.
     public func start() throws {
-        let handler = RelayHandler(server: self)
+        let listener = try makeListener(configuration.listen, handler: RelayHandler(server: self, admin: configuration.admin != nil ? .publicWithoutMetrics : .everything))
+        var admin: Listener?
+        if let adminListen = configuration.admin {
+            admin = try makeListener(adminListen, handler: RelayHandler(server: self, admin: .adminOnly))
+        }
+        lifecycle.withLock { $0 = (listener, admin) }
+        listener.start()
+        admin?.start()
+        var fields: [(String, LogValue)] = [("host", .string(configuration.listen.host)), ("port", .int(listener.port)),
+                                            ("workers", .int(group.loops.count))]
+        if let admin { fields.append(("admin_port", .int(admin.port))) }
+        logger.info("relay listening", fields)
+    }
+
+    private func makeListener(_ listen: RelayConfiguration.Listen, handler: RelayHandler) throws -> Listener {
         let limits = configuration.limits
         let buffers = configuration.buffers
+        let t = configuration.timeouts
+        let timeouts = ConnectionDeadlines.Settings(headerReadSeconds: t.headerReadSeconds, bodyReadSeconds: t.bodyReadSeconds,
+                                                    keepAliveIdleSeconds: t.keepAliveIdleSeconds,
+                                                    clientWriteStallSeconds: t.clientWriteStallSeconds)
         let logger = self.logger
         let states = loopStates
-        let listener = try Listener(host: configuration.listen.host, port: configuration.listen.port, group: group, logger: logger) { fd, address, loop in
+        let maxConnections = configuration.connectionLimits.maxConnections
+        return try Listener(host: listen.host, port: listen.port, group: group, logger: logger) { [self] fd, address, loop in
             let state = states[loop.index]
+            if openConnections.wrappingAdd(1, ordering: .relaxed).newValue > maxConnections {
+                // Over the limit: a short answer, best effort (one non-blocking send), then close. Existing
+                // streams are not touched.
+                openConnections.wrappingSubtract(1, ordering: .relaxed)
+                metrics.rejected(reason: "too_many_connections")
+                RelayServer.refuse(fd: fd, error: .tooManyConnections)
+                return
+            }
+            metrics.activeConnections.wrappingAdd(1, ordering: .relaxed)
             let connection = Connection(fd: fd, loop: loop, peerAddress: address,
                                         highWaterMark: buffers.highWaterBytes, lowWaterMark: buffers.lowWaterBytes)
-            let server = ServerConnection(connection: connection, handler: handler, limits: limits, logger: logger) { closed in
+            let server = ServerConnection(connection: connection, handler: handler, limits: limits, timeouts: timeouts,
+                                          logger: logger) { [self] closed in
                 state.connections[ObjectIdentifier(closed)] = nil
+                openConnections.wrappingSubtract(1, ordering: .relaxed)
+                metrics.activeConnections.wrappingSubtract(1, ordering: .relaxed)
             }
+            server.closeAfterResponse = isDraining
             state.connections[ObjectIdentifier(server)] = server
             connection.delegate = server
             connection.start()
+            server.start()
         }
-        self.listener = listener
-        listener.start()
-        logger.info("relay listening", [("host", .string(configuration.listen.host)), ("port", .int(listener.port)),
-                                        ("workers", .int(group.loops.count))])
+    }
+
+    static func refuse(fd: Int32, error: RelayError) {
+        var bytes: [UInt8] = []
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Content-Length", value: String(error.jsonBody.count))
+        headers.add(name: "Connection", value: "close")
+        ResponseHead(status: error.status, headers: headers).serialize(into: &bytes)
+        bytes += error.jsonBody
+        _ = bytes.withUnsafeBytes { raw in
+            var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress), iov_len: raw.count)
+            return withUnsafeMutablePointer(to: &iov) { Syscall.writev(fd, UnsafeMutableBufferPointer(start: $0, count: 1)) }
+        }
+        Syscall.close(fd)
     }
 
     /// The bound port (useful with port 0).
-    public var port: Int { listener?.port ?? 0 }
+    public var port: Int { lifecycle.withLock { $0.listener?.port ?? 0 } }
+    public var adminPort: Int? { lifecycle.withLock { $0.admin?.port } }
+
+    /// Graceful shutdown, phase one: stop accepting on the public port, turn /readyz to 503, close idle
+    /// keep-alive connections and make every in-flight response its connection's last. Exchanges in flight run
+    /// on. `onDrained` runs (on a private queue) when none is left, or after `deadline` seconds, when the rest
+    /// are aborted.
+    public func beginDrain(deadline seconds: Double, onDrained: @escaping @Sendable (_ aborted: Int) -> Void) {
+        guard !draining.exchange(true, ordering: .relaxed) else { return }
+        let listener = lifecycle.withLock { state -> Listener? in
+            let l = state.listener
+            state.listener = nil
+            return l
+        }
+        listener?.stop()
+        for state in loopStates {
+            state.loop.execute {
+                for server in state.connections.values {
+                    server.closeAfterResponse = true
+                    server.closeIfIdle()
+                }
+            }
+        }
+        logger.info("draining", [("deadline_seconds", .double(seconds)), ("in_flight", .int(liveCounts().exchanges))])
+        let queue = DispatchQueue(label: "sse-relay.drain")
+        let giveUpAt = DispatchTime.now() + seconds
+        queue.async { self.drainCheck(queue: queue, giveUpAt: giveUpAt, onDrained: onDrained) }
+    }
+
+    private func drainCheck(queue: DispatchQueue, giveUpAt: DispatchTime, onDrained: @escaping @Sendable (Int) -> Void) {
+        let counts = liveCounts()
+        if counts.exchanges == 0 {
+            onDrained(0)
+        } else if DispatchTime.now() >= giveUpAt {
+            logger.warning("drain deadline passed; aborting the rest", [("aborted", .int(counts.exchanges))])
+            closeAllConnections()
+            onDrained(counts.exchanges)
+        } else {
+            queue.asyncAfter(deadline: min(giveUpAt, .now() + .milliseconds(20))) {
+                self.drainCheck(queue: queue, giveUpAt: giveUpAt, onDrained: onDrained)
+            }
+        }
+    }
+
+    private func closeAllConnections() {
+        for state in loopStates {
+            state.loop.queue.sync {
+                for server in Array(state.connections.values) { server.connection.close() }
+            }
+        }
+    }
 
     /// Stops accepting, closes every connection (cancelling their upstream transfers) and releases curl.
     public func shutdown() {
+        draining.store(true, ordering: .relaxed)
+        let (listener, admin) = lifecycle.withLock { state -> (Listener?, Listener?) in
+            let result = (state.listener, state.admin)
+            state = (nil, nil)
+            return result
+        }
         listener?.stop()
+        admin?.stop()
         for state in loopStates {
             state.loop.queue.sync {
                 for server in Array(state.connections.values) { server.connection.close() }
@@ -67,7 +174,7 @@ public final class RelayServer: @unchecked Sendable {
         }
     }
 
-    /// The largest pending-write buffer among open connections (what slow readers cost right now, at most).
+    /// The largest pending-write buffer any open connection has had (what slow readers cost, at most).
     public func maxPendingBytesObserved() -> Int {
         var result = 0
         for state in loopStates {
@@ -102,56 +209,6 @@ final class LoopState: @unchecked Sendable {
     init(loop: EventLoop, driver: CurlDriver) {
         self.loop = loop
         self.driver = driver
-    }
-}
-
-/// Routes each request, rewrites it and starts its exchange.
-struct RelayHandler: RequestHandler {
-    let server: RelayServer
-
-    func handle(_ head: RequestHead, writer: ServerConnection) -> (any RequestResponder)? {
-        let configuration = server.configuration
-        let loop = writer.loop
-        let state = server.loopStates[loop.index]
-        let requestID = RequestRewriter.requestID(clientValue: head.headers.first("X-Request-Id"), generated: RequestIDs.make())
-        guard let route = configuration.route(for: head.path), let upstream = configuration.upstreams[route.upstream] else {
-            server.logger.info("no route", [("request_id", .string(requestID)), ("method", .string(head.method)),
-                                            ("path", .string(head.path)), ("status", .int(404)), ("outcome", .string("rejected"))])
-            writer.respond(error: .notFound(path: head.path), requestID: requestID, keepAlive: head.keepAlive)
-            return nil
-        }
-        let hasBody: Bool
-        let bodyLength: Int?
-        switch head.framing {
-        case .none: (hasBody, bodyLength) = (false, nil)
-        case .contentLength(let n): (hasBody, bodyLength) = (true, n)
-        case .chunked: (hasBody, bodyLength) = (true, nil)
-        }
-        let request = UpstreamRequest(
-            url: RequestRewriter.upstreamURL(baseURL: upstream.baseURL, route: route, target: head.target),
-            method: head.method,
-            headers: RequestRewriter.upstreamHeaders(from: head.headers, upstream: upstream,
-                                                     clientAddress: writer.clientAddress, requestID: requestID),
-            hasBody: hasBody, bodyLength: bodyLength,
-            connectTimeoutSeconds: configuration.timeouts.upstreamConnectSeconds)
-        let now = loop.clock.now()
-        let machine = ExchangeStateMachine(
-            settings: .init(requestMethod: head.method, clientVersion: head.version, keepAlive: head.keepAlive,
-                            requestID: requestID,
-                            firstByteTimeoutSeconds: configuration.timeouts.upstreamFirstByteSeconds,
-                            idleTimeoutSeconds: configuration.timeouts.upstreamIdleSeconds),
-            now: now)
-        let record = ExchangeRecord(requestID: requestID, method: head.method, path: head.path, route: route.prefix,
-                                    upstream: upstream.name, clientAddress: writer.clientAddress, startedAt: now)
-        let logger = server.logger
-        let exchange = RelayExchange(machine: machine, writer: writer, highWater: configuration.buffers.highWaterBytes,
-                                     clock: loop.clock, record: record) { ended in
-            state.exchanges[ObjectIdentifier(ended)] = nil
-            logger.info("exchange", ended.record.logFields)
-        }
-        state.exchanges[ObjectIdentifier(exchange)] = exchange
-        exchange.start(request, driver: state.driver)
-        return exchange
     }
 }
 

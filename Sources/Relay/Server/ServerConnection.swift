@@ -17,6 +17,12 @@ public protocol RequestHandler: Sendable {
     /// Returns the responder that will see the body and answer, or nil if the request was already answered
     /// through `writer` (an error, say).
     func handle(_ head: RequestHead, writer: ServerConnection) -> (any RequestResponder)?
+    /// The connection itself answered an error (malformed request, timeout): for logs and metrics.
+    func connectionRejected(_ error: RelayError, writer: ServerConnection)
+}
+
+extension RequestHandler {
+    public func connectionRejected(_ error: RelayError, writer: ServerConnection) {}
 }
 
 /// HTTP/1.1 server side of one client connection: feeds the parser, runs one exchange at a time (pipelined
@@ -40,21 +46,31 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
     private var responseDone = false
     private var bodyMode = ResponseBodyMode.none
     private var requestVersion = HTTPVersion.http1_1
+    private var requestMethod = ""
     private var closed = false
     private var pumpScheduled = false
     /// Bytes a client may send ahead (pipelined) while its current response is still streaming.
     private let maxReadAhead: Int
     private var sizeLine: [UInt8] = []
+    private var deadlines: ConnectionDeadlines
+    private var timer: LoopTimer?
+    private var armedDeadline: Instant?
 
-    public init(connection: Connection, handler: any RequestHandler, limits: RequestLimits, logger: Logger,
-                onClose: @escaping (ServerConnection) -> Void) {
+    public init(connection: Connection, handler: any RequestHandler, limits: RequestLimits,
+                timeouts: ConnectionDeadlines.Settings, logger: Logger, onClose: @escaping (ServerConnection) -> Void) {
         self.connection = connection
         self.handler = handler
         self.parser = RequestParser(limits: limits)
         self.logger = logger
         self.onClose = onClose
         self.maxReadAhead = limits.maxHeadBytes + 64 * 1024
+        self.deadlines = ConnectionDeadlines(settings: timeouts, acceptedAt: connection.loop.clock.now())
         sizeLine.reserveCapacity(24)
+    }
+
+    /// Starts the connection's clock; call once, on the loop, when the connection starts reading.
+    public func start() {
+        armTimer()
     }
 
     public var loop: EventLoop { connection.loop }
@@ -67,6 +83,10 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
 
     public func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
         parser.append(bytes)
+        if !inExchange {
+            deadlines.headBytesArrived(now: loop.clock.now())
+            armTimer()
+        }
         if inExchange && requestComplete {
             // A pipelined request arrived while the response streams: keep it for later, within a bound.
             if parser.bufferedByteCount > maxReadAhead { abortConnection() }
@@ -76,11 +96,15 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
     }
 
     public func connectionDidDrain(_ connection: Connection) {
+        deadlines.writeBufferDrained()
+        armTimer()
         responder?.clientDrained()
     }
 
     public func connection(_ connection: Connection, didCloseWith reason: ConnectionCloseReason) {
         closed = true
+        timer?.cancel()
+        timer = nil
         let responder = self.responder
         self.responder = nil
         if !responseDone || !requestComplete { responder?.clientClosed() }
@@ -102,11 +126,15 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
             guard let event else { return }
             switch event {
             case .head(let head):
+                deadlines.headComplete(now: loop.clock.now(), hasBody: head.framing != .none)
+                armTimer()
                 startExchange(head)
             case .body(let bytes):
+                deadlines.bodyProgress(now: loop.clock.now())
                 responder?.requestBody(bytes)
             case .end:
                 requestComplete = true
+                deadlines.bodyComplete()
                 responder?.requestEnd()
                 if responseDone { exchangeFinished(keepAlive: lastKeepAlive) }
             }
@@ -120,6 +148,7 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
         responseDone = false
         bodyMode = .none
         requestVersion = head.version
+        requestMethod = head.method
         requestHasNoBody = head.framing == .none
         responder = handler.handle(head, writer: self)
         if responder != nil && !headSent && head.expectsContinue && !closed {
@@ -136,29 +165,42 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
             abortConnection()
             return
         }
-        logger.info("rejected malformed request", [("status", .int(error.status)), ("reason", .string(error.message)),
-                                                    ("client", .string(clientAddress))])
         requestComplete = false
         inExchange = true
-        respond(error: .badRequest(error), keepAlive: false)
+        let relayError = RelayError.badRequest(error)
+        handler.connectionRejected(relayError, writer: self)
+        respond(error: relayError, keepAlive: false)
     }
 
     // MARK: Responses (the writer side)
 
     /// Sends a complete JSON error response. `keepAlive` is honoured only if the request was read to its end.
     public func respond(error: RelayError, requestID: String? = nil, keepAlive: Bool = true) {
-        guard !headSent, !closed else { return }
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json")
-        let body = error.jsonBody
-        headers.add(name: "Content-Length", value: String(body.count))
         for (name, value) in error.extraHeaders { headers.add(name: name, value: value) }
         if let requestID { headers.add(name: "X-Request-Id", value: requestID) }
-        let keep = keepAlive && requestCanContinue
+        respond(status: error.status, headers: headers, body: error.jsonBody, keepAlive: keepAlive)
+    }
+
+    /// Sends a complete response with a Content-Length body (none for HEAD requests).
+    public func respond(status: Int, headers: HTTPHeaders, body: [UInt8], keepAlive: Bool = true) {
+        guard !headSent, !closed else { return }
+        var headers = headers
+        headers.add(name: "Content-Length", value: String(body.count))
+        let keep = keepAlive && requestCanContinue && !closeAfterResponse
         if !keep { headers.add(name: "Connection", value: "close") }
-        sendHead(ResponseHead(status: error.status, headers: headers), mode: .contentLength(body.count))
+        sendHead(ResponseHead(status: status, headers: headers), mode: requestMethod == "HEAD" ? .none : .contentLength(body.count))
         _ = body.withUnsafeBytes { sendBody($0) }
         finish(keepAlive: keep)
+    }
+
+    /// Set while the server drains: the current response is the connection's last.
+    public var closeAfterResponse = false
+
+    /// Closes the connection now if it sits between requests (used when draining).
+    public func closeIfIdle() {
+        if !inExchange && parser.bufferedByteCount == 0 { connection.close() }
     }
 
     private var requestCanContinue: Bool { requestComplete || requestHasNoBody || !inExchange }
@@ -183,11 +225,24 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
         case .chunked:
             sizeLine.removeAll(keepingCapacity: true)
             ChunkedEncoding.appendSizeLine(bytes.count, to: &sizeLine)
-            return sizeLine.withUnsafeBytes { line in
+            let ok = sizeLine.withUnsafeBytes { line in
                 Self.crlf.withUnsafeBytes { crlf in connection.write(line, bytes, crlf) }
             }
+            noteWriteBuffer()
+            return ok
         case .contentLength, .closeDelimited:
-            return connection.write(bytes)
+            let ok = connection.write(bytes)
+            noteWriteBuffer()
+            return ok
+        }
+    }
+
+    /// The client-write-stall clock starts when the pending buffer reaches the high-water mark.
+    @inline(__always)
+    private func noteWriteBuffer() {
+        if connection.isAboveHighWater && deadlines.writeStalledSince == nil {
+            deadlines.writeBufferFull(now: loop.clock.now())
+            armTimer()
         }
     }
 
@@ -200,7 +255,7 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
         responseDone = true
         if bodyMode == .chunked { connection.write(ChunkedEncoding.lastChunk) }
         responder = nil
-        lastKeepAlive = keepAlive && bodyMode != .closeDelimited
+        lastKeepAlive = keepAlive && bodyMode != .closeDelimited && !closeAfterResponse
         if requestComplete || !inExchange {
             exchangeFinished(keepAlive: lastKeepAlive)
         } else if requestHasNoBody && lastKeepAlive {
@@ -232,6 +287,10 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
             connection.closeAfterFlush()
             return
         }
+        let now = loop.clock.now()
+        deadlines.responseComplete(now: now)
+        if parser.bufferedByteCount > 0 { deadlines.headBytesArrived(now: now) }
+        armTimer()
         // The next pipelined request, on a later turn of the loop (this may run inside a curl callback).
         if parser.bufferedByteCount > 0 && !pumpScheduled {
             pumpScheduled = true
@@ -239,6 +298,58 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
                 pumpScheduled = false
                 pump()
             }
+        }
+    }
+
+    // MARK: Timeouts
+
+    private func armTimer() {
+        guard !closed, let next = deadlines.next else {
+            timer?.cancel()
+            timer = nil
+            armedDeadline = nil
+            return
+        }
+        // An armed timer that fires no later than the new deadline stays: when it fires, `expired` says whether
+        // anything is really due, and the timer is armed again for the real deadline. Activity therefore costs
+        // no timer work on the hot path.
+        if let armed = armedDeadline, armed <= next.deadline, timer?.isCancelled == false { return }
+        timer?.cancel()
+        armedDeadline = next.deadline
+        timer = loop.schedule(at: next.deadline) { [weak self] in
+            guard let self else { return }
+            self.timer = nil
+            self.armedDeadline = nil
+            self.deadlineReached()
+        }
+    }
+
+    private func deadlineReached() {
+        guard !closed else { return }
+        switch deadlines.expired(now: loop.clock.now()) {
+        case nil:
+            armTimer()
+        case .closeQuietly:
+            connection.close()
+        case .requestTimeout:
+            handler.connectionRejected(.requestTimeout, writer: self)
+            if let responder {
+                self.responder = nil
+                responder.clientClosed()
+            }
+            if headSent {
+                abortConnection()
+            } else {
+                requestComplete = false
+                respond(error: .requestTimeout, keepAlive: false)
+            }
+        case .writeStall:
+            logger.info("client stopped reading; closing", [("client", .string(clientAddress))])
+            if let responder {
+                self.responder = nil
+                responder.clientClosed()
+            }
+            connection.close(reset: true)
         }
     }
 

@@ -1,0 +1,56 @@
+/// Base64url without padding, the encoding of every JWS segment and JWK parameter (RFC 7515 section 2 and
+/// appendix C; RFC 4648 section 5). Decoding is strict: any character outside `A-Z a-z 0-9 - _` (padding and
+/// whitespace included), an impossible length, or non-zero leftover bits make it fail, so each byte string has
+/// exactly one accepted spelling and no input can crash it.
+public enum Base64URL {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// 6-bit value of each byte, or 0xFF when the byte is not in the alphabet.
+    private static let values: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (index, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(index) }
+        return table
+    }()
+
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        var out: [UInt8] = []
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for byte in bytes {
+            accumulator = (accumulator << 8) | UInt32(byte)
+            bits += 8
+            while bits >= 6 {
+                bits -= 6
+                out.append(alphabet[Int((accumulator >> UInt32(bits)) & 0x3F)])
+            }
+            accumulator &= (1 << UInt32(bits)) - 1
+        }
+        if bits > 0 { out.append(alphabet[Int((accumulator << UInt32(6 - bits)) & 0x3F)]) }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public static func decode(_ text: String) -> [UInt8]? { decode(bytes: text.utf8) }
+
+    /// Decodes base64url text given as its bytes; nil when it is not canonical unpadded base64url.
+    public static func decode<Bytes: Collection<UInt8>>(bytes: Bytes) -> [UInt8]? {
+        let count = bytes.count
+        if count % 4 == 1 { return nil } // one leftover character carries only 6 bits: never a whole byte
+        var out: [UInt8] = []
+        out.reserveCapacity(count / 4 * 3 + 2)
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for byte in bytes {
+            let value = values[Int(byte)]
+            if value == 0xFF { return nil }
+            accumulator = (accumulator << 6) | UInt32(value)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+                accumulator &= (1 << UInt32(bits)) - 1
+            }
+        }
+        // The 2 or 4 bits left after the last whole byte must be zero (RFC 4648 section 3.5 canonical form).
+        return accumulator == 0 ? out : nil
+    }
+}

@@ -1,0 +1,107 @@
+import Synchronization
+
+/// The relay's metrics, rendered in the Prometheus text format (version 0.0.4).
+///
+/// Hot-path updates are lock-free atomics (bytes relayed, gauges); labelled counters and histograms are
+/// updated once per exchange, at its end, under one mutex. Shared by every loop; safe from any thread.
+public final class RelayMetrics: Sendable {
+    public static let latencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
+
+    struct Histogram: Sendable {
+        var counts: [UInt64] = Array(repeating: 0, count: RelayMetrics.latencyBuckets.count)
+        var sum: Double = 0
+        var count: UInt64 = 0
+        mutating func observe(_ value: Double) {
+            for (i, bound) in RelayMetrics.latencyBuckets.enumerated() where value <= bound { counts[i] += 1 }
+            sum += value
+            count += 1
+        }
+    }
+
+    struct Labelled: Sendable {
+        var requests: [String: UInt64] = [:]            // route \0 status \0 outcome
+        var upstreamErrors: [String: UInt64] = [:]      // kind
+        var cancellations: [String: UInt64] = [:]       // phase
+        var rejections: [String: UInt64] = [:]          // reason
+        var firstByte = Histogram()
+        var duration = Histogram()
+    }
+
+    private let labelled = Mutex(Labelled())
+    public let activeConnections = Atomic<Int>(0)
+    public let activeStreams = Atomic<Int>(0)
+    public let bytesToClients = Atomic<Int>(0)
+    public let bytesToUpstream = Atomic<Int>(0)
+
+    public init() {}
+
+    public func exchangeEnded(route: String, status: Int, outcome: String, firstByteSeconds: Double?, durationSeconds: Double) {
+        labelled.withLock { m in
+            m.requests["\(route)\u{0}\(status)\u{0}\(outcome)", default: 0] += 1
+            if let firstByteSeconds { m.firstByte.observe(firstByteSeconds) }
+            m.duration.observe(durationSeconds)
+        }
+    }
+
+    public func upstreamError(kind: String) { labelled.withLock { $0.upstreamErrors[kind, default: 0] += 1 } }
+    public func cancelled(phase: String) { labelled.withLock { $0.cancellations[phase, default: 0] += 1 } }
+    public func rejected(reason: String) { labelled.withLock { $0.rejections[reason, default: 0] += 1 } }
+
+    /// The exposition text.
+    public func render() -> String {
+        let m = labelled.withLock { $0 }
+        var out = ""
+        func header(_ name: String, _ type: String, _ help: String) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+        }
+        header("sse_relay_requests_total", "counter", "Exchanges ended, by route, status and outcome.")
+        for key in m.requests.keys.sorted() {
+            let parts = key.split(separator: "\u{0}", omittingEmptySubsequences: false).map(String.init)
+            out += "sse_relay_requests_total{route=\(quote(parts[0])),status=\(quote(parts[1])),outcome=\(quote(parts[2]))} \(m.requests[key]!)\n"
+        }
+        header("sse_relay_active_connections", "gauge", "Open client connections.")
+        out += "sse_relay_active_connections \(activeConnections.load(ordering: .relaxed))\n"
+        header("sse_relay_active_streams", "gauge", "Exchanges in flight (upstream transfers running).")
+        out += "sse_relay_active_streams \(activeStreams.load(ordering: .relaxed))\n"
+        header("sse_relay_bytes_relayed_total", "counter", "Body bytes relayed, by direction.")
+        out += "sse_relay_bytes_relayed_total{direction=\"to_client\"} \(bytesToClients.load(ordering: .relaxed))\n"
+        out += "sse_relay_bytes_relayed_total{direction=\"to_upstream\"} \(bytesToUpstream.load(ordering: .relaxed))\n"
+        histogram(&out, "sse_relay_time_to_first_byte_seconds", "From request head to the first upstream body byte.", m.firstByte)
+        histogram(&out, "sse_relay_request_duration_seconds", "From request head to the end of the exchange.", m.duration)
+        counterFamily(&out, "sse_relay_upstream_errors_total", "Upstream failures, by kind.", "kind", m.upstreamErrors)
+        counterFamily(&out, "sse_relay_cancellations_total", "Upstream transfers cancelled because the client left, by phase.", "phase", m.cancellations)
+        counterFamily(&out, "sse_relay_rejections_total", "Requests answered by the relay without reaching the provider, by reason.", "reason", m.rejections)
+        return out
+    }
+
+    private func histogram(_ out: inout String, _ name: String, _ help: String, _ h: Histogram) {
+        out += "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"
+        for (i, bound) in RelayMetrics.latencyBuckets.enumerated() {
+            out += "\(name)_bucket{le=\"\(format(bound))\"} \(h.counts[i])\n"
+        }
+        out += "\(name)_bucket{le=\"+Inf\"} \(h.count)\n"
+        out += "\(name)_sum \(format(h.sum))\n\(name)_count \(h.count)\n"
+    }
+
+    private func counterFamily(_ out: inout String, _ name: String, _ help: String, _ label: String, _ values: [String: UInt64]) {
+        out += "# HELP \(name) \(help)\n# TYPE \(name) counter\n"
+        for key in values.keys.sorted() { out += "\(name){\(label)=\(quote(key))} \(values[key]!)\n" }
+    }
+
+    private func format(_ d: Double) -> String {
+        d == d.rounded() && abs(d) < 1e15 ? String(Int(d)) : String(d)
+    }
+
+    private func quote(_ s: String) -> String {
+        var out = "\""
+        for ch in s {
+            switch ch {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.append(ch)
+            }
+        }
+        return out + "\""
+    }
+}

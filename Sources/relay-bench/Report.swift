@@ -1,0 +1,116 @@
+#if os(Linux)
+import Glibc
+
+/// Turns the `RESULT key=value ...` lines of one run into the comparison table (relay, nginx, direct and the
+/// relay/nginx ratio for every metric).
+enum Report {
+    typealias Result = [String: String]
+
+    struct Row { let title: String; let key: String; let proxyOnly: Bool; var lowerIsBetter = true }
+
+    static func rows(for scenario: String) -> [Row] {
+        switch scenario {
+        case "S1":
+            return [Row(title: "event latency p50 (us)", key: "lat_p50_us", proxyOnly: false),
+                    Row(title: "event latency p99 (us)", key: "lat_p99_us", proxyOnly: false),
+                    Row(title: "event latency max (us)", key: "lat_max_us", proxyOnly: false),
+                    Row(title: "time to first byte p50 (us)", key: "ttfb_p50_us", proxyOnly: false),
+                    Row(title: "events byte-exact / received", key: "exact_summary", proxyOnly: false),
+                    Row(title: "errors", key: "errors", proxyOnly: false)]
+        case "S2", "S5":
+            return [Row(title: "event latency p50 (us)", key: "lat_p50_us", proxyOnly: false),
+                    Row(title: "event latency p99 (us)", key: "lat_p99_us", proxyOnly: false),
+                    Row(title: "time to first byte p99 (us)", key: "ttfb_p99_us", proxyOnly: false),
+                    Row(title: "streams ok / errors", key: "ok_errors", proxyOnly: false),
+                    Row(title: "events received", key: "events", proxyOnly: false),
+                    Row(title: "proxy peak RSS (MB)", key: "rss_peak_mb", proxyOnly: true),
+                    Row(title: "proxy memory per stream (KB)", key: "mem_per_stream_kb", proxyOnly: true),
+                    Row(title: "proxy CPU per event (us)", key: "cpu_us_per_event", proxyOnly: true),
+                    Row(title: "proxy core busy (%)", key: "proxy_core_pct", proxyOnly: true),
+                    Row(title: "load core busy: client+upstream (%)", key: "load_core_pct", proxyOnly: false)]
+        case "S3":
+            return [Row(title: "requests/s", key: "rps", proxyOnly: false, lowerIsBetter: false),
+                    Row(title: "latency p50 (ms)", key: "lat_p50_ms", proxyOnly: false),
+                    Row(title: "latency p99 (ms)", key: "lat_p99_ms", proxyOnly: false),
+                    Row(title: "errors (non-2xx + socket)", key: "errors", proxyOnly: false),
+                    Row(title: "proxy CPU per request (us)", key: "cpu_us_per_request", proxyOnly: true),
+                    Row(title: "proxy core busy (%)", key: "proxy_core_pct", proxyOnly: true),
+                    Row(title: "load core busy: wrk+upstream (%)", key: "load_core_pct", proxyOnly: false)]
+        case "S4":
+            return [Row(title: "client close -> upstream sees close p50 (us)", key: "cancel_p50_us", proxyOnly: false),
+                    Row(title: "client close -> upstream sees close p99 (us)", key: "cancel_p99_us", proxyOnly: false),
+                    Row(title: "client close -> upstream sees close max (us)", key: "cancel_max_us", proxyOnly: false),
+                    Row(title: "cancels reaching upstream / client closes", key: "cancel_summary", proxyOnly: false),
+                    Row(title: "errors", key: "errors", proxyOnly: false)]
+        default:
+            return []
+        }
+    }
+
+    static func parse(_ text: String) -> [Result] {
+        var results: [Result] = []
+        for line in text.split(separator: "\n") where line.hasPrefix("RESULT ") {
+            var r: Result = [:]
+            for pair in line.dropFirst(7).split(separator: " ") {
+                let kv = pair.split(separator: "=", maxSplits: 1)
+                if kv.count == 2 { r[String(kv[0])] = String(kv[1]) }
+            }
+            if let peak = r["rss_peak_kb"].flatMap(Double.init) { r["rss_peak_mb"] = format1(peak / 1024) }
+            if let ev = r["events"], let chk = r["exact_checked"] {
+                r["exact_summary"] = "\((Int(chk) ?? 0) - (Int(r["err_exact"] ?? "0") ?? 0))/\(ev)"
+            }
+            if let ok = r["ok"], let err = r["errors"] { r["ok_errors"] = "\(ok)/\(err)" }
+            if let seen = r["cancels_seen"], let closes = r["client_closes"] { r["cancel_summary"] = "\(seen)/\(closes)" }
+            results.append(r)
+        }
+        return results
+    }
+
+    static func render(_ results: [Result], header: String) -> String {
+        var out = header.isEmpty ? "" : header + "\n"
+        let targets = ["relay", "nginx", "direct"]
+        let widths = (title: 46, col: 11)
+        func pad(_ s: String, _ w: Int, left: Bool = false) -> String {
+            let n = s.count
+            if n >= w { return s }
+            return left ? s + String(repeating: " ", count: w - n) : String(repeating: " ", count: w - n) + s
+        }
+        out += pad("metric", widths.title, left: true) + targets.map { pad($0, widths.col) }.joined() + pad("relay/nginx", widths.col + 1) + "\n"
+        out += String(repeating: "-", count: widths.title + widths.col * 4 + 1) + "\n"
+        // Scenario groups in order of first appearance.
+        var groups: [String] = []
+        var byGroup: [String: [String: Result]] = [:]
+        for r in results {
+            let g = (r["scenario"] ?? "?") + "|" + (r["title"] ?? "")
+            if byGroup[g] == nil { groups.append(g); byGroup[g] = [:] }
+            byGroup[g]![r["target"] ?? "?"] = r
+        }
+        for g in groups {
+            let parts = g.split(separator: "|", maxSplits: 1, omittingEmptySubsequences: false)
+            let scenario = String(parts[0])
+            out += "\(scenario)  \(parts.count > 1 ? parts[1].replacingUnderscores() : "")\n"
+            for row in rows(for: scenario) {
+                var line = pad("  " + row.title, widths.title, left: true)
+                var values: [String: String] = [:]
+                for t in targets {
+                    let v: String
+                    if row.proxyOnly && t == "direct" { v = "-" } else { v = byGroup[g]![t]?[row.key] ?? "n/a" }
+                    values[t] = v
+                    line += pad(v, widths.col)
+                }
+                if let a = values["relay"].flatMap(Double.init), let b = values["nginx"].flatMap(Double.init), b != 0 {
+                    line += pad(format1(a / b, digits: 2) + "x", widths.col + 1)
+                } else {
+                    line += pad("", widths.col + 1)
+                }
+                out += line + "\n"
+            }
+        }
+        return out
+    }
+}
+
+extension Substring {
+    func replacingUnderscores() -> String { String(self.map { $0 == "_" ? " " : $0 }) }
+}
+#endif
