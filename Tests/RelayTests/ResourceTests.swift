@@ -1,0 +1,88 @@
+import Foundation
+import Testing
+
+/// A thousand streams opened and abandoned in every phase, and a thousand bare connections, leave nothing
+/// behind: the process's open descriptors and the relay's live connections, exchanges and curl transfers return
+/// to their baseline.
+@Suite("Resources", .serialized)
+struct ResourceTests {
+    static func openDescriptorCount() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+    }
+
+    @Test("1 000 aborted streams per phase and 1 000 abandoned connections leak no descriptor or handle",
+          .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/fd")))
+    func noLeaks() throws {
+        let reached = Gate()
+        let upstream = try ScriptedUpstream { connection in
+            let request = try connection.readRequest()
+            let phase = CancellationTests.Phase(rawValue: String(request.target.split(separator: "=").last ?? "")) ?? .beforeUpstreamHead
+            switch phase {
+            case .beforeUpstreamHead:
+                break
+            case .silentAfterHead:
+                try connection.writeHead(status: 200, headers: sseHead)
+            case .midStream:
+                try connection.writeHead(status: 200, headers: sseHead)
+                try connection.writeChunk("data: one\n\n")
+            case .nonStreamingBody:
+                try connection.writeHead(status: 200, headers: [("Content-Type", "application/json"), ("Content-Length", "100000")])
+                try connection.write(Array(repeating: UInt8(ascii: "x"), count: 100))
+            }
+            reached.signal()
+            _ = try connection.waitForPeerClose(timeout: 20)
+        }
+        let relay = try RelayFixture(upstream: upstream)
+        // Warm up (curl's global state, the loops' buffers), then take the baseline.
+        let warm = try relay.client()
+        try warm.sendRequest(method: "GET", path: "/healthz")
+        _ = try warm.readBody(head: try warm.readHead())
+        warm.close()
+        try Self.waitForNoConnections(relay)
+        let baseline = Self.openDescriptorCount()
+
+        let perPhase = 1000, batch = 100
+        for phase in CancellationTests.Phase.allCases {
+            for _ in 0..<(perPhase / batch) {
+                let clients = try (0..<batch).map { _ in try relay.client() }
+                for client in clients {
+                    try client.sendRequest(path: "/v1/chat/completions?phase=\(phase.rawValue)", body: chatBody)
+                }
+                try reached.wait(timeout: 10, count: batch)
+                for (i, client) in clients.enumerated() {
+                    if i % 2 == 0 { client.reset() } else { client.close() }
+                }
+            }
+        }
+        // Bare connections: some say nothing, some send half a head.
+        for i in 0..<1000 {
+            let client = try relay.client()
+            if i % 2 == 1 { try client.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le") }
+            if i % 3 == 0 { client.reset() } else { client.close() }
+        }
+        try upstream.waitForScriptsToFinish(timeout: 30)
+        #expect(upstream.scriptErrors.isEmpty, "\(upstream.scriptErrors.prefix(3))")
+        try relay.waitUntilIdle(timeout: 10)
+        try Self.waitForNoConnections(relay)
+        let counts = relay.server.liveCounts()
+        #expect(counts.connections == 0 && counts.exchanges == 0 && counts.transfers == 0)
+        let after = Self.openDescriptorCount()
+        #expect(after <= baseline, "open descriptors: \(baseline) before, \(after) after")
+        #expect(relay.logs.lines.filter { $0.contains(#""outcome":"client_cancelled""#) }.count == 4 * perPhase)
+    }
+
+    static func waitForNoConnections(_ relay: RelayFixture, timeout: Double = 10) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while relay.server.liveCounts().connections > 0 {
+            if Date() > deadline { throw HarnessError.socket("connections still open: \(relay.server.liveCounts())") }
+            usleep(1000)
+        }
+    }
+}
+
+extension Gate {
+    /// Waits for `count` signals.
+    func wait(timeout: Double, count: Int) throws {
+        for _ in 0..<count { try wait(timeout: timeout) }
+    }
+}
