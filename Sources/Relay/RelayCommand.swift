@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Support
 import Transport
+import Upstream
 
 /// The command line: arguments → configuration → server → run until a signal. Lives here rather than in
 /// `main.swift` because closures written in top-level code are main-actor isolated, and a Dispatch signal
@@ -17,6 +18,7 @@ public enum RelayCommand {
       sse-relay --config FILE        run with a JSON configuration (see config.example.json)
       sse-relay --dev                run on 127.0.0.1:8080 with the built-in fake provider (no key needed)
       sse-relay --check-config FILE  validate a configuration (secrets included) and exit 0, or print every problem
+      sse-relay --probe URL          GET URL; exit 0 on a 2xx answer (a container health check without curl)
       sse-relay --help | --version
 
     Options:
@@ -29,6 +31,7 @@ public enum RelayCommand {
     struct Options {
         var configPath: String?
         var checkPath: String?
+        var probeURL: String?
         var dev = false
         var host: String?
         var port: Int?
@@ -54,11 +57,12 @@ public enum RelayCommand {
             case "--help", "-h": return .exit(code: 0, message: usage, toStderr: false)
             case "--version": return .exit(code: 0, message: "sse-relay \(version)", toStderr: false)
             case "--dev": options.dev = true
-            case "--config", "--check-config", "--host", "--port", "--log-level", "--dev-pace-ms":
+            case "--config", "--check-config", "--probe", "--host", "--port", "--log-level", "--dev-pace-ms":
                 guard let v = value(arg) else { return .exit(code: 2, message: "\(arg) needs a value\n\n\(usage)", toStderr: true) }
                 switch arg {
                 case "--config": options.configPath = v
                 case "--check-config": options.checkPath = v
+                case "--probe": options.probeURL = v
                 case "--host": options.host = v
                 case "--port":
                     guard let p = Int(v), (0...65535).contains(p) else { return .exit(code: 2, message: "--port must be 0 to 65535", toStderr: true) }
@@ -75,7 +79,7 @@ public enum RelayCommand {
             }
             i += 1
         }
-        if options.checkPath == nil && options.configPath == nil && !options.dev {
+        if options.checkPath == nil && options.configPath == nil && options.probeURL == nil && !options.dev {
             return .exit(code: 2, message: "give --config FILE or --dev\n\n\(usage)", toStderr: true)
         }
         return .run(options)
@@ -90,6 +94,12 @@ public enum RelayCommand {
             return code
         case .run(let o):
             options = o
+        }
+
+        if let url = options.probeURL {
+            let status = Probe.status(of: url, timeoutSeconds: 3)
+            FileDescriptorLogSink.standardOutput.write(line: status.map { "\(url): \($0)" } ?? "\(url): no answer")
+            return (200..<300).contains(status ?? 0) ? 0 : 1
         }
 
         if let path = options.checkPath {

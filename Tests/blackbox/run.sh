@@ -66,8 +66,40 @@ head -n 1 "$WORK/404.txt" | grep -q ' 404 ' && grep -q '"code":"route_not_found"
 if cat "$WORK"/*.txt | grep -q 'dev-key-not-secret'; then fail "the provider key reached a client"; else ok "no response carries the provider key"; fi
 if grep -q 'dev-key-not-secret' "$WORK/relay.log"; then fail "the provider key reached the log"; else ok "the log does not carry the provider key"; fi
 
-kill -TERM "$PID"; wait "$PID"; rc=$?; PID=""
-[ $rc -eq 0 ] && ok "SIGTERM exits 0" || fail "SIGTERM exits 0" "rc=$rc"
+# Built-in endpoints and the probe a container health check uses.
+"$BIN" --probe "http://127.0.0.1:$port/healthz" >/dev/null && ok "--probe /healthz exits 0" || fail "--probe /healthz"
+"$BIN" --probe "http://127.0.0.1:$port/nowhere" >/dev/null; [ $? -eq 1 ] && ok "--probe on a 404 exits 1" || fail "--probe on a 404"
+curl -sS "http://127.0.0.1:$port/metrics" | grep -q '^sse_relay_requests_total{route="/v1/",status="200",outcome="completed"}' \
+  && ok "/metrics counts the completed exchanges" || fail "/metrics"
+
+# SIGTERM while a stream is in flight: the stream finishes cleanly, new connections are refused, exit 0.
+curl -sS -N "$URL" -H 'Content-Type: application/json' -d "$BODY" >"$WORK/drain.txt" &
+CURL_PID=$!
+for _ in $(seq 1 100); do grep -q 'chat.completion.chunk' "$WORK/drain.txt" 2>/dev/null && break; sleep 0.02; done
+kill -TERM "$PID"
+for _ in $(seq 1 100); do grep -q '"message":"draining"' "$WORK/relay.log" && break; sleep 0.02; done
+curl -sS -o /dev/null "http://127.0.0.1:$port/healthz" 2>/dev/null && fail "a new connection was accepted while draining" || ok "new connections are refused while draining"
+wait "$CURL_PID"; crc=$?
+[ $crc -eq 0 ] && tail -n 2 "$WORK/drain.txt" | grep -q 'data: \[DONE\]' && ok "the in-flight stream completed during the drain" \
+  || fail "in-flight stream during drain" "curl rc=$crc, tail: $(tail -c 200 "$WORK/drain.txt")"
+wait "$PID"; rc=$?; PID=""
+[ $rc -eq 0 ] && ok "SIGTERM exits 0 after the drain" || fail "SIGTERM exits 0" "rc=$rc"
+
+# Environment overrides apply over the file.
+cat >"$WORK/env.json" <<JSON
+{ "listen": {"host": "127.0.0.1", "port": 1}, "upstreams": {"u": {"baseURL": "http://127.0.0.1:9"}},
+  "routes": [{"prefix": "/v1/", "upstream": "u"}] }
+JSON
+free=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+SSE_RELAY_PORT=$free SSE_RELAY_LOG_LEVEL=warning "$BIN" --config "$WORK/env.json" >"$WORK/env.log" 2>&1 &
+PID=$!
+up=no
+for _ in $(seq 1 100); do "$BIN" --probe "http://127.0.0.1:$free/healthz" >/dev/null 2>&1 && { up=yes; break; }; sleep 0.02; done
+[ $up = yes ] && ok "SSE_RELAY_PORT overrides the file's port" || fail "SSE_RELAY_PORT override" "$(cat "$WORK/env.log")"
+! grep -q '"level":"info"' "$WORK/env.log" && ok "SSE_RELAY_LOG_LEVEL=warning hides info lines" || fail "SSE_RELAY_LOG_LEVEL override"
+kill -TERM "$PID"; wait "$PID"; PID=""
+SSE_RELAY_PORT=abc "$BIN" --check-config "$WORK/env.json" >/dev/null 2>"$WORK/env.err"; rc=$?
+[ $rc -eq 1 ] && grep -q 'SSE_RELAY_PORT' "$WORK/env.err" && ok "a bad SSE_RELAY_PORT is named by --check-config" || fail "bad SSE_RELAY_PORT"
 
 echo "blackbox: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
