@@ -48,11 +48,12 @@ public struct RelayConfiguration: Sendable {
 
     /// Every timeout is an idle gap or a phase limit, never a total duration: long streams must not be cut.
     public struct Timeouts: Sendable, Equatable {
-        /// The whole request head, from the connection's first byte (slowloris). Then 408, closed.
+        /// The whole request head, from accept for a connection's first request and from the first byte for a
+        /// later one (slowloris). Then 408, closed. A new connection that sends nothing is closed quietly.
         public var headerReadSeconds: Double = 10
         /// Idle gap while reading a request body. Then 408, closed.
         public var bodyReadSeconds: Double = 30
-        /// An idle keep-alive connection (and a new one that never sends a byte) is closed quietly.
+        /// An idle keep-alive connection (between requests) is closed quietly.
         public var keepAliveIdleSeconds: Double = 75
         public var upstreamConnectSeconds: Double = 10
         public var upstreamFirstByteSeconds: Double = 120

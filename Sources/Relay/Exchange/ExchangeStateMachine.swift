@@ -10,12 +10,13 @@ import Upstream
 ///   no head), `clientGone` (client left first).
 /// - `streaming` → `finished` (upstream completed), `upstreamFailed` (died or went idle mid-body),
 ///   `clientGone`.
-/// - `finished`, `upstreamFailed`, `clientGone` are terminal: every later event returns no action.
+/// - `awaitingUpstreamHead` → `rejected` (a policy refused the request body before the upstream was called).
+/// - `finished`, `upstreamFailed`, `clientGone`, `rejected` are terminal: every later event returns no action.
 /// Before the head has gone out a failure becomes a complete error response; after it, only an abort (no
 /// terminal chunk), so the client sees a truncated stream and never a clean end.
 public struct ExchangeStateMachine: Sendable {
     public enum Phase: Equatable, Sendable {
-        case awaitingUpstreamHead, streaming, finished, upstreamFailed, clientGone
+        case awaitingUpstreamHead, streaming, finished, upstreamFailed, clientGone, rejected
     }
 
     public enum Action: Equatable, Sendable {
@@ -42,7 +43,7 @@ public struct ExchangeStateMachine: Sendable {
     /// The closed set of ways an exchange ends, for logs and metrics.
     public enum Outcome: String, Sendable {
         case completed, clientCancelled = "client_cancelled", upstreamError = "upstream_error"
-        case upstreamTimeout = "upstream_timeout", aborted
+        case upstreamTimeout = "upstream_timeout", aborted, rejected
     }
 
     public struct Settings: Sendable, Equatable {
@@ -81,7 +82,7 @@ public struct ExchangeStateMachine: Sendable {
     }
 
     public var isTerminal: Bool {
-        phase == .finished || phase == .upstreamFailed || phase == .clientGone
+        phase == .finished || phase == .upstreamFailed || phase == .clientGone || phase == .rejected
     }
 
     /// When `deadlinePassed` should next be called, or nil if no timer is needed.
@@ -151,6 +152,14 @@ public struct ExchangeStateMachine: Sendable {
         default:
             return []
         }
+    }
+
+    /// A policy refused the request (its body, typically) before the upstream transfer started.
+    public mutating func rejected(_ error: RelayError) -> [Action] {
+        guard phase == .awaitingUpstreamHead else { return [] }
+        phase = .rejected
+        outcome = .rejected
+        return [.respondError(error)]
     }
 
     public mutating func clientClosed() -> [Action] {

@@ -93,13 +93,14 @@ public final class RelayMetrics: Sendable {
     }
 
     private func quote(_ s: String) -> String {
+        // Unicode scalars, not Characters: "\r\n" is one Character, and its line feed must still be escaped.
         var out = "\""
-        for ch in s {
-            switch ch {
+        for scalar in s.unicodeScalars {
+            switch scalar {
             case "\\": out += "\\\\"
             case "\"": out += "\\\""
             case "\n": out += "\\n"
-            default: out.append(ch)
+            default: out.unicodeScalars.append(scalar)
             }
         }
         return out + "\""
