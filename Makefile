@@ -5,7 +5,7 @@ APT_PACKAGES := libcurl4-openssl-dev libssl-dev curl
 PORT ?= 8080
 PACE_MS ?= 50
 
-.PHONY: run test deps build release blackbox clean help
+.PHONY: run test deps build release blackbox bench fuzz sanitize clean help
 
 help:
 	@echo "make run    - install missing system packages, build, start the relay on 127.0.0.1:$(PORT) with the fake provider"
@@ -35,10 +35,32 @@ run: release
 test: deps
 	$(SWIFT) build --build-tests
 	bash Tests/blackbox/run.sh .build/debug/sse-relay
+	.build/debug/relay-fuzz Tests/fuzz/corpus
 	$(SWIFT) test --skip-build
 
 blackbox: build
 	bash Tests/blackbox/run.sh .build/debug/sse-relay
+
+# Performance benchmark (relay vs nginx vs direct), not part of `make test`; BENCH_QUICK=1 for a short run.
+bench: deps
+	bash Tests/bench/run.sh
+
+# libFuzzer on the request parser and chunked decoder. Grows a working corpus from Tests/fuzz/corpus;
+# a crash leaves its input in .build/fuzz/artifacts/ (replay it: .build/debug/relay-fuzz FILE).
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS := -Xswiftc -sanitize=fuzzer,address -Xswiftc -sanitize-coverage=edge,inline-8bit-counters,pc-table,trace-cmp -Xswiftc -DFUZZING
+fuzz: deps
+	$(SWIFT) build -c release --product relay-fuzz --scratch-path .build/fuzz $(FUZZ_FLAGS)
+	mkdir -p .build/fuzz/corpus .build/fuzz/artifacts
+	cp -n Tests/fuzz/corpus/* .build/fuzz/corpus/
+	.build/fuzz/release/relay-fuzz .build/fuzz/corpus -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=.build/fuzz/artifacts/ -print_final_stats=1
+
+# Every test under Thread Sanitizer, then under Address Sanitizer (each in its own build folder).
+sanitize: deps
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
+	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan
+	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
+	$(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan
 
 clean:
 	rm -rf .build

@@ -22,13 +22,23 @@ let package = Package(
         // libcurl multi driver: one transfer per relayed request, driven on an event loop's queue.
         .target(name: "Upstream", dependencies: ["CCurl", "HTTP1", "Transport", "Support"]),
         // Configuration, routing, request rewriting, the exchange state machine, the server.
-        .target(name: "Relay", dependencies: ["HTTP1", "Transport", "Upstream", "Support"]),
+        .target(name: "Relay", dependencies: ["HTTP1", "Transport", "Upstream", "Support", "Auth"]),
         .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support"]),
+        // libFuzzer target for the request parser (`make fuzz`); a normal build replays a corpus instead.
+        .executableTarget(name: "relay-fuzz", dependencies: ["HTTP1"]),
+        // Benchmark (Tests/bench/run.sh, `make bench`): fake upstream + load client on epoll; not part of `make test`.
+        .target(name: "CBenchSupport"),
+        .executableTarget(name: "relay-bench", dependencies: ["CBenchSupport"]),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"]),
         // Pure cores (state machine, rewriting, configuration, timers): no sockets, no sleeps.
         .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support"]),
         // The real server on port 0 between a raw test client and a scripted test upstream.
         .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support"]),
+        // OpenSSL (libcrypto) behind one small C shim: hashing, HMAC, JWK public keys, RS256/ES256.
+        .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+        // Client authentication: static bearer tokens and JWTs (HS256/RS256/ES256, JWKS). Pure, no I/O.
+        .target(name: "Auth", dependencies: ["COpenSSL", "Support"]),
+        .testTarget(name: "AuthTests", dependencies: ["Auth", "COpenSSL", "Support"], resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -67,7 +67,8 @@ public enum AuthError: Error, Sendable, Hashable, CaseIterable, CustomStringConv
     public var description: String { code }
 }
 
-/// A problem in the authentication configuration, found when a `TokenAuthenticator` or `JWTVerifier` is built,
+/// A problem in the authentication configuration (static token hashes; JWT settings per RFC 7519 section 7.2 and
+/// RFC 7518 section 3.2), found when a `TokenAuthenticator` or `JWTVerifier` is built,
 /// so a bad configuration stops start-up (or `--check-config`) instead of failing requests later. Messages name
 /// the offending id or setting, never a secret or a hash.
 public enum AuthConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {

@@ -1,6 +1,7 @@
 /// Who is calling, once authenticated: the configured id of a static token, or the `sub` claim of a JWT
 /// (RFC 7519 section 4.1.2) together with its issuer, since a subject is only unique within one issuer.
 public struct Identity: Sendable, Hashable, CustomStringConvertible {
+    /// Which mechanism authenticated the caller.
     public enum Kind: String, Sendable, Hashable {
         case staticToken = "static"
         case jwt

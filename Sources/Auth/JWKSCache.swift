@@ -16,6 +16,7 @@ import Support
 ///
 /// A value type, not thread-safe by itself: keep it on one queue or behind a lock.
 public struct JWKSCache: Sendable {
+    /// Timing of fetches, in seconds.
     public struct Policy: Sendable, Hashable {
         public var refreshInterval: Double
         public var minimumInterval: Double
@@ -33,6 +34,7 @@ public struct JWKSCache: Sendable {
         }
     }
 
+    /// What `poll(now:)` asks the owner to do.
     public enum Action: Sendable, Hashable {
         /// Fetch the JWKS URL now; report with `receive` or `fetchFailed`.
         case fetch
@@ -40,6 +42,7 @@ public struct JWKSCache: Sendable {
         case wait(until: Instant)
     }
 
+    /// What became of a received document.
     public enum Outcome: Sendable, Hashable {
         /// The document replaced the key set.
         case replaced(JWKSetSummary)

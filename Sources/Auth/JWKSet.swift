@@ -14,14 +14,15 @@ public struct JWK: Sendable, CustomStringConvertible {
     public var description: String { "\(keyID ?? "(no kid)") \(algorithm.rawValue) \(bits) bits" }
 }
 
-/// A key that a JWKS document held but that cannot be used, and why (for the operator's log).
+/// A member of a JWK Set that cannot be used (RFC 7517 section 5: such members are ignored), and why, for the
+/// operator's log.
 public struct SkippedKey: Sendable, Hashable, CustomStringConvertible {
     public let keyID: String?
     public let reason: String
     public var description: String { "\(keyID ?? "(no kid)"): \(reason)" }
 }
 
-/// Why a JWKS document gave no key set.
+/// Why a JWKS document (RFC 7517 section 5) gave no key set.
 public enum JWKSError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Larger than `JWKSet.maxDocumentBytes`.
     case tooLarge

@@ -28,6 +28,7 @@ public struct VerifiedToken: Sendable, Hashable {
 /// Pure: no clock reads (the caller passes `now`), no I/O, no shared mutable state; safe to use from any
 /// thread. Replace the keys with `replacingKeys(_:)` when `JWKSCache` has a new set.
 public struct JWTVerifier: Sendable, CustomStringConvertible {
+    /// What a token must satisfy besides its signature (RFC 7519 section 4.1 claims, RFC 8725 section 3.1 alg).
     public struct Settings: Sendable, Hashable {
         public var algorithms: Set<JWTAlgorithm>
         /// `iss` must equal one of these exactly.

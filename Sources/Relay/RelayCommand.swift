@@ -147,8 +147,9 @@ public enum RelayCommand {
             return 2
         }
 
-        let server = RelayServer(configuration: configuration, logger: logger)
+        let server: RelayServer
         do {
+            server = try RelayServer(configuration: configuration, logger: logger)
             try server.start()
         } catch {
             FileDescriptorLogSink.standardError.write(line: "cannot start: \(error)")

@@ -38,12 +38,36 @@ public struct RelayConfiguration: Sendable {
         public var stripPrefix: Bool
         /// Methods forwarded on this route; any other gets 405 with `Allow`.
         public var methods: [String]
-        public init(prefix: String, upstream: String, stripPrefix: Bool = false, methods: [String] = Route.defaultMethods) {
+        /// Who may call. Required in a configuration file; code-built configurations default to `.none`.
+        public var auth: RouteAuth
+        /// The path must equal `prefix` (an allowlist of one endpoint) rather than start with it.
+        public var exact: Bool
+        /// Model allowlist and max-tokens ceiling, checked against the JSON body before the provider is called.
+        public var bodyPolicy: BodyPolicy
+        public init(prefix: String, upstream: String, stripPrefix: Bool = false, methods: [String] = Route.defaultMethods,
+                    auth: RouteAuth = .none, exact: Bool = false, bodyPolicy: BodyPolicy = BodyPolicy()) {
             self.prefix = prefix
             self.upstream = upstream
             self.stripPrefix = stripPrefix
             self.methods = methods
+            self.auth = auth
+            self.exact = exact
+            self.bodyPolicy = bodyPolicy
         }
+
+        public func matches(path: String) -> Bool {
+            exact ? path == prefix : path.hasPrefix(prefix)
+        }
+    }
+
+    /// How a route authenticates its callers.
+    public enum RouteAuth: String, Sendable, Equatable {
+        /// `Authorization: Bearer <token>` whose SHA-256 is in `clients.tokens`.
+        case token
+        /// `Authorization: Bearer <JWT>` verified against `clients.jwt`.
+        case jwt
+        /// Anyone: chosen explicitly, and warned about at start-up.
+        case none
     }
 
     /// Every timeout is an idle gap or a phase limit, never a total duration: long streams must not be cut.
@@ -94,10 +118,18 @@ public struct RelayConfiguration: Sendable {
 
     public init() {}
 
-    /// The route with the longest prefix that `path` starts with.
+    /// Static client tokens and JWT settings (`clients`).
+    public var clients = ClientsConfiguration()
+    /// Request-rate and concurrent-stream limits per authenticated identity and per client address.
+    public var perIdentityLimits: RateLimits?
+    public var perAddressLimits: RateLimits?
+    /// Browser clients: allowed origins and the preflight answer.
+    public var cors: CORSPolicy?
+
+    /// The route with the longest prefix that `path` starts with (or equals, for exact routes).
     public func route(for path: String) -> Route? {
         var best: Route?
-        for route in routes where path.hasPrefix(route.prefix) {
+        for route in routes where route.matches(path: path) {
             if best == nil || route.prefix.count > best!.prefix.count { best = route }
         }
         return best
@@ -161,7 +193,8 @@ struct ConfigReader {
             problem("(root)", "must be a JSON object")
             return config
         }
-        let known: Set<String> = ["listen", "admin", "upstreams", "routes", "limits", "timeouts", "buffers", "workers", "logLevel"]
+        let known: Set<String> = ["listen", "admin", "upstreams", "routes", "limits", "timeouts", "buffers", "workers", "logLevel",
+                                  "clients", "rateLimits", "cors"]
         for key in object.keys where !known.contains(key) { problem(key, "unknown key") }
 
         if let listen = object["listen"] {
@@ -210,7 +243,7 @@ struct ConfigReader {
             for (i, r) in routes.enumerated() {
                 let path = "routes[\(i)]"
                 guard let route = r as? [String: Any] else { problem(path, "must be an object"); continue }
-                checkKnown(route, ["prefix", "upstream", "stripPrefix", "methods"], path)
+                checkKnown(route, ["prefix", "upstream", "stripPrefix", "methods", "auth", "exact", "models", "maxTokens"], path)
                 let prefix = string(route, "prefix", "\(path).prefix")
                 let upstream = string(route, "upstream", "\(path).upstream")
                 if prefix == nil && route["prefix"] == nil { problem("\(path).prefix", "is required") }
@@ -228,8 +261,12 @@ struct ConfigReader {
                         problem("\(path).methods", "must be a non-empty list of method names")
                     }
                 }
+                let auth = routeAuth(route["auth"], "\(path).auth")
+                let exact = bool(route, "exact", "\(path).exact") ?? false
+                let bodyPolicy = self.bodyPolicy(route, path)
                 if let prefix, let upstream {
-                    config.routes.append(.init(prefix: prefix, upstream: upstream, stripPrefix: strip, methods: methods))
+                    config.routes.append(.init(prefix: prefix, upstream: upstream, stripPrefix: strip, methods: methods,
+                                               auth: auth ?? .none, exact: exact, bodyPolicy: bodyPolicy))
                 }
             }
         } else {
@@ -267,6 +304,7 @@ struct ConfigReader {
             }
         } else if object["buffers"] != nil { problem("buffers", "must be an object") }
 
+        readClients(object, into: &config)
         if let w = int(object, "workers", "workers", min: 0, max: 256) { config.workers = w }
         if let level = string(object, "logLevel", "logLevel") {
             if let l = LogLevel(name: level) { config.logLevel = l } else { problem("logLevel", "must be one of debug, info, warning, error") }

@@ -75,17 +75,27 @@ public final class Connection: @unchecked Sendable {
 
     // MARK: Reading
 
+    /// Reads until the socket would block. Draining matters: libdispatch arms its epoll registrations one-shot
+    /// and re-arms after the handler, and a FIN or RST that arrived together with the last bytes was seen not to
+    /// fire again after a single recv (a client sending half a request and resetting then stayed open until a
+    /// timeout). A bound on the rounds keeps one fast sender from starving the loop; bytes left behind keep the
+    /// socket readable, which does fire again.
     private func readable() {
-        switch Syscall.recv(fd, into: loop.readBuffer) {
-        case .done(let n):
-            if state == .lingering { return }   // discarding what arrives after our response
-            delegate?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: loop.readBuffer[0..<n]))
-        case .wouldBlock:
-            return
-        case .endOfFile:
-            teardown(reason: state == .open ? .peerClosed : .local)
-        case .peerGone, .failed:
-            teardown(reason: state == .open ? .peerReset : .local)
+        for _ in 0..<16 {
+            switch Syscall.recv(fd, into: loop.readBuffer) {
+            case .done(let n):
+                if state == .lingering { continue }   // discarding what arrives after our response
+                delegate?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: loop.readBuffer[0..<n]))
+                if state == .closed { return }
+            case .wouldBlock:
+                return
+            case .endOfFile:
+                teardown(reason: state == .open ? .peerClosed : .local)
+                return
+            case .peerGone, .failed:
+                teardown(reason: state == .open ? .peerReset : .local)
+                return
+            }
         }
     }
 

@@ -259,6 +259,19 @@ enum ProcStats {
         return (u + s) / ticksPerSecond
     }
 
+    /// Busy and total jiffies of each CPU (from /proc/stat): busy = user + nice + system + irq + softirq + steal.
+    static func coreTicks() -> [Int: (busy: UInt64, total: UInt64)] {
+        var result: [Int: (busy: UInt64, total: UInt64)] = [:]
+        guard let text = readFile("/proc/stat") else { return result }
+        for line in text.split(separator: "\n") where line.hasPrefix("cpu") && !line.hasPrefix("cpu ") {
+            let f = line.split(separator: " ")
+            guard f.count > 8, let cpu = Int(f[0].dropFirst(3)) else { continue }
+            let v = f[1...8].map { UInt64($0) ?? 0 }   // user nice system idle iowait irq softirq steal
+            result[cpu] = (busy: v[0] + v[1] + v[2] + v[5] + v[6] + v[7], total: v.reduce(0, +))
+        }
+        return result
+    }
+
     /// A `Vm...:` line of /proc/PID/status in kB.
     static func statusKB(pid: Int32, key: String) -> Int? {
         guard pid > 0, let text = readFile("/proc/\(pid)/status") else { return nil }

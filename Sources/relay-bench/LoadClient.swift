@@ -26,6 +26,9 @@ final class LoadClient {
         var upstreamPID: Int32 = 0
         var upstreamPort = 0
         var labels = ""
+        /// CPUs of the proxy and of the load (client + upstream), to report what else ran on them.
+        var proxyCPU = -1
+        var loadCPU = -1
     }
 
     enum Phase { case idle, connecting, sending, head, body, finished }
@@ -120,6 +123,7 @@ final class LoadClient {
         let cpuProxyStart = ProcStats.cpuSeconds(pid: config.proxyPID)
         let cpuUpstreamStart = ProcStats.cpuSeconds(pid: config.upstreamPID)
         let cpuSelfStart = ProcStats.cpuSeconds(pid: getpid())
+        let coresStart = ProcStats.coreTicks()
         let rssBase = ProcStats.statusKB(pid: config.proxyPID, key: "VmRSS") ?? 0
         rssMaxKB = rssBase
 
@@ -167,6 +171,12 @@ final class LoadClient {
         let cpuProxy = ProcStats.cpuSeconds(pid: config.proxyPID).flatMap { a in cpuProxyStart.map { a - $0 } }
         let cpuUpstream = ProcStats.cpuSeconds(pid: config.upstreamPID).flatMap { a in cpuUpstreamStart.map { a - $0 } }
         let cpuSelf = ProcStats.cpuSeconds(pid: getpid()).flatMap { a in cpuSelfStart.map { a - $0 } } ?? 0
+        let coresEnd = ProcStats.coreTicks()
+        /// Busy share of one CPU over the run (from /proc/stat), in percent.
+        func coreBusy(_ cpu: Int) -> Double? {
+            guard cpu >= 0, let a = coresStart[cpu], let b = coresEnd[cpu], b.total > a.total else { return nil }
+            return Double(b.busy - a.busy) / Double(b.total - a.total) * 100
+        }
         if let rss = ProcStats.statusKB(pid: config.proxyPID, key: "VmRSS") { rssMaxKB = max(rssMaxKB, rss) }
         let hwm = ProcStats.statusKB(pid: config.proxyPID, key: "VmHWM") ?? 0
 
@@ -190,12 +200,21 @@ final class LoadClient {
         put("ttfb_p99_us", us(percentile(ttfb, 99)))
         put("wall_s", format1(wall, digits: 3))
         put("load_core_pct", format1((cpuSelf + (cpuUpstream ?? 0)) / wall * 100))
+        // Everything else that ran on the two CPUs meanwhile (other builds on a shared machine): large values
+        // mean the row is disturbed.
+        if let busy = coreBusy(config.proxyCPU) {
+            put("other_on_proxy_cpu_pct", format1(max(0, busy - (cpuProxy ?? 0) / wall * 100)))
+        }
+        if let busy = coreBusy(config.loadCPU) {
+            put("other_on_load_cpu_pct", format1(max(0, busy - (cpuSelf + (cpuUpstream ?? 0)) / wall * 100)))
+        }
         put("client_cpu_s", format1(cpuSelf, digits: 3))
         if let cpuUpstream { put("upstream_cpu_s", format1(cpuUpstream, digits: 3)) }
         if let cpuProxy {
             put("proxy_cpu_s", format1(cpuProxy, digits: 3))
             put("proxy_core_pct", format1(cpuProxy / wall * 100))
             if eventsReceived > 0 { put("cpu_us_per_event", format1(cpuProxy * 1e6 / Double(eventsReceived), digits: 2)) }
+            put("cpu_us_per_stream", format1(cpuProxy * 1e6 / Double(config.streams)))
             put("rss_base_kb", "\(rssBase)")
             put("rss_peak_kb", "\(max(rssMaxKB, hwm))")
             put("mem_per_stream_kb", format1(Double(max(rssMaxKB, hwm) - rssBase) / Double(max(1, config.streams)), digits: 2))
@@ -225,6 +244,8 @@ final class LoadClient {
             s.phase = .sending
         }
         guard s.phase == .sending else { return }
+        // Stamped before the send: on a shared CPU the server may run (and answer) before send() returns.
+        if s.requestSent == 0 { s.requestSentAt = monotonicNow() }
         while s.requestSent < s.request.count {
             let n = s.request.withUnsafeBytes {
                 Glibc.send(s.fd, $0.baseAddress! + s.requestSent, $0.count - s.requestSent, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
@@ -235,7 +256,6 @@ final class LoadClient {
             fail(s, "send", String(cString: strerror(errno)))
             return
         }
-        s.requestSentAt = monotonicNow()
         s.phase = .head
         s.request = []
         poller.modify(s.fd, Poller.readable)

@@ -10,16 +10,23 @@ enum Report {
 
     static func rows(for scenario: String) -> [Row] {
         switch scenario {
-        case "S1":
+        case "S1", "S1x":
             return [Row(title: "event latency p50 (us)", key: "lat_p50_us", proxyOnly: false),
                     Row(title: "event latency p99 (us)", key: "lat_p99_us", proxyOnly: false),
                     Row(title: "event latency max (us)", key: "lat_max_us", proxyOnly: false),
-                    Row(title: "time to first byte p50 (us)", key: "ttfb_p50_us", proxyOnly: false),
+                    Row(title: "time to first byte, cold proxy (us)", key: "ttfb_p50_us", proxyOnly: false),
+                    Row(title: "events byte-exact / received", key: "exact_summary", proxyOnly: false),
+                    Row(title: "errors", key: "errors", proxyOnly: false)]
+        case "S1t":
+            return [Row(title: "time to first byte p50 (us)", key: "ttfb_p50_us", proxyOnly: false),
+                    Row(title: "time to first byte p99 (us)", key: "ttfb_p99_us", proxyOnly: false),
+                    Row(title: "proxy CPU per stream (us)", key: "cpu_us_per_stream", proxyOnly: true),
                     Row(title: "events byte-exact / received", key: "exact_summary", proxyOnly: false),
                     Row(title: "errors", key: "errors", proxyOnly: false)]
         case "S2", "S5":
             return [Row(title: "event latency p50 (us)", key: "lat_p50_us", proxyOnly: false),
                     Row(title: "event latency p99 (us)", key: "lat_p99_us", proxyOnly: false),
+                    Row(title: "time to first byte p50 (us)", key: "ttfb_p50_us", proxyOnly: false),
                     Row(title: "time to first byte p99 (us)", key: "ttfb_p99_us", proxyOnly: false),
                     Row(title: "streams ok / errors", key: "ok_errors", proxyOnly: false),
                     Row(title: "events received", key: "events", proxyOnly: false),
@@ -46,6 +53,12 @@ enum Report {
             return []
         }
     }
+
+    /// What else ran on the two CPUs during the measurement (a shared machine's builds, say).
+    static let interference = [
+        Row(title: "other processes on proxy CPU (%)", key: "other_on_proxy_cpu_pct", proxyOnly: false),
+        Row(title: "other processes on load CPU (%)", key: "other_on_load_cpu_pct", proxyOnly: false),
+    ]
 
     static func parse(_ text: String) -> [Result] {
         var results: [Result] = []
@@ -89,7 +102,7 @@ enum Report {
             let parts = g.split(separator: "|", maxSplits: 1, omittingEmptySubsequences: false)
             let scenario = String(parts[0])
             out += "\(scenario)  \(parts.count > 1 ? parts[1].replacingUnderscores() : "")\n"
-            for row in rows(for: scenario) {
+            for row in rows(for: scenario) + interference {
                 var line = pad("  " + row.title, widths.title, left: true)
                 var values: [String: String] = [:]
                 for t in targets {

@@ -4,7 +4,7 @@
 //       prints `{"message":"upstream listening","port":N}` and serves until killed or max-seconds pass.
 //   relay-bench load --port P [--streams C] [--ramp-ms R] [--events N] [--pace-us U] [--size S] [--seed X]
 //       [--close-after K] [--id-base B] [--timeout-s T] [--proxy-pid PID] [--upstream-pid PID]
-//       [--upstream-port P] [--labels "k=v k=v"]
+//       [--upstream-port P] [--proxy-cpu N] [--load-cpu N] [--labels "k=v k=v"]
 //       prints one line `RESULT <labels> key=value ...`.
 //   relay-bench free-port
 //       prints a free TCP port on 127.0.0.1.
@@ -52,6 +52,8 @@ func benchMain(_ args: [String]) -> Int32 {
         c.upstreamPID = Int32(options.int("upstream-pid", 0))
         c.upstreamPort = options.int("upstream-port", 0)
         c.labels = options.string("labels", "")
+        c.proxyCPU = options.int("proxy-cpu", -1)
+        c.loadCPU = options.int("load-cpu", -1)
         guard c.port > 0 else { writeStderr("load: --port is required"); return 2 }
         guard c.streams + 64 < limit else { writeStderr("load: \(c.streams) streams need more descriptors than the limit \(limit)"); return 2 }
         let client = LoadClient(config: c, maxFDs: limit)

@@ -40,10 +40,10 @@ enum Fixtures {
 }
 
 /// A private key for signing test tokens.
-final class PrivateKey: Sendable {
-    // Sendable: `pointer` is set once, never mutated, freed in deinit; OpenSSL allows concurrent signing with a
-    // key that is not modified, and each sign uses its own EVP_MD_CTX.
-    nonisolated(unsafe) let pointer: OpaquePointer
+final class PrivateKey: @unchecked Sendable {
+    // @unchecked Sendable invariant: `pointer` is set once, never mutated, freed in deinit; OpenSSL allows
+    // concurrent signing with a key that is not modified, and each sign uses its own EVP_MD_CTX.
+    let pointer: OpaquePointer
 
     init(pem: String) {
         let bytes = Array(pem.utf8)

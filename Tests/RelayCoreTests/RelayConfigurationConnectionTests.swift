@@ -31,7 +31,7 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
     """
     {
       "upstreams": { "x": { "baseURL": "https://api.openai.com", "key": { "env": "OPENAI_API_KEY" }\(upstream) } },
-      "routes": [ { "prefix": "/v1/", "upstream": "x"\(route) } ]\(root)
+      "routes": [ { "prefix": "/v1/", "upstream": "x", "auth": "none"\(route) } ]\(root)
     }
     """
 }
@@ -137,9 +137,9 @@ private func environmentProblems(
     @Test func methodsArePerRoute() throws {
         let json = #"""
         { "upstreams": { "x": { "baseURL": "https://api.openai.com" } },
-          "routes": [ { "prefix": "/v1/", "upstream": "x", "methods": ["POST"] },
-                      { "prefix": "/v1/models", "upstream": "x", "methods": ["GET", "HEAD"] },
-                      { "prefix": "/other/", "upstream": "x" } ] }
+          "routes": [ { "prefix": "/v1/", "upstream": "x", "auth": "none", "methods": ["POST"] },
+                      { "prefix": "/v1/models", "upstream": "x", "auth": "none", "methods": ["GET", "HEAD"] },
+                      { "prefix": "/other/", "upstream": "x", "auth": "none" } ] }
         """#
         let c = try load(json)
         #expect(c.routes.map(\.methods) == [["POST"], ["GET", "HEAD"], RelayConfiguration.Route.defaultMethods])
@@ -224,8 +224,8 @@ private func environmentProblems(
     @Test func aSecondRoutesBadMethodsNameItsIndex() {
         let json = #"""
         { "upstreams": { "x": { "baseURL": "https://api.openai.com" } },
-          "routes": [ { "prefix": "/a/", "upstream": "x", "methods": ["GET"] },
-                      { "prefix": "/b/", "upstream": "x", "methods": ["G\"T"] } ] }
+          "routes": [ { "prefix": "/a/", "upstream": "x", "auth": "none", "methods": ["GET"] },
+                      { "prefix": "/b/", "upstream": "x", "auth": "none", "methods": ["G\"T"] } ] }
         """#
         #expect(problems(json) == ["routes[1].methods: \(Self.methodsText)"])
     }

@@ -18,7 +18,7 @@ private let exampleJSON = #"""
     }
   },
   "routes": [
-    { "prefix": "/v1/", "upstream": "openai" }
+    { "prefix": "/v1/", "upstream": "openai", "auth": "none" }
   ],
   "limits": { "maxHeadBytes": 32768, "maxHeaderCount": 100, "maxURIBytes": 8192, "maxBodyBytes": 1048576 },
   "timeouts": { "upstreamConnectSeconds": 10, "upstreamFirstByteSeconds": 120, "upstreamIdleSeconds": 300 },
@@ -66,7 +66,7 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
     """
     {
       "upstreams": { "openai": { "baseURL": "https://api.openai.com", "key": { "env": "OPENAI_API_KEY" }\(upstream) } },
-      "routes": [ { "prefix": "/v1/", "upstream": "openai"\(route) } ]\(root)
+      "routes": [ { "prefix": "/v1/", "upstream": "openai", "auth": "none"\(route) } ]\(root)
     }
     """
 }
@@ -114,7 +114,7 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
         let json = #"""
         { "upstreams": { "a": { "baseURL": "https://api.anthropic.com", "key": { "file": "/run/secrets/anthropic" },
                                 "keyHeader": "x-api-key" } },
-          "routes": [ { "prefix": "/anthropic/", "upstream": "a", "stripPrefix": true } ] }
+          "routes": [ { "prefix": "/anthropic/", "upstream": "a", "auth": "none", "stripPrefix": true } ] }
         """#
         let c = try load(json, env: [:], files: ["/run/secrets/anthropic": "\n  sk-ant-from-file \r\n"])
         let a = try #require(c.upstreams["a"])
@@ -142,7 +142,7 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
     }
 
     @Test func noKeyIsAllowed() throws {
-        let json = #"{ "upstreams": { "local": { "baseURL": "http://127.0.0.1:11434" } }, "routes": [ { "prefix": "/", "upstream": "local" } ] }"#
+        let json = #"{ "upstreams": { "local": { "baseURL": "http://127.0.0.1:11434" } }, "routes": [ { "prefix": "/", "upstream": "local", "auth": "none" } ] }"#
         let c = try load(json, env: [:])
         #expect(c.upstreams["local"]?.key == nil)
     }
@@ -156,7 +156,7 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
 
     static let singleProblems: [ProblemCase] = [
         ProblemCase(name: "unknown route upstream",
-                    json: minimal().replacingOccurrences(of: #""upstream": "openai""#, with: #""upstream": "anthropic""#),
+                    json: minimal().replacingOccurrences(of: #""upstream": "openai", "auth": "none""#, with: #""upstream": "anthropic", "auth": "none""#),
                     path: "routes[0].upstream"),
         ProblemCase(name: "missing baseURL",
                     json: minimal().replacingOccurrences(of: #""baseURL": "https://api.openai.com", "#, with: ""),
@@ -211,7 +211,7 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
                     json: #"{ "upstreams": { "openai": { "baseURL": "https://api.openai.com" } }, "routes": [] }"#,
                     path: "routes"),
         ProblemCase(name: "route not an object", json: minimal().replacingOccurrences(
-            of: #"[ { "prefix": "/v1/", "upstream": "openai" } ]"#, with: #"[ "/v1/" ]"#), path: "routes[0]"),
+            of: #"[ { "prefix": "/v1/", "upstream": "openai", "auth": "none" } ]"#, with: #"[ "/v1/" ]"#), path: "routes[0]"),
         ProblemCase(name: "root not an object", json: "[]", path: "(root)"),
     ]
 
@@ -222,7 +222,7 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
     }
 
     @Test func noUpstreamsAlsoLeavesTheRouteNamingNone() {
-        let p = problems(#"{ "upstreams": {}, "routes": [ { "prefix": "/", "upstream": "x" } ] }"#)
+        let p = problems(#"{ "upstreams": {}, "routes": [ { "prefix": "/", "upstream": "x", "auth": "none" } ] }"#)
         #expect(p == ["upstreams: at least one upstream is required", "routes[0].upstream: names no upstream (\"x\")"])
         #expect(paths(problems(#"{ "routes": [] }"#)) == ["upstreams", "routes"])
     }
@@ -242,8 +242,8 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
             "nourl": { "keyHeader": "x-api-key" }
           },
           "routes": [
-            { "prefix": "v1/", "upstream": "good" },
-            { "prefix": "/x/", "upstream": "nowhere", "stripPrefix": 1 }
+            { "prefix": "v1/", "upstream": "good", "auth": "none" },
+            { "prefix": "/x/", "upstream": "nowhere", "auth": "none", "stripPrefix": 1 }
           ],
           "workers": true,
           "logLevel": "loud",
@@ -291,8 +291,8 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
             "openai": { "baseURL": "https://api.openai.com", "key": { "env": "OPENAI_API_KEY" } },
             "anthropic": { "baseURL": "https://api.anthropic.com", "key": { "env": "ANTHROPIC_API_KEY" },
                            "keyHeader": "x-api-key" } },
-          "routes": [ { "prefix": "/v1/", "upstream": "openai" },
-                      { "prefix": "/anthropic/", "upstream": "anthropic", "stripPrefix": true } ] }
+          "routes": [ { "prefix": "/v1/", "upstream": "openai", "auth": "none" },
+                      { "prefix": "/anthropic/", "upstream": "anthropic", "auth": "none", "stripPrefix": true } ] }
         """#
         let c = try load(json)
         #expect(c.upstreams["anthropic"]?.key?.revealForHeader() == "sk-ant-456")

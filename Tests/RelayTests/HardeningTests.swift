@@ -36,6 +36,20 @@ struct HardeningTests {
         #expect(try client.readUntilClose(timeout: 3).bytes.isEmpty)
     }
 
+    /// Half a request followed by RST (or FIN) in one go: the relay must notice the close at once, not at the
+    /// header timeout (default 10 s here). A single recv per readiness event missed it.
+    @Test("half a request then RST or FIN: the connection is released at once", arguments: [true, false])
+    func partialThenClose(reset: Bool) throws {
+        let relay = try RelayFixture(upstream: try Self.okUpstream())
+        for _ in 0..<50 {
+            let client = try relay.client()
+            try client.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le")
+            if reset { client.reset() } else { client.close() }
+        }
+        try ResourceTests.waitForNoConnections(relay, timeout: 2)
+        #expect(relay.server.liveCounts().connections == 0)
+    }
+
     @Test("a connection that never sends a byte is closed quietly")
     func silentConnection() throws {
         let relay = try RelayFixture(upstream: try Self.okUpstream(), configure: Self.quickTimeouts)

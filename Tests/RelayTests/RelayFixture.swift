@@ -21,7 +21,7 @@ final class RelayFixture: Sendable {
         configuration.routes = [.init(prefix: "/v1/", upstream: "test")]
         configure(&configuration)
         logs = MemoryLogSink()
-        server = RelayServer(configuration: configuration, logger: Logger(label: "test", level: .debug, sink: logs))
+        server = try RelayServer(configuration: configuration, logger: Logger(label: "test", level: .debug, sink: logs))
         try server.start()
         self.upstream = upstream
     }

@@ -74,7 +74,10 @@ struct ResourceTests {
     static func waitForNoConnections(_ relay: RelayFixture, timeout: Double = 10) throws {
         let deadline = Date().addingTimeInterval(timeout)
         while relay.server.liveCounts().connections > 0 {
-            if Date() > deadline { throw HarnessError.socket("connections still open: \(relay.server.liveCounts())") }
+            if Date() > deadline {
+                let open = relay.server.debugConnections()
+                throw HarnessError.socket("connections still open: \(open.count) \(open.prefix(3))")
+            }
             usleep(1000)
         }
     }

@@ -88,7 +88,7 @@ wait "$PID"; rc=$?; PID=""
 # Environment overrides apply over the file.
 cat >"$WORK/env.json" <<JSON
 { "listen": {"host": "127.0.0.1", "port": 1}, "upstreams": {"u": {"baseURL": "http://127.0.0.1:9"}},
-  "routes": [{"prefix": "/v1/", "upstream": "u"}] }
+  "routes": [{"prefix": "/v1/", "upstream": "u", "auth": "none"}] }
 JSON
 free=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 SSE_RELAY_PORT=$free SSE_RELAY_LOG_LEVEL=warning "$BIN" --config "$WORK/env.json" >"$WORK/env.log" 2>&1 &

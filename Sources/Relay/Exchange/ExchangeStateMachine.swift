@@ -53,8 +53,11 @@ public struct ExchangeStateMachine: Sendable {
         public var requestID: String
         public var firstByteTimeoutSeconds: Double
         public var idleTimeoutSeconds: Double
+        /// Added to the client's response head (CORS headers for an allowed origin).
+        public var extraResponseHeaders: HTTPHeaders
         public init(requestMethod: String, clientVersion: HTTPVersion, keepAlive: Bool, requestID: String,
-                    firstByteTimeoutSeconds: Double, idleTimeoutSeconds: Double) {
+                    firstByteTimeoutSeconds: Double, idleTimeoutSeconds: Double, extraResponseHeaders: HTTPHeaders = HTTPHeaders()) {
+            self.extraResponseHeaders = extraResponseHeaders
             self.requestMethod = requestMethod
             self.clientVersion = clientVersion
             self.keepAlive = keepAlive
@@ -108,7 +111,8 @@ public struct ExchangeStateMachine: Sendable {
         self.status = status
         let (head, mode, keepAlive) = ResponseRewriter.clientHead(
             status: status, upstreamHeaders: headers, requestMethod: settings.requestMethod,
-            clientVersion: settings.clientVersion, keepAlive: settings.keepAlive, requestID: settings.requestID)
+            clientVersion: settings.clientVersion, keepAlive: settings.keepAlive, requestID: settings.requestID,
+            extraHeaders: settings.extraResponseHeaders)
         keepAliveAfterResponse = keepAlive
         return [.sendHead(head, mode)]
     }

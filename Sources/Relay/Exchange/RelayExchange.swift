@@ -43,6 +43,18 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         armTimer()
     }
 
+    /// Starts the upstream transfer only when the whole body is in and `policy` accepts it (model allowlist,
+    /// max-tokens ceiling); a clamp may change the body, and the request's length with it.
+    func startAfterBody(_ request: UpstreamRequest, driver: CurlDriver, policy: BodyPolicy) {
+        pendingStart = (request, driver, policy)
+        armTimer()
+    }
+
+    private var pendingStart: (request: UpstreamRequest, driver: CurlDriver, policy: BodyPolicy)?
+
+    /// Rate-limiter leases (concurrent-stream slots) given back when the exchange ends.
+    var leases: [(RateLimiter, RateLimiterState.Lease)] = []
+
     var phase: ExchangeStateMachine.Phase { machine.phase }
 
     // MARK: RequestResponder
@@ -57,6 +69,21 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     func requestEnd() {
         requestEnded = true
         machine.requestBodyComplete()
+        if let pending = pendingStart {
+            pendingStart = nil
+            switch pending.policy.evaluate(uploadBody) {
+            case .reject(let error):
+                record.rejection = error.code
+                metrics.rejected(reason: error.code)
+                perform(machine.rejected(error))
+            case .forward(let body, let changed):
+                var request = pending.request
+                if changed { uploadBody = body }
+                request.bodyLength = uploadBody.count   // known now, even for a chunked client body
+                transfer = pending.driver.start(request, delegate: self)
+            }
+            return
+        }
         transfer?.resumeSending()
     }
 
@@ -136,8 +163,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                 transfer?.cancel()
             case .resumeUpstream:
                 transfer?.resumeReceiving()
-            case .respondError(let error):
+            case .respondError(var error):
                 record.status = error.status
+                for field in machine.settings.extraResponseHeaders { error.extraHeaders.append((field.name, field.value)) }
                 writer.respond(error: error, requestID: machine.settings.requestID, keepAlive: machine.settings.keepAlive)
             case .finishResponse(let keepAlive):
                 writer.finish(keepAlive: keepAlive)
@@ -183,6 +211,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         timer = nil
         record.outcome = machine.outcome?.rawValue ?? "aborted"
         record.endedAt = clock.now()
+        for (limiter, lease) in leases { limiter.release(lease) }
+        leases = []
         onEnd(self)
     }
 }
@@ -205,6 +235,8 @@ final class ExchangeRecord: @unchecked Sendable {
     var endedAt: Instant?
     var outcome = "aborted"
     var failure: String?
+    var identity: String?
+    var rejection: String?
 
     init(requestID: String, method: String, path: String, route: String, upstream: String, clientAddress: String, startedAt: Instant) {
         self.requestID = requestID
@@ -223,6 +255,8 @@ final class ExchangeRecord: @unchecked Sendable {
             ("status", .int(status ?? 0)), ("bytes_in", .int(bytesIn)), ("bytes_out", .int(bytesOut)),
             ("outcome", .string(outcome)),
         ]
+        if let identity { fields.append(("identity", .string(identity))) }
+        if let rejection { fields.append(("reason", .string(rejection))) }
         if let t = upstreamHeadAt { fields.append(("upstream_head_ms", .double(t.seconds(since: startedAt) * 1000))) }
         if let t = firstBodyAt { fields.append(("first_byte_ms", .double(t.seconds(since: startedAt) * 1000))) }
         if let t = endedAt { fields.append(("duration_ms", .double(t.seconds(since: startedAt) * 1000))) }

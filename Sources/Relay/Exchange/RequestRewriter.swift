@@ -81,7 +81,7 @@ public enum ResponseBodyMode: Equatable, Sendable {
 public enum ResponseRewriter {
     public static func clientHead(
         status: Int, upstreamHeaders: HTTPHeaders, requestMethod: String, clientVersion: HTTPVersion,
-        keepAlive: Bool, requestID: String
+        keepAlive: Bool, requestID: String, extraHeaders: HTTPHeaders = HTTPHeaders()
     ) -> (head: ResponseHead, mode: ResponseBodyMode, keepAlive: Bool) {
         var headers = upstreamHeaders
         let upstreamLength = headers.values("Content-Length")
@@ -111,6 +111,10 @@ public enum ResponseRewriter {
             headers.replaceOrAdd(name: "X-Accel-Buffering", value: "no")
         }
         headers.add(name: "X-Request-Id", value: requestID)
+        for field in extraHeaders {
+            headers.remove(field.name)
+            headers.add(name: field.name, value: field.value)
+        }
         if !keepAlive {
             headers.add(name: "Connection", value: "close")
         } else if clientVersion == .http1_0 {

@@ -1,3 +1,4 @@
+import Auth
 import HTTP1
 import Support
 import Transport
@@ -33,18 +34,64 @@ struct RelayHandler: RequestHandler {
             writer.respond(status: builtin.status, headers: headers, body: Array(builtin.body.utf8), keepAlive: head.keepAlive)
             return nil
         }
+        var context = Rejection(head: head, requestID: requestID, writer: writer)
         if admin == .adminOnly {
-            reject(.notFound(path: head.path), head: head, requestID: requestID, route: "", writer: writer, reason: "not_found")
+            reject(.notFound(path: head.path), context, reason: "not_found")
             return nil
         }
         guard let route = configuration.route(for: head.path), let upstream = configuration.upstreams[route.upstream] else {
-            reject(.notFound(path: head.path), head: head, requestID: requestID, route: "", writer: writer, reason: "not_found")
+            reject(.notFound(path: head.path), context, reason: "not_found")
             return nil
         }
+        context.route = route.prefix
+
+        // Browsers: a preflight is answered here (it carries no credentials), and allowed origins get their
+        // CORS headers on every answer, the relay's own errors included.
+        let origin = head.headers.first("Origin")
+        if let cors = configuration.cors {
+            switch cors.preflight(httpMethod: head.method, origin: origin, requestMethod: head.headers.first("Access-Control-Request-Method"),
+                                  requestHeaders: head.headers.first("Access-Control-Request-Headers"), routeMethods: route.methods) {
+            case .notPreflight:
+                context.corsHeaders = cors.responseHeaders(origin: origin)
+            case .allow(let headers):
+                var h = HTTPHeaders()
+                for (name, value) in headers { h.add(name: name, value: value) }
+                writer.respond(status: 204, headers: h, body: [], keepAlive: head.keepAlive)
+                return nil
+            case .deny(let error):
+                reject(error, context, reason: "cors_denied")
+                return nil
+            }
+        }
         guard route.methods.contains(head.method) else {
-            reject(.methodNotAllowed(allowed: route.methods), head: head, requestID: requestID, route: route.prefix,
-                   writer: writer, reason: "method_not_allowed")
+            reject(.methodNotAllowed(allowed: route.methods), context, reason: "method_not_allowed")
             return nil
+        }
+
+        // Who is calling, and may they spend more?
+        let identity: Identity?
+        switch server.authenticator.authenticate(route.auth, headers: head.headers, now: server.wallClock()) {
+        case .success(let id): identity = id
+        case .failure(let error):
+            reject(error.relayError, context, reason: "unauthorized", detail: error.code)
+            return nil
+        }
+        context.identity = identity.map { "\($0.kind.rawValue):\($0.id)" }
+        var leases: [(RateLimiter, RateLimiterState.Lease)] = []
+        func release() { for (limiter, lease) in leases { limiter.release(lease) } }
+        let keyed: [(RateLimiter?, String?)] = [(server.perAddressLimiter, writer.clientAddress),
+                                                (server.perIdentityLimiter, context.identity)]
+        for case let (limiter?, key?) in keyed {
+            switch limiter.acquire(key: key, now: now) {
+            case .allowed(let lease):
+                leases.append((limiter, lease))
+            case .limited(let retryAfter, let reason):
+                release()
+                let error = reason == .rate ? RelayError.rateLimited(retryAfterSeconds: retryAfter)
+                                            : RelayError.concurrencyLimited(retryAfterSeconds: retryAfter)
+                reject(error, context, reason: reason == .rate ? "rate_limited" : "concurrency_limited")
+                return nil
+            }
         }
 
         let hasBody: Bool
@@ -61,15 +108,19 @@ struct RelayHandler: RequestHandler {
                                                      clientAddress: writer.clientAddress, requestID: requestID),
             hasBody: hasBody, bodyLength: bodyLength,
             connectTimeoutSeconds: configuration.timeouts.upstreamConnectSeconds)
+        var extra = HTTPHeaders()
+        for (name, value) in context.corsHeaders { extra.add(name: name, value: value) }
         let machine = ExchangeStateMachine(
             settings: .init(requestMethod: head.method, clientVersion: head.version,
                             keepAlive: head.keepAlive && !server.isDraining,
                             requestID: requestID,
                             firstByteTimeoutSeconds: configuration.timeouts.upstreamFirstByteSeconds,
-                            idleTimeoutSeconds: configuration.timeouts.upstreamIdleSeconds),
+                            idleTimeoutSeconds: configuration.timeouts.upstreamIdleSeconds,
+                            extraResponseHeaders: extra),
             now: now)
         let record = ExchangeRecord(requestID: requestID, method: head.method, path: head.path, route: route.prefix,
                                     upstream: upstream.name, clientAddress: writer.clientAddress, startedAt: now)
+        record.identity = context.identity
         let logger = server.logger
         let metrics = server.metrics
         metrics.activeStreams.wrappingAdd(1, ordering: .relaxed)
@@ -83,9 +134,24 @@ struct RelayHandler: RequestHandler {
                                   durationSeconds: (r.endedAt ?? r.startedAt).seconds(since: r.startedAt))
             logger.info("exchange", r.logFields)
         }
+        exchange.leases = leases
         state.exchanges[ObjectIdentifier(exchange)] = exchange
-        exchange.start(request, driver: state.driver)
+        if route.bodyPolicy.isActive && hasBody {
+            exchange.startAfterBody(request, driver: state.driver, policy: route.bodyPolicy)
+        } else {
+            exchange.start(request, driver: state.driver)
+        }
         return exchange
+    }
+
+    /// What a rejection's log line and answer need.
+    struct Rejection {
+        var head: RequestHead
+        var requestID: String
+        var writer: ServerConnection
+        var route = ""
+        var identity: String?
+        var corsHeaders: [(String, String)] = []
     }
 
     func connectionRejected(_ error: RelayError, writer: ServerConnection) {
@@ -94,14 +160,19 @@ struct RelayHandler: RequestHandler {
                                         ("outcome", .string("rejected")), ("reason", .string(error.code))])
     }
 
-    private func reject(_ error: RelayError, head: RequestHead, requestID: String, route: String, writer: ServerConnection, reason: String) {
+    private func reject(_ error: RelayError, _ c: Rejection, reason: String, detail: String? = nil) {
         server.metrics.rejected(reason: reason)
-        server.metrics.exchangeEnded(route: route, status: error.status, outcome: "rejected", firstByteSeconds: nil, durationSeconds: 0)
-        server.logger.info("exchange", [("request_id", .string(requestID)), ("client_ip", .string(writer.clientAddress)),
-                                        ("method", .string(head.method)), ("path", .string(head.path)),
-                                        ("route", .string(route)), ("status", .int(error.status)),
-                                        ("outcome", .string("rejected")), ("reason", .string(reason))])
-        writer.respond(error: error, requestID: requestID, keepAlive: head.keepAlive)
+        server.metrics.exchangeEnded(route: c.route, status: error.status, outcome: "rejected", firstByteSeconds: nil, durationSeconds: 0)
+        var fields: [(String, LogValue)] = [
+            ("request_id", .string(c.requestID)), ("client_ip", .string(c.writer.clientAddress)),
+            ("method", .string(c.head.method)), ("path", .string(c.head.path)), ("route", .string(c.route)),
+            ("status", .int(error.status)), ("outcome", .string("rejected")), ("reason", .string(detail ?? reason)),
+        ]
+        if let identity = c.identity { fields.append(("identity", .string(identity))) }
+        server.logger.info("exchange", fields)
+        var error = error
+        error.extraHeaders += c.corsHeaders
+        c.writer.respond(error: error, requestID: c.requestID, keepAlive: c.head.keepAlive)
     }
 
     private func builtinResponse(_ head: RequestHead) -> (status: Int, contentType: String, body: String)? {

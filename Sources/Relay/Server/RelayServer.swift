@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import HTTP1
 import Support
 import Synchronization
@@ -18,16 +19,27 @@ public final class RelayServer: @unchecked Sendable {
     public let configuration: RelayConfiguration
     public let logger: Logger
     public let metrics = RelayMetrics()
+    let authenticator: ClientAuthenticator
+    let perIdentityLimiter: RateLimiter?
+    let perAddressLimiter: RateLimiter?
+    /// Wall-clock seconds since 1970, for JWT `exp`/`nbf`/`iat` (tests inject a fixed one).
+    let wallClock: @Sendable () -> Double
+    private var jwksRefresher: JWKSRefresher?
     let group: EventLoopGroup
     let loopStates: [LoopState]
     private let lifecycle = Mutex<(listener: Listener?, admin: Listener?)>((nil, nil))
     private let draining = Atomic<Bool>(false)
     private let openConnections = Atomic<Int>(0)
 
-    public init(configuration: RelayConfiguration, logger: Logger, clock: any Clock = MonotonicClock()) {
+    public init(configuration: RelayConfiguration, logger: Logger, clock: any Clock = MonotonicClock(),
+                wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) throws {
         Syscall.ignoreSIGPIPE()
         self.configuration = configuration
         self.logger = logger
+        self.wallClock = wallClock
+        authenticator = try ClientAuthenticator(configuration: configuration.clients)
+        perIdentityLimiter = configuration.perIdentityLimits.map { RateLimiter(limits: $0) }
+        perAddressLimiter = configuration.perAddressLimits.map { RateLimiter(limits: $0) }
         let workers = configuration.workers > 0 ? configuration.workers : max(1, System.coreCount)
         group = EventLoopGroup(count: workers, clock: clock)
         loopStates = group.loops.map { LoopState(loop: $0, driver: CurlDriver(loop: $0, logger: logger)) }
@@ -43,6 +55,16 @@ public final class RelayServer: @unchecked Sendable {
             admin = try makeListener(adminListen, handler: RelayHandler(server: self, admin: .adminOnly))
         }
         lifecycle.withLock { $0 = (listener, admin) }
+        if let jwt = configuration.clients.jwt, let url = jwt.jwksURL {
+            let refresher = JWKSRefresher(url: url, refreshSeconds: jwt.jwksRefreshSeconds, loop: group.loops[0],
+                                          driver: loopStates[0].driver, authenticator: authenticator, logger: logger)
+            jwksRefresher = refresher
+            refresher.start()
+        }
+        for (i, route) in configuration.routes.enumerated() where route.auth == .none {
+            logger.warning("route \(route.prefix) has auth \"none\": anyone who can reach this port spends the provider key",
+                           [("route", .string(route.prefix)), ("index", .int(i))])
+        }
         listener.start()
         admin?.start()
         var fields: [(String, LogValue)] = [("host", .string(configuration.listen.host)), ("port", .int(listener.port)),
@@ -166,6 +188,7 @@ public final class RelayServer: @unchecked Sendable {
         }
         listener?.stop()
         admin?.stop()
+        jwksRefresher?.stop()
         for state in loopStates {
             state.loop.queue.sync {
                 for server in Array(state.connections.values) { server.connection.close() }
@@ -183,6 +206,17 @@ public final class RelayServer: @unchecked Sendable {
             }
         }
         return result
+    }
+
+    /// A line per open connection, for diagnosing a test that finds connections left open.
+    public func debugConnections() -> [String] {
+        var lines: [String] = []
+        for state in loopStates {
+            state.loop.queue.sync {
+                for server in state.connections.values { lines.append(server.debugDescription) }
+            }
+        }
+        return lines
     }
 
     /// Counts taken on each loop: open client connections, live exchanges, running curl transfers.

@@ -78,6 +78,9 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
     public var pendingByteCount: Int { connection.pendingByteCount }
     public var highWaterMark: Int { connection.highWaterMark }
     public var isClosed: Bool { closed }
+    public var debugDescription: String {
+        "fd=\(connection.fd) open=\(connection.isOpen) inExchange=\(inExchange) requestComplete=\(requestComplete) headSent=\(headSent) responseDone=\(responseDone) buffered=\(parser.bufferedByteCount) pending=\(connection.pendingByteCount) phase=\(deadlines.phase)"
+    }
 
     // MARK: ConnectionDelegate
 
