@@ -13,7 +13,8 @@ final class RelayFixture: Sendable {
     let logs: MemoryLogSink
     let upstream: ScriptedUpstream?
 
-    init(upstream: ScriptedUpstream?, baseURL: String? = nil, configure: (inout RelayConfiguration) -> Void = { _ in }) throws {
+    init(upstream: ScriptedUpstream?, baseURL: String? = nil, fixedWallClock: Double? = nil,
+         configure: (inout RelayConfiguration) -> Void = { _ in }) throws {
         var configuration = RelayConfiguration()
         configuration.listen = .init(host: "127.0.0.1", port: 0)
         configuration.workers = 2
@@ -21,7 +22,8 @@ final class RelayFixture: Sendable {
         configuration.routes = [.init(prefix: "/v1/", upstream: "test")]
         configure(&configuration)
         logs = MemoryLogSink()
-        server = try RelayServer(configuration: configuration, logger: Logger(label: "test", level: .debug, sink: logs))
+        server = try RelayServer(configuration: configuration, logger: Logger(label: "test", level: .debug, sink: logs),
+                                 wallClock: { fixedWallClock ?? Date().timeIntervalSince1970 })
         try server.start()
         self.upstream = upstream
     }
@@ -44,14 +46,20 @@ final class RelayFixture: Sendable {
     }
 
     /// Every byte a client could have seen and every log line: the provider key must be in none of them.
-    func assertNoSecretLeaks(clients: [TestClient], sourceLocation: SourceLocation = #_sourceLocation) {
+    func assertNoSecretLeaks(clients: [TestClient], secrets: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) {
         let key = Array(Self.providerKey.utf8)
         for client in clients {
             #expect(!client.receivedBytes.contains(subsequence: key), "provider key in bytes sent to a client", sourceLocation: sourceLocation)
+            for secret in secrets {
+                #expect(!client.receivedBytes.contains(subsequence: Array(secret.utf8)), "a credential echoed to a client", sourceLocation: sourceLocation)
+            }
         }
         for line in logs.lines {
             #expect(!line.contains(Self.providerKey), "provider key in a log line", sourceLocation: sourceLocation)
             #expect(!line.contains(Self.clientToken), "client token in a log line", sourceLocation: sourceLocation)
+            for secret in secrets {
+                #expect(!line.contains(secret), "a credential in a log line", sourceLocation: sourceLocation)
+            }
         }
     }
 

@@ -30,7 +30,11 @@ final class JWKSRefresher: TransferDelegate, @unchecked Sendable {
         self.driver = driver
         self.authenticator = authenticator
         self.logger = logger
-        self.cache = JWKSCache(policy: .init(refreshInterval: refreshSeconds, minimumInterval: min(60, refreshSeconds)), now: loop.clock.now())
+        // Retries back off from 5 s to 5 min, never beyond the refresh interval itself (short in tests).
+        let retry = min(5, refreshSeconds)
+        self.cache = JWKSCache(policy: .init(refreshInterval: refreshSeconds, minimumInterval: min(60, refreshSeconds),
+                                             retryDelay: retry, maxRetryDelay: max(retry, min(300, refreshSeconds))),
+                               now: loop.clock.now())
     }
 
     func start() {
