@@ -10,6 +10,33 @@ struct ResourceTests {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
     }
 
+    /// Open descriptors of this process that are TCP sockets the relay owns: accepted on its port (not the
+    /// listener) or connected to the upstream's port. Other suites run in parallel in this process, so the
+    /// process-wide count moves on its own; these sockets belong to this test's relay alone.
+    static func relaySocketCount(relayPort: Int, upstreamPort: Int) -> Int {
+        let fdDir = "/proc/self/fd"
+        var inodes = Set<String>()
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: fdDir)) ?? [] {
+            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fdDir)/\(name)"),
+               target.hasPrefix("socket:[") {
+                inodes.insert(String(target.dropFirst(8).dropLast()))
+            }
+        }
+        var count = 0
+        for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let f = line.split(separator: " ", omittingEmptySubsequences: true)
+                guard f.count > 9, inodes.contains(String(f[9])) else { continue }
+                let local = Int(f[1].split(separator: ":").last ?? "", radix: 16) ?? -1
+                let remote = Int(f[2].split(separator: ":").last ?? "", radix: 16) ?? -1
+                let listening = f[3] == "0A"
+                if (local == relayPort && !listening) || remote == upstreamPort { count += 1 }
+            }
+        }
+        return count
+    }
+
     @Test("1 000 aborted streams per phase and 1 000 abandoned connections leak no descriptor or handle",
           .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/fd")))
     func noLeaks() throws {
@@ -39,9 +66,10 @@ struct ResourceTests {
         _ = try warm.readBody(head: try warm.readHead())
         warm.close()
         try Self.waitForNoConnections(relay)
-        let baseline = Self.openDescriptorCount()
+        let baseline = Self.relaySocketCount(relayPort: relay.port, upstreamPort: upstream.port)
 
         let perPhase = 1000, batch = 100
+        var peak = 0
         for phase in CancellationTests.Phase.allCases {
             for _ in 0..<(perPhase / batch) {
                 let clients = try (0..<batch).map { _ in try relay.client() }
@@ -49,6 +77,11 @@ struct ResourceTests {
                     try client.sendRequest(path: "/v1/chat/completions?phase=\(phase.rawValue)", body: chatBody)
                 }
                 try reached.wait(timeout: 10, count: batch)
+                if phase == .midStream && peak == 0 {
+                    // The count sees the relay's sockets: 100 accepted plus 100 to the upstream.
+                    peak = Self.relaySocketCount(relayPort: relay.port, upstreamPort: upstream.port)
+                    #expect(peak >= 2 * batch, "relay sockets while \(batch) streams are open: \(peak)")
+                }
                 for (i, client) in clients.enumerated() {
                     if i % 2 == 0 { client.reset() } else { client.close() }
                 }
@@ -66,8 +99,9 @@ struct ResourceTests {
         try Self.waitForNoConnections(relay)
         let counts = relay.server.liveCounts()
         #expect(counts.connections == 0 && counts.exchanges == 0 && counts.transfers == 0)
-        let after = Self.openDescriptorCount()
-        #expect(after <= baseline, "open descriptors: \(baseline) before, \(after) after")
+        let after = Self.relaySocketCount(relayPort: relay.port, upstreamPort: upstream.port)
+        #expect(after <= baseline, "relay sockets open: \(baseline) before, \(after) after")
+        #expect(after == 0, "relay sockets still open after every client left: \(after)")
         #expect(relay.logs.lines.filter { $0.contains(#""outcome":"client_cancelled""#) }.count == 4 * perPhase)
     }
 
