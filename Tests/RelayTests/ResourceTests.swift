@@ -24,7 +24,10 @@ struct ResourceTests {
         }
         var count = 0
         for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            // /proc files report size 0: read to the end rather than by the reported size.
+            guard let handle = FileHandle(forReadingAtPath: table) else { continue }
+            let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+            handle.closeFile()
             for line in text.split(separator: "\n").dropFirst() {
                 let f = line.split(separator: " ", omittingEmptySubsequences: true)
                 guard f.count > 9, inodes.contains(String(f[9])) else { continue }
