@@ -2,6 +2,11 @@
 SHELL := /bin/bash
 SWIFT ?= swift
 APT_PACKAGES := libcurl4-openssl-dev libssl-dev curl
+# macOS ships libcurl; OpenSSL (for the auth module) comes from Homebrew: `brew install openssl@3`.
+ifeq ($(shell uname),Darwin)
+OPENSSL_PREFIX ?= $(shell brew --prefix openssl@3 2>/dev/null)
+SWIFT_FLAGS += -Xcc -I$(OPENSSL_PREFIX)/include -Xlinker -L$(OPENSSL_PREFIX)/lib
+endif
 PORT ?= 8080
 PACE_MS ?= 50
 
@@ -24,19 +29,19 @@ deps:
 	fi
 
 build: deps
-	$(SWIFT) build
+	$(SWIFT) build $(SWIFT_FLAGS)
 
 release: deps
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release $(SWIFT_FLAGS)
 
 run: release
 	.build/release/sse-relay --dev --port $(PORT) --dev-pace-ms $(PACE_MS)
 
 test: deps
-	$(SWIFT) build --build-tests
+	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	bash Tests/blackbox/run.sh .build/debug/sse-relay
 	.build/debug/relay-fuzz Tests/fuzz/corpus
-	$(SWIFT) test --skip-build
+	$(SWIFT) test --skip-build $(SWIFT_FLAGS)
 
 blackbox: build
 	bash Tests/blackbox/run.sh .build/debug/sse-relay
