@@ -10,7 +10,7 @@ endif
 PORT ?= 8080
 PACE_MS ?= 50
 
-.PHONY: run test deps build release blackbox bench fuzz sanitize clean help
+.PHONY: run test deps build release blackbox bench fuzz sanitize check-deploy smoke clean help
 
 help:
 	@echo "make run    - install missing system packages, build, start the relay on 127.0.0.1:$(PORT) with the fake provider"
@@ -66,6 +66,14 @@ sanitize: deps
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
 	$(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan
+
+# Container and manifest checks outside Docker (slow; not part of `make test`). See deploy/README.md.
+check-deploy: deps
+	bash deploy/check-manifests.sh
+	bash deploy/check-image-steps.sh
+
+smoke:
+	bash deploy/smoke.sh $(URL) $(TOKEN)
 
 clean:
 	rm -rf .build
