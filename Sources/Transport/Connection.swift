@@ -110,7 +110,7 @@ public final class Connection: @unchecked Sendable {
         let total = a.count + (b?.count ?? 0) + (c?.count ?? 0)
         if total == 0 { return true }
         var written = 0
-        if pending.isEmpty {
+        if pending.isEmpty && !held {
             var iov = (
                 iovec(iov_base: UnsafeMutableRawPointer(mutating: parts[0].baseAddress), iov_len: parts[0].count),
                 iovec(iov_base: UnsafeMutableRawPointer(mutating: parts[1].baseAddress), iov_len: parts[1].count),
@@ -137,8 +137,25 @@ public final class Connection: @unchecked Sendable {
         }
         if pending.count >= highWaterMark { wasAboveHighWater = true }
         if pending.count > maxPendingByteCount { maxPendingByteCount = pending.count }
-        armWrite()
+        if !held { armWrite() }
         return true
+    }
+
+    private var held = false
+
+    /// Collects writes without sending them until `releaseHold()`, so that what one turn of the loop produces
+    /// (a response head, then its first chunk or whole body) leaves in one syscall and one TCP segment.
+    /// Release it within the same turn of the loop (the caller schedules it): holding never delays a byte
+    /// beyond the work already under way.
+    public func hold() {
+        held = true
+    }
+
+    public func releaseHold() {
+        guard held else { return }
+        held = false
+        guard state == .open || state == .flushingThenClose, !pending.isEmpty else { return }
+        writable()
     }
 
     @discardableResult
@@ -204,7 +221,8 @@ public final class Connection: @unchecked Sendable {
     public func closeAfterFlush(lingerSeconds: Double = 2) {
         guard state == .open else { return }
         state = .flushingThenClose
-        if pending.isEmpty { beginLingeringClose(lingerSeconds: lingerSeconds) }
+        if held { releaseHold() }
+        if pending.isEmpty && state == .flushingThenClose { beginLingeringClose(lingerSeconds: lingerSeconds) }
     }
 
     /// Closes at once, with RST if `reset` (abandons pending bytes).

@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Dispatch
 import Support
+import Synchronization
 
 public struct ListenerError: Error, CustomStringConvertible {
     public var description: String
@@ -13,12 +14,11 @@ public struct ListenerError: Error, CustomStringConvertible {
 /// A listening TCP socket. Accepts on its own queue and hands each new descriptor (non-blocking, TCP_NODELAY
 /// set) to `onAccept` on the event loop chosen for it.
 public final class Listener: @unchecked Sendable {
-    // Invariant: `source` and `paused` are touched on `queue` only; `fd` and `port` are immutable after init.
+    // Invariant: `fd` and `port` are immutable after init; the accept sources are in a mutex, and each one's
+    // mutable state is touched on its loop's queue only.
     public let fd: Int32
     public let port: Int
     public let host: String
-    private let queue = DispatchQueue(label: "sse-relay.accept")
-    private var source: DispatchSourceRead?
     private let group: EventLoopGroup
     private let onAccept: @Sendable (Int32, String, EventLoop) -> Void
     private let logger: Logger
@@ -68,34 +68,59 @@ public final class Listener: @unchecked Sendable {
         self.logger = logger
     }
 
+    /// Starts accepting: one read source on the listening socket per event loop, on that loop's queue, so a
+    /// connection is accepted by the loop that will serve it (no hand-over between threads). With several
+    /// loops every one is woken for a new connection and the first to accept it wins; the others see EAGAIN.
     public func start() {
-        queue.sync {
-            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-            source.setEventHandler { [unowned self] in self.acceptAll() }
-            let fd = self.fd
-            source.setCancelHandler { Syscall.close(fd) }
-            self.source = source
-            source.activate()
+        let sources = group.loops.map { loop in
+            AcceptSource(source: DispatchSource.makeReadSource(fileDescriptor: fd, queue: loop.queue), loop: loop)
         }
+        let listenFD = self.fd
+        let countdown = ListenerCountdown(sources.count) { Syscall.close(listenFD) }
+        for accept in sources {
+            accept.source.setEventHandler { [unowned self, accept] in self.acceptAll(accept) }
+            accept.source.setCancelHandler { countdown.tick() }
+            accept.source.activate()
+        }
+        state.withLock { $0 = sources }
     }
 
-    /// Stops accepting and closes the listening socket.
+    /// Stops accepting and closes the listening socket (once every loop's source is cancelled). Call it from
+    /// outside the event loops: it waits for each loop to cancel its source.
     public func stop() {
-        queue.sync {
-            if paused { source?.resume(); paused = false }
-            source?.cancel()
-            source = nil
+        let sources = state.withLock { s -> [AcceptSource] in
+            let all = s
+            s = []
+            return all
+        }
+        for accept in sources {
+            accept.loop.queue.sync {
+                if accept.paused { accept.source.resume(); accept.paused = false }
+                accept.source.cancel()
+            }
         }
     }
 
-    private var paused = false
+    private let state = Mutex<[AcceptSource]>([])
 
-    private func acceptAll() {
+    /// One loop's read source on the listening socket. Touched on that loop's queue only.
+    final class AcceptSource: @unchecked Sendable {
+        // Invariant: `paused` and the source's suspend state are touched on `loop.queue` only.
+        let source: DispatchSourceRead
+        let loop: EventLoop
+        var paused = false
+        init(source: DispatchSourceRead, loop: EventLoop) {
+            self.source = source
+            self.loop = loop
+        }
+    }
+
+    private func acceptAll(_ accept: AcceptSource) {
         for _ in 0..<64 {
             var storage = sockaddr_storage()
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let client = withUnsafeMutablePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(fd, $0, &length) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc_accept(fd, $0, &length) }
             }
             if client < 0 {
                 let err = errno
@@ -103,13 +128,13 @@ public final class Listener: @unchecked Sendable {
                 if err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM {
                     // Out of descriptors: stop accepting for a moment instead of spinning on a readable listener.
                     logger.error("accept failed: out of file descriptors; pausing accepts for 100 ms", [("errno", .int(Int(err)))])
-                    if let source, !paused {
-                        paused = true
-                        source.suspend()
-                        queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [weak self] in
-                            guard let self, self.paused, let source = self.source else { return }
-                            self.paused = false
-                            source.resume()
+                    if !accept.paused {
+                        accept.paused = true
+                        accept.source.suspend()
+                        accept.loop.queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [accept] in
+                            guard accept.paused, !accept.source.isCancelled else { return }
+                            accept.paused = false
+                            accept.source.resume()
                         }
                     }
                 }
@@ -121,10 +146,7 @@ public final class Listener: @unchecked Sendable {
             var one: Int32 = 1
             _ = setsockopt(client, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
             #endif
-            let address = Listener.address(of: storage)
-            let loop = group.nextLoop()
-            let onAccept = self.onAccept
-            loop.execute { onAccept(client, address, loop) }
+            onAccept(client, Listener.address(of: storage), accept.loop)
         }
     }
 
@@ -162,4 +184,23 @@ public final class Listener: @unchecked Sendable {
 func cString(_ buffer: [CChar]) -> String {
     let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
     return String(decoding: bytes, as: UTF8.self)
+}
+
+#if canImport(Glibc)
+@inline(__always) func Glibc_accept(_ fd: Int32, _ a: UnsafeMutablePointer<sockaddr>, _ l: UnsafeMutablePointer<socklen_t>) -> Int32 { Glibc.accept(fd, a, l) }
+#else
+@inline(__always) func Glibc_accept(_ fd: Int32, _ a: UnsafeMutablePointer<sockaddr>, _ l: UnsafeMutablePointer<socklen_t>) -> Int32 { Darwin.accept(fd, a, l) }
+#endif
+
+/// Closes the listening socket after the last accept source's cancel handler. Ticked on several loop queues.
+final class ListenerCountdown: Sendable {
+    private let left: Atomic<Int>
+    private let done: @Sendable () -> Void
+    init(_ count: Int, done: @escaping @Sendable () -> Void) {
+        left = Atomic(count)
+        self.done = done
+    }
+    func tick() {
+        if left.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue == 0 { done() }
+    }
 }

@@ -21,7 +21,6 @@ public final class CurlDriver: @unchecked Sendable {
     private var transfers: [UnsafeMutableRawPointer: Transfer] = [:]
     private var poller: SocketPoller!
     private let timer: DispatchSourceTimer
-    private var timerGeneration: UInt64 = 0
     /// Depth of curl calls on the stack; removing a handle inside curl's own callbacks fails
     /// (CURLM_RECURSIVE_API_CALL), so cancellations made then are deferred until the outermost call returns.
     private var curlDepth = 0
@@ -39,6 +38,10 @@ public final class CurlDriver: @unchecked Sendable {
         self.multi = multi
         timer = DispatchSource.makeTimerSource(queue: loop.queue)
         let me = Unmanaged.passUnretained(self).toOpaque()
+        // curl's default cache keeps 4 idle connections per handle *currently added*: with short requests the
+        // count drops between bursts and good keep-alive connections were closed (TIME_WAIT piling up on the
+        // relay's side). Keep plenty; idle ones cost a descriptor each and the provider closes them in time.
+        ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 4096)
         ccurl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
         ccurl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, me)
         ccurl_multi_setopt_socket_callback(multi) { _, socket, what, userp, _ in
@@ -53,7 +56,10 @@ public final class CurlDriver: @unchecked Sendable {
         }
         poller = SocketPoller(queue: loop.queue) { [unowned self] fd, events in self.socketAction(fd, events: events) }
         poller.start()
-        timer.setEventHandler { [unowned self] in self.socketAction(ccurl_socket_timeout, events: 0) }
+        timer.setEventHandler { [unowned self] in
+            self.timerArmedAt = nil
+            self.socketAction(ccurl_socket_timeout, events: 0)
+        }
         timer.schedule(deadline: .distantFuture)
         timer.activate()
     }
@@ -139,20 +145,30 @@ public final class CurlDriver: @unchecked Sendable {
         }
     }
 
+    /// curl's timer wishes, with as few Dispatch timer changes as possible: each change wakes libdispatch's
+    /// manager thread, and curl revises its timeout after almost every action. An armed timer that fires no
+    /// later than curl's new deadline is left alone (firing early is harmless: curl re-arms with what is left),
+    /// and "no timer" leaves it armed for the same reason.
     private func timerChanged(_ timeoutMs: Int) {
-        timerGeneration &+= 1
-        if timeoutMs < 0 {
-            timer.schedule(deadline: .distantFuture)
-        } else if timeoutMs == 0 {
+        if timeoutMs < 0 { return }
+        if timeoutMs == 0 {
             // Not from inside the callback: curl forbids re-entering socket_action from its own callbacks.
-            let generation = timerGeneration
+            guard !immediateTimeoutPending else { return }
+            immediateTimeoutPending = true
             loop.queue.async { [self] in
-                if generation == timerGeneration && !isShutDown { socketAction(ccurl_socket_timeout, events: 0) }
+                immediateTimeoutPending = false
+                if !isShutDown { socketAction(ccurl_socket_timeout, events: 0) }
             }
-        } else {
-            timer.schedule(deadline: .now() + .milliseconds(timeoutMs))
+            return
         }
+        let deadline = DispatchTime.now() + .milliseconds(timeoutMs)
+        if let armed = timerArmedAt, armed <= deadline { return }
+        timerArmedAt = deadline
+        timer.schedule(deadline: deadline)
     }
+
+    private var timerArmedAt: DispatchTime?
+    private var immediateTimeoutPending = false
 
     func socketAction(_ fd: curl_socket_t, events: Int32) {
         guard !isShutDown else { return }

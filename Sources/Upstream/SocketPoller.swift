@@ -19,6 +19,8 @@ final class SocketPoller {
     private let pollFD: Int32
     private let source: DispatchSourceRead
     private let onEvent: (Int32, Int32) -> Void
+    /// The interest last registered per descriptor (Linux).
+    private var registered: [Int32: UInt32] = [:]
 
     init(queue: DispatchQueue, onEvent: @escaping (_ fd: Int32, _ curlEvents: Int32) -> Void) {
         #if canImport(Glibc)
@@ -47,15 +49,23 @@ final class SocketPoller {
     func update(fd: Int32, read: Bool, write: Bool) {
         #if canImport(Glibc)
         if !read && !write {
+            registered.removeValue(forKey: fd)
             _ = epoll_ctl(pollFD, EPOLL_CTL_DEL, fd, nil)   // ENOENT / EBADF: already gone, which is fine
             return
         }
+        let events = (read ? EPOLLIN.rawValue : 0) | (write ? EPOLLOUT.rawValue : 0)
         var event = epoll_event()
-        event.events = (read ? EPOLLIN.rawValue : 0) | (write ? EPOLLOUT.rawValue : 0)
+        event.events = events
         event.data.fd = fd
-        if epoll_ctl(pollFD, EPOLL_CTL_MOD, fd, &event) != 0 && errno == ENOENT {
-            _ = epoll_ctl(pollFD, EPOLL_CTL_ADD, fd, &event)
+        // What we believe is registered picks ADD or MOD (one syscall). The belief can be stale when curl closed
+        // a descriptor itself and the number came back: then the other operation is the right one.
+        let op = registered[fd] == nil ? EPOLL_CTL_ADD : EPOLL_CTL_MOD
+        if epoll_ctl(pollFD, op, fd, &event) != 0 {
+            let err = errno
+            if err == ENOENT { _ = epoll_ctl(pollFD, EPOLL_CTL_ADD, fd, &event) }
+            if err == EEXIST { _ = epoll_ctl(pollFD, EPOLL_CTL_MOD, fd, &event) }
         }
+        registered[fd] = events
         #else
         var changes = [
             kevent(ident: UInt(fd), filter: Int16(EVFILT_READ), flags: UInt16(read ? EV_ADD | EV_ENABLE : EV_DELETE), fflags: 0, data: 0, udata: nil),

@@ -215,7 +215,11 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(512)
         head.serialize(into: &bytes)
+        // The head waits for the rest of this turn of the loop: the first chunk (or the whole small body) that
+        // usually arrives in the same curl callback batch then leaves with it in one write.
+        connection.hold()
         connection.write(bytes)
+        loop.queue.async { [connection] in connection.releaseHold() }
     }
 
     /// Writes one body delivery; for chunked framing the size line, payload and CRLF leave in one syscall.
