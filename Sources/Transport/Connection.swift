@@ -156,6 +156,8 @@ public final class Connection: @unchecked Sendable {
         held = false
         guard state == .open || state == .flushingThenClose, !pending.isEmpty else { return }
         writable()
+        // The kernel may not have taken it all: the rest waits for the write source, like any other write.
+        if (state == .open || state == .flushingThenClose) && !pending.isEmpty { armWrite() }
     }
 
     @discardableResult
@@ -218,11 +220,20 @@ public final class Connection: @unchecked Sendable {
 
     /// Sends what is pending, then half-closes and waits briefly for the client's FIN before closing
     /// (closing with unread input would send RST, which can destroy the response in the client's buffer).
-    public func closeAfterFlush(lingerSeconds: Double = 2) {
+    /// A client that stops reading cannot hold the connection open: after `flushSeconds` with bytes still
+    /// pending, it is reset.
+    public func closeAfterFlush(flushSeconds: Double = 60, lingerSeconds: Double = 2) {
         guard state == .open else { return }
         state = .flushingThenClose
         if held { releaseHold() }
-        if pending.isEmpty && state == .flushingThenClose { beginLingeringClose(lingerSeconds: lingerSeconds) }
+        if pending.isEmpty && state == .flushingThenClose {
+            beginLingeringClose(lingerSeconds: lingerSeconds)
+        } else if state == .flushingThenClose {
+            lingerTimer = loop.schedule(afterSeconds: flushSeconds) { [weak self] in
+                guard let self, self.state == .flushingThenClose else { return }
+                self.close(reset: true)
+            }
+        }
     }
 
     /// Closes at once, with RST if `reset` (abandons pending bytes).
@@ -234,6 +245,7 @@ public final class Connection: @unchecked Sendable {
 
     private func beginLingeringClose(lingerSeconds: Double = 2) {
         state = .lingering
+        lingerTimer?.cancel()
         _ = shutdown(fd, Int32(SHUT_WR))
         lingerTimer = loop.schedule(afterSeconds: lingerSeconds) { [weak self] in self?.teardown(reason: .local) }
     }

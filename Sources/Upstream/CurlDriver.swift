@@ -58,7 +58,9 @@ public final class CurlDriver: @unchecked Sendable {
         poller.start()
         timer.setEventHandler { [unowned self] in
             self.timerArmedAt = nil
+            if let deadline = self.curlDeadline, deadline <= .now() { self.curlDeadline = nil }
             self.socketAction(ccurl_socket_timeout, events: 0)
+            self.rearmForCurlDeadline()
         }
         timer.schedule(deadline: .distantFuture)
         timer.activate()
@@ -150,7 +152,10 @@ public final class CurlDriver: @unchecked Sendable {
     /// later than curl's new deadline is left alone (firing early is harmless: curl re-arms with what is left),
     /// and "no timer" leaves it armed for the same reason.
     private func timerChanged(_ timeoutMs: Int) {
-        if timeoutMs < 0 { return }
+        if timeoutMs < 0 {
+            curlDeadline = nil
+            return
+        }
         if timeoutMs == 0 {
             // Not from inside the callback: curl forbids re-entering socket_action from its own callbacks.
             guard !immediateTimeoutPending else { return }
@@ -162,12 +167,23 @@ public final class CurlDriver: @unchecked Sendable {
             return
         }
         let deadline = DispatchTime.now() + .milliseconds(timeoutMs)
+        curlDeadline = deadline
         if let armed = timerArmedAt, armed <= deadline { return }
         timerArmedAt = deadline
         timer.schedule(deadline: deadline)
     }
 
+    /// After the timer fired: curl reports a deadline only when its earliest one changes, so one it reported
+    /// while an earlier timer was armed must be armed now, or it would be lost.
+    private func rearmForCurlDeadline() {
+        guard timerArmedAt == nil, let deadline = curlDeadline else { return }
+        timerArmedAt = deadline
+        timer.schedule(deadline: max(deadline, .now()))
+    }
+
     private var timerArmedAt: DispatchTime?
+    /// The latest deadline curl asked for (nil: none).
+    private var curlDeadline: DispatchTime?
     private var immediateTimeoutPending = false
 
     func socketAction(_ fd: curl_socket_t, events: Int32) {

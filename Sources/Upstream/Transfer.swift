@@ -86,6 +86,9 @@ public final class Transfer: @unchecked Sendable {
         // Only http and https, and never follow redirects: the client sees the provider's answer as it is.
         check(ccurl_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https"))
         check(ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0))
+        // Through an HTTPS proxy (https_proxy in the environment), the proxy's "200 Connection established"
+        // must not be taken for the provider's response head.
+        check(ccurl_easy_setopt_long(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1))
         check(ccurl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, transferWrite))
         check(ccurl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me))
         check(ccurl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, transferHeader))

@@ -50,6 +50,20 @@ struct HardeningTests {
         #expect(relay.server.liveCounts().connections == 0)
     }
 
+    @Test("a malformed second request on a keep-alive connection still gets its 400 JSON")
+    func malformedAfterKeepAlive() throws {
+        let relay = try RelayFixture(upstream: try Self.okUpstream())
+        let client = try relay.client()
+        try client.sendRequest(method: "GET", path: "/v1/models")
+        let first = try client.readHead()
+        #expect(first.status == 200)
+        _ = try client.readBody(head: first)
+        try client.send("GET /v1/models HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")
+        let second = try client.readHead()
+        #expect(second.status == 400)
+        #expect(String(decoding: try client.readBody(head: second), as: UTF8.self).contains(#""type":"invalid_request_error""#))
+    }
+
     @Test("a connection that never sends a byte is closed quietly")
     func silentConnection() throws {
         let relay = try RelayFixture(upstream: try Self.okUpstream(), configure: Self.quickTimeouts)

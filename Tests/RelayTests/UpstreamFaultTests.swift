@@ -73,6 +73,37 @@ struct UpstreamFaultTests {
         #expect(relay.logs.lines.contains { $0.contains(#""outcome":"upstream_error""#) })
     }
 
+    @Test("a provider that never completes the TCP handshake → 502 connect timeout, not a 504 much later")
+    func connectTimeout() throws {
+        let blackhole = try FullBacklogListener()
+        defer { blackhole.close() }
+        let relay = try RelayFixture(upstream: nil, baseURL: "http://127.0.0.1:\(blackhole.port)") { config in
+            config.timeouts.upstreamConnectSeconds = 0.3
+            config.timeouts.upstreamFirstByteSeconds = 30
+        }
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
+        let head = try client.readHead(timeout: 5)
+        #expect(head.status == 502)
+        #expect(try Self.errorJSON(try client.readBody(head: head))["code"] as? String == "upstream_connect_timeout")
+    }
+
+    @Test("HTTP/1.0 client, upstream dies mid-body: the connection is reset, not closed as if complete")
+    func http10Truncation() throws {
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: sseHead)
+            try connection.writeChunk("data: one\n\n")
+            connection.reset()
+        }
+        let relay = try RelayFixture(upstream: upstream)
+        let client = try relay.client()
+        try client.send("POST /v1/chat/completions HTTP/1.0\r\nContent-Length: \(chatBody.count)\r\n\r\n")
+        try client.send(chatBody)
+        let outcome = try? client.readUntilClose()
+        #expect(outcome == nil || outcome?.reset == true, "a close-delimited body ended with a clean FIN")
+    }
+
     @Test("the upstream closes before any head → 502 upstream_bad_response")
     func closesBeforeHead() throws {
         let upstream = try ScriptedUpstream { connection in

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SSE Relay performance benchmark: the relay, nginx and the upstream directly, side by side, in one run.
 #
-#   make bench                 # full run (about 3 minutes)
+#   make bench                 # full run (about 5 minutes)
 #   BENCH_QUICK=1 make bench   # S1, S2 at 100 streams, S3 for 3 s, S4 (about 1 minute)
 #
 # What runs (everything on 127.0.0.1, every loop bounded in count and time):

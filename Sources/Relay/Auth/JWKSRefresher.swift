@@ -2,6 +2,7 @@ import Auth
 import Foundation
 import HTTP1
 import Support
+import Synchronization
 import Transport
 import Upstream
 
@@ -39,7 +40,7 @@ final class JWKSRefresher: TransferDelegate, @unchecked Sendable {
 
     func start() {
         authenticator.setUnknownKeyHandler { [weak self] in
-            guard let self else { return }
+            guard let self, !self.keyNotFoundPending.exchange(true, ordering: .relaxed) else { return }
             self.loop.execute { self.keyNotFound() }
         }
         loop.execute { self.poll() }
@@ -54,9 +55,15 @@ final class JWKSRefresher: TransferDelegate, @unchecked Sendable {
     }
 
     private func keyNotFound() {
+        keyNotFoundPending.store(false, ordering: .relaxed)
+        let before = cache.nextFetch
         cache.keyNotFound(now: loop.clock.now())
-        poll()
+        // Tokens with random kids must not churn timers: only a fetch that moved earlier needs a new poll.
+        if cache.nextFetch < before { poll() }
     }
+
+    /// Coalesces the hops to this loop when many tokens name unknown keys at once.
+    private let keyNotFoundPending = Atomic<Bool>(false)
 
     private func poll() {
         guard !stopped else { return }

@@ -55,6 +55,9 @@ public struct ExchangeStateMachine: Sendable {
         public var idleTimeoutSeconds: Double
         /// Added to the client's response head (CORS headers for an allowed origin).
         public var extraResponseHeaders: HTTPHeaders
+        /// The request has a body: the first-byte clock starts when it has been read to its end (a slow upload
+        /// is the client's doing, covered by the body-read timeout, not the provider's).
+        public var awaitsRequestBody: Bool = false
         public init(requestMethod: String, clientVersion: HTTPVersion, keepAlive: Bool, requestID: String,
                     firstByteTimeoutSeconds: Double, idleTimeoutSeconds: Double, extraResponseHeaders: HTTPHeaders = HTTPHeaders()) {
             self.extraResponseHeaders = extraResponseHeaders
@@ -74,13 +77,13 @@ public struct ExchangeStateMachine: Sendable {
     public private(set) var upstreamPaused = false
     public private(set) var requestComplete = false
     private var keepAliveAfterResponse: Bool
-    private let startedAt: Instant
+    private var firstByteClockStart: Instant
     private var lastBodyAt: Instant
 
     public init(settings: Settings, now: Instant) {
         self.settings = settings
         self.keepAliveAfterResponse = settings.keepAlive
-        self.startedAt = now
+        self.firstByteClockStart = now
         self.lastBodyAt = now
     }
 
@@ -91,7 +94,9 @@ public struct ExchangeStateMachine: Sendable {
     /// When `deadlinePassed` should next be called, or nil if no timer is needed.
     public var nextDeadline: Instant? {
         switch phase {
-        case .awaitingUpstreamHead: startedAt.advanced(bySeconds: settings.firstByteTimeoutSeconds)
+        case .awaitingUpstreamHead:
+            settings.awaitsRequestBody && !requestComplete
+                ? nil : firstByteClockStart.advanced(bySeconds: settings.firstByteTimeoutSeconds)
         // While the relay itself holds the upstream paused (the client is not reading), the provider is not
         // idle: the idle clock restarts when the client drains.
         case .streaming: upstreamPaused ? nil : lastBodyAt.advanced(bySeconds: settings.idleTimeoutSeconds)
@@ -100,8 +105,9 @@ public struct ExchangeStateMachine: Sendable {
     }
 
     /// The client's request body has been read to its end (a connection can only be reused after that).
-    public mutating func requestBodyComplete() {
+    public mutating func requestBodyComplete(now: Instant? = nil) {
         requestComplete = true
+        if let now, phase == .awaitingUpstreamHead { firstByteClockStart = now }
     }
 
     public mutating func upstreamHead(status: Int, headers: HTTPHeaders, now: Instant) -> [Action] {

@@ -68,7 +68,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     func requestEnd() {
         requestEnded = true
-        machine.requestBodyComplete()
+        machine.requestBodyComplete(now: clock.now())
+        armTimer()   // the first-byte clock starts now for a request with a body
         if let pending = pendingStart {
             pendingStart = nil
             switch pending.policy.evaluate(uploadBody) {

@@ -110,14 +110,12 @@ struct RelayHandler: RequestHandler {
             connectTimeoutSeconds: configuration.timeouts.upstreamConnectSeconds)
         var extra = HTTPHeaders()
         for (name, value) in context.corsHeaders { extra.add(name: name, value: value) }
-        let machine = ExchangeStateMachine(
-            settings: .init(requestMethod: head.method, clientVersion: head.version,
-                            keepAlive: head.keepAlive && !server.isDraining,
-                            requestID: requestID,
-                            firstByteTimeoutSeconds: configuration.timeouts.upstreamFirstByteSeconds,
-                            idleTimeoutSeconds: configuration.timeouts.upstreamIdleSeconds,
-                            extraResponseHeaders: extra),
-            now: now)
+        var settings = ExchangeStateMachine.Settings(
+            requestMethod: head.method, clientVersion: head.version, keepAlive: head.keepAlive && !server.isDraining,
+            requestID: requestID, firstByteTimeoutSeconds: configuration.timeouts.upstreamFirstByteSeconds,
+            idleTimeoutSeconds: configuration.timeouts.upstreamIdleSeconds, extraResponseHeaders: extra)
+        settings.awaitsRequestBody = hasBody
+        let machine = ExchangeStateMachine(settings: settings, now: now)
         let record = ExchangeRecord(requestID: requestID, method: head.method, path: head.path, route: route.prefix,
                                     upstream: upstream.name, clientAddress: writer.clientAddress, startedAt: now)
         record.identity = context.identity

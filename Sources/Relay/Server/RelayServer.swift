@@ -157,7 +157,7 @@ public final class RelayServer: @unchecked Sendable {
 
     private func drainCheck(queue: DispatchQueue, giveUpAt: DispatchTime, onDrained: @escaping @Sendable (Int) -> Void) {
         let counts = liveCounts()
-        if counts.exchanges == 0 {
+        if counts.exchanges == 0 && connectionsStillSending() == 0 {
             onDrained(0)
         } else if DispatchTime.now() >= giveUpAt {
             logger.warning("drain deadline passed; aborting the rest", [("aborted", .int(counts.exchanges))])
@@ -168,6 +168,17 @@ public final class RelayServer: @unchecked Sendable {
                 self.drainCheck(queue: queue, giveUpAt: giveUpAt, onDrained: onDrained)
             }
         }
+    }
+
+    /// Connections with response bytes still on their way to a (slow) client.
+    private func connectionsStillSending() -> Int {
+        var count = 0
+        for state in loopStates {
+            state.loop.queue.sync {
+                count += state.connections.values.filter { $0.connection.pendingByteCount > 0 }.count
+            }
+        }
+        return count
     }
 
     private func closeAllConnections() {

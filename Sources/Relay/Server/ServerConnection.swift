@@ -117,7 +117,8 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
     // MARK: Requests
 
     private func pump() {
-        while !closed {
+        // A connection that is closing takes no new request (it could start an upstream call nobody reads).
+        while !closed && connection.isOpen {
             if inExchange && requestComplete { return }
             let event: RequestEvent?
             do {
@@ -201,10 +202,13 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
     /// Set while the server drains: the current response is the connection's last.
     public var closeAfterResponse = false
 
-    /// Closes the connection now if it sits between requests (used when draining).
+    /// Closes the connection if it sits between requests (used when draining), after what is still pending.
     public func closeIfIdle() {
-        if !inExchange && parser.bufferedByteCount == 0 { connection.close() }
+        guard !inExchange && parser.bufferedByteCount == 0 else { return }
+        if connection.pendingByteCount == 0 { connection.close() } else { connection.closeAfterFlush(flushSeconds: flushSeconds) }
     }
+
+    private var flushSeconds: Double { deadlines.settings.clientWriteStallSeconds }
 
     private var requestCanContinue: Bool { requestComplete || requestHasNoBody || !inExchange }
 
@@ -270,7 +274,7 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
         } else {
             // The response ended before the request body did: the rest of the body is unread, so the
             // connection cannot carry another request.
-            connection.closeAfterFlush()
+            connection.closeAfterFlush(flushSeconds: flushSeconds)
         }
     }
 
@@ -279,7 +283,12 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
         guard !closed else { return }
         responseDone = true
         responder = nil
-        connection.closeAfterFlush()
+        if bodyMode == .closeDelimited {
+            // The connection's close is how such a body ends normally: only a reset says it did not.
+            connection.close(reset: true)
+        } else {
+            connection.closeAfterFlush(flushSeconds: flushSeconds)
+        }
     }
 
     private func abortConnection() {
@@ -290,8 +299,12 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
     private func exchangeFinished(keepAlive: Bool) {
         inExchange = false
         responder = nil
+        // The next request starts from a clean response state (a parse error or timeout answers on it).
+        headSent = false
+        responseDone = false
+        bodyMode = .none
         guard keepAlive else {
-            connection.closeAfterFlush()
+            connection.closeAfterFlush(flushSeconds: flushSeconds)
             return
         }
         let now = loop.clock.now()
