@@ -18,7 +18,9 @@ let package = Package(
         // Logger, clock, small shared values.
         .target(name: "Support"),
         // Sockets and Dispatch: event loops, listener, client connections, timers.
-        .target(name: "Transport", dependencies: ["Support"]),
+        // epoll's header, which Glibc's Swift module does not export.
+        .target(name: "CSystem"),
+        .target(name: "Transport", dependencies: ["Support", "CSystem"]),
         // libcurl multi driver: one transfer per relayed request, driven on an event loop's queue.
         .target(name: "Upstream", dependencies: ["CCurl", "HTTP1", "Transport", "Support"]),
         // Configuration, routing, request rewriting, the exchange state machine, the server.

@@ -31,7 +31,7 @@ public protocol ConnectionDelegate: AnyObject {
 /// whole life, because libdispatch on Linux never asks epoll for EPOLLRDHUP: a client's FIN or RST is only seen as
 /// a readable socket whose recv returns 0 or ECONNRESET, and that is how a departed client cancels its upstream
 /// within a millisecond. The write source is armed only while bytes are pending.
-public final class Connection: @unchecked Sendable {
+public final class Connection: PollerHandler, @unchecked Sendable {
     // Invariant: all mutable state is touched on `loop.queue` only.
     public let fd: Int32
     public let loop: EventLoop
@@ -40,15 +40,12 @@ public final class Connection: @unchecked Sendable {
     public let highWaterMark: Int
     public let lowWaterMark: Int
 
-    private let readSource: DispatchSourceRead
-    private var writeSource: DispatchSourceWrite?
     private var writeArmed = false
     private var pending = ByteQueue()
     private var wasAboveHighWater = false
     private enum State { case open, flushingThenClose, lingering, closed }
     private var state = State.open
     private var lingerTimer: LoopTimer?
-    private var sourcesLeft = 0
 
     public init(fd: Int32, loop: EventLoop, peerAddress: String, highWaterMark: Int = 256 * 1024, lowWaterMark: Int = 64 * 1024) {
         self.fd = fd
@@ -56,15 +53,16 @@ public final class Connection: @unchecked Sendable {
         self.peerAddress = peerAddress
         self.highWaterMark = highWaterMark
         self.lowWaterMark = lowWaterMark
-        self.readSource = DispatchSource.makeReadSource(fileDescriptor: fd, queue: loop.queue)
     }
 
     /// Starts reading. Call once, on the loop, after setting the delegate.
     public func start() {
-        sourcesLeft = 1
-        readSource.setEventHandler { [unowned self] in self.readable() }
-        readSource.setCancelHandler { [self] in self.sourceCancelled() }
-        readSource.activate()
+        loop.poller.watch(fd, read: true, write: false, handler: self)
+    }
+
+    public func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
+        if readable { self.readable() }
+        if writable && state != .closed { self.writable() }
     }
 
     public var isOpen: Bool { state == .open }
@@ -166,27 +164,15 @@ public final class Connection: @unchecked Sendable {
     }
 
     private func armWrite() {
-        if writeSource == nil {
-            let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: loop.queue)
-            source.setEventHandler { [unowned self] in self.writable() }
-            source.setCancelHandler { [self] in self.sourceCancelled() }
-            writeSource = source
-            sourcesLeft += 1
-            writeArmed = true
-            source.activate()
-            return
-        }
-        if !writeArmed {
-            writeArmed = true
-            writeSource?.resume()
-        }
+        guard !writeArmed, state != .closed else { return }
+        writeArmed = true
+        loop.poller.update(fd, read: true, write: true)
     }
 
     private func disarmWrite() {
-        if writeArmed {
-            writeArmed = false
-            writeSource?.suspend()
-        }
+        guard writeArmed, state != .closed else { return }
+        writeArmed = false
+        loop.poller.update(fd, read: true, write: false)
     }
 
     private func writable() {
@@ -255,24 +241,11 @@ public final class Connection: @unchecked Sendable {
         state = .closed
         lingerTimer?.cancel()
         lingerTimer = nil
-        readSource.cancel()
-        if let writeSource {
-            // A suspended source must be resumed before it is cancelled and released, or libdispatch traps.
-            if !writeArmed { writeSource.resume() }
-            writeArmed = true
-            writeSource.cancel()
-        }
+        // Out of the poll set, then closed: synchronous, so the number cannot be reused while still watched.
+        loop.poller.remove(fd)
+        Syscall.close(fd)
         let delegate = self.delegate
         self.delegate = nil
         delegate?.connection(self, didCloseWith: reason)
-    }
-
-    /// The descriptor is closed only after every source on it has been cancelled, so the fd number cannot be
-    /// reused while libdispatch still watches it.
-    private func sourceCancelled() {
-        sourcesLeft -= 1
-        if sourcesLeft == 0 {
-            Syscall.close(fd)
-        }
     }
 }

@@ -17,6 +17,8 @@ public final class EventLoop: @unchecked Sendable {
     private var armedDeadline: Instant?
     /// Scratch space for `recv`: one per loop, safe because the loop is serial and no caller keeps it.
     public let readBuffer: UnsafeMutableRawBufferPointer
+    /// The loop's sockets (client connections and curl's) are watched here.
+    public let poller: Poller
 
     public init(index: Int, clock: any Clock = MonotonicClock()) {
         self.index = index
@@ -24,6 +26,7 @@ public final class EventLoop: @unchecked Sendable {
         self.queue = DispatchQueue(label: "sse-relay.loop.\(index)")
         self.timerSource = DispatchSource.makeTimerSource(queue: queue)
         self.readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+        self.poller = Poller(queue: queue)
         timerSource.setEventHandler { [unowned self] in self.fireDueTimers() }
         timerSource.schedule(deadline: .distantFuture)
         timerSource.activate()

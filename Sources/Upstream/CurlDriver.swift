@@ -10,16 +10,15 @@ import Darwin
 #endif
 
 /// Drives one libcurl multi handle with the socket-action API on an event loop's queue: curl's sockets are
-/// watched by a `SocketPoller` on that queue, its timer is a Dispatch timer on that queue, and every transfer's
+/// watched by the loop's `Poller`, its timer is a Dispatch timer on that queue, and every transfer's
 /// callbacks therefore run on the same queue as the client connection they serve. No locks, no thread hops.
 ///
 /// Owned by `loop.queue`; call everything there.
-public final class CurlDriver: @unchecked Sendable {
+public final class CurlDriver: PollerHandler, @unchecked Sendable {
     // Invariant: all mutable state below is touched on `loop.queue` only.
     public let loop: EventLoop
     let multi: UnsafeMutableRawPointer
     private var transfers: [UnsafeMutableRawPointer: Transfer] = [:]
-    private var poller: SocketPoller!
     private let timer: DispatchSourceTimer
     /// Depth of curl calls on the stack; removing a handle inside curl's own callbacks fails
     /// (CURLM_RECURSIVE_API_CALL), so cancellations made then are deferred until the outermost call returns.
@@ -54,8 +53,6 @@ public final class CurlDriver: @unchecked Sendable {
             Unmanaged<CurlDriver>.fromOpaque(userp).takeUnretainedValue().timerChanged(timeoutMs)
             return 0
         }
-        poller = SocketPoller(queue: loop.queue) { [unowned self] fd, events in self.socketAction(fd, events: events) }
-        poller.start()
         timer.setEventHandler { [unowned self] in
             self.timerArmedAt = nil
             if let deadline = self.curlDeadline, deadline <= .now() { self.curlDeadline = nil }
@@ -133,18 +130,30 @@ public final class CurlDriver: @unchecked Sendable {
         for transfer in Array(transfers.values) { cancel(transfer) }
         timer.cancel()
         curl_multi_cleanup(multi)
-        poller.stop()
     }
 
     // MARK: curl → us
 
+    /// curl's sockets live in the loop's poller beside the client connections. A REMOVE can come late, for a
+    /// descriptor curl already closed itself (its resolver's socket pair) whose number now belongs to someone
+    /// else: only a registration that is still curl's own is dropped.
     private func socketChanged(_ fd: curl_socket_t, what: Int32) {
+        let poller = loop.poller
         switch what {
-        case CURL_POLL_IN: poller.update(fd: fd, read: true, write: false)
-        case CURL_POLL_OUT: poller.update(fd: fd, read: false, write: true)
-        case CURL_POLL_INOUT: poller.update(fd: fd, read: true, write: true)
-        default: poller.update(fd: fd, read: false, write: false)
+        case CURL_POLL_IN, CURL_POLL_OUT, CURL_POLL_INOUT:
+            let read = what != CURL_POLL_OUT, write = what != CURL_POLL_IN
+            if poller.handler(of: fd) === self {
+                poller.update(fd, read: read, write: write)
+            } else {
+                poller.watch(fd, read: read, write: write, handler: self)
+            }
+        default:
+            if poller.handler(of: fd) === self { poller.remove(fd) }
         }
+    }
+
+    public func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
+        socketAction(fd, events: (readable ? CURL_CSELECT_IN : 0) | (writable ? CURL_CSELECT_OUT : 0))
     }
 
     /// curl's timer wishes, with as few Dispatch timer changes as possible: each change wakes libdispatch's
