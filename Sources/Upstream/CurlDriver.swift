@@ -123,6 +123,25 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         finishCurlCall()
     }
 
+    /// Easy handles kept for reuse: `curl_easy_init` allocates and `curl_easy_reset` keeps those buffers.
+    private var idleEasyHandles: [UnsafeMutableRawPointer] = []
+
+    func takeEasyHandle() -> UnsafeMutableRawPointer {
+        if let easy = idleEasyHandles.popLast() { return easy }
+        guard let easy = curl_easy_init() else { fatalError("curl_easy_init failed") }
+        return easy
+    }
+
+    /// Takes back a handle that is no longer in the multi handle.
+    func recycleEasyHandle(_ easy: UnsafeMutableRawPointer) {
+        if isShutDown || idleEasyHandles.count >= 256 {
+            curl_easy_cleanup(easy)
+        } else {
+            curl_easy_reset(easy)
+            idleEasyHandles.append(easy)
+        }
+    }
+
     /// Cancels every transfer (without delegate calls) and releases curl's resources. Call once, on the loop.
     public func shutdown() {
         guard !isShutDown else { return }
@@ -130,6 +149,8 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         for transfer in Array(transfers.values) { cancel(transfer) }
         timer.cancel()
         curl_multi_cleanup(multi)
+        for easy in idleEasyHandles { curl_easy_cleanup(easy) }
+        idleEasyHandles.removeAll()
     }
 
     // MARK: curl → us

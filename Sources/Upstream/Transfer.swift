@@ -36,8 +36,7 @@ public final class Transfer: @unchecked Sendable {
         self.driver = driver
         self.request = request
         self.delegate = delegate
-        guard let easy = curl_easy_init() else { fatalError("curl_easy_init failed") }
-        self.easy = easy
+        self.easy = driver.takeEasyHandle()
         errorBuffer.initialize(to: 0)
     }
 
@@ -68,7 +67,7 @@ public final class Transfer: @unchecked Sendable {
     func cleanup() {
         guard !cleanedUp else { return }
         cleanedUp = true
-        curl_easy_cleanup(easy)
+        driver.recycleEasyHandle(easy)
         if let headerList { curl_slist_free_all(headerList) }
         headerList = nil
     }
@@ -147,15 +146,24 @@ public final class Transfer: @unchecked Sendable {
 
     // MARK: Callbacks (run inside curl calls made on the loop queue)
 
+    /// One header line as curl hands it over (status line, field, or the blank line ending a head), parsed on
+    /// the bytes: this runs for every field of every response.
     fileprivate func onHeaderLine(_ line: UnsafeRawBufferPointer) {
         guard state == .running, !headDelivered else { return }   // trailers after the body are ignored
         var end = line.count
         while end > 0 && (line[end - 1] == 0x0A || line[end - 1] == 0x0D) { end -= 1 }
-        let text = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<end]), as: UTF8.self)
-        if text.hasPrefix("HTTP/") {
-            // A new head: the status line. 1xx heads (100 Continue) are followed by the real one.
-            let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
-            headStatus = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
+        if end >= 5 && line[0] == 0x48 && line[1] == 0x54 && line[2] == 0x54 && line[3] == 0x50 && line[4] == 0x2F {
+            // A new head ("HTTP/1.1 200 OK", "HTTP/2 200"): 1xx heads (100 Continue) are followed by the real one.
+            var i = 5
+            while i < end && line[i] != 0x20 { i += 1 }
+            while i < end && line[i] == 0x20 { i += 1 }
+            var code = 0, digits = 0
+            while i < end, digits < 3, line[i] >= 0x30, line[i] <= 0x39 {
+                code = code * 10 + Int(line[i] - 0x30)
+                i += 1
+                digits += 1
+            }
+            headStatus = digits == 3 ? code : 0
             headFields = HTTPHeaders()
             return
         }
@@ -167,10 +175,14 @@ public final class Transfer: @unchecked Sendable {
             }
             return
         }
-        guard let colon = text.firstIndex(of: ":") else { return }
-        let name = String(text[..<colon])
-        let value = text[text.index(after: colon)...].trimmingCharacters(in: " \t")
-        headFields.add(name: name, value: value)
+        var colon = 0
+        while colon < end && line[colon] != 0x3A { colon += 1 }
+        guard colon < end else { return }
+        var valueStart = colon + 1, valueEnd = end
+        while valueStart < valueEnd && (line[valueStart] == 0x20 || line[valueStart] == 0x09) { valueStart += 1 }
+        while valueEnd > valueStart && (line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09) { valueEnd -= 1 }
+        headFields.add(name: String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self),
+                       value: String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self))
     }
 
     fileprivate func onBody(_ bytes: UnsafeRawBufferPointer) -> Int {
@@ -200,19 +212,6 @@ public final class Transfer: @unchecked Sendable {
             return ccurl_readfunc_pause
         }
     }
-}
-
-extension String {
-    func trimmingCharacters(in set: String) -> String {
-        let chars = Set(set)
-        var s = Substring(self)
-        while let f = s.first, chars.contains(f) { s.removeFirst() }
-        while let l = s.last, chars.contains(l) { s.removeLast() }
-        return String(s)
-    }
-}
-extension Substring {
-    func trimmingCharacters(in set: String) -> String { String(self).trimmingCharacters(in: set) }
 }
 
 private let transferWrite: ccurl_data_callback = { pointer, size, count, userdata in
