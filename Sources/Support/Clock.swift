@@ -38,8 +38,8 @@ public struct MonotonicClock: Clock {
 
 /// A clock that only moves when a test says so.
 public final class ManualClock: Clock {
-    private let current: Mutex<Instant>
-    public init(start: Instant = Instant(nanoseconds: 1_000_000_000)) { current = Mutex(start) }
+    private let current: Locked<Instant>
+    public init(start: Instant = Instant(nanoseconds: 1_000_000_000)) { current = Locked(start) }
     public func now() -> Instant { current.withLock { $0 } }
     public func advance(bySeconds seconds: Double) {
         current.withLock { $0 = $0.advanced(bySeconds: seconds) }

@@ -68,7 +68,7 @@ private func Glibc_write(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int) -> Int {
 
 /// Keeps every line in memory, for tests that assert on logs or scan them for secrets.
 public final class MemoryLogSink: LogSink {
-    private let storage = Mutex<[String]>([])
+    private let storage = Locked<[String]>([])
     public init() {}
     public func write(line: String) { storage.withLock { $0.append(line) } }
     public var lines: [String] { storage.withLock { $0 } }

@@ -101,7 +101,7 @@ public final class Listener: @unchecked Sendable {
         }
     }
 
-    private let state = Mutex<[AcceptSource]>([])
+    private let state = Locked<[AcceptSource]>([])
 
     /// One loop's read source on the listening socket. Touched on that loop's queue only.
     final class AcceptSource: @unchecked Sendable {

@@ -9,16 +9,16 @@ import Synchronization
 /// JWKS refresher at any time (one mutex, taken once per request).
 public final class ClientAuthenticator: Sendable {
     private let tokens: TokenAuthenticator?
-    private let verifier: Mutex<JWTVerifier?>
-    private let onUnknownKey: Mutex<(@Sendable () -> Void)?> = Mutex(nil)
+    private let verifier: Locked<JWTVerifier?>
+    private let onUnknownKey: Locked<(@Sendable () -> Void)?> = Locked(nil)
 
     public init(configuration: ClientsConfiguration) throws {
         tokens = configuration.tokens.isEmpty ? nil
             : try TokenAuthenticator(tokens: configuration.tokens.map { ($0.id, $0.sha256Hex) })
         if let jwt = configuration.jwt {
-            verifier = Mutex(try JWTVerifier(settings: jwt.settings, hmacSecret: jwt.hmacSecret, keys: jwt.keys))
+            verifier = Locked(try JWTVerifier(settings: jwt.settings, hmacSecret: jwt.hmacSecret, keys: jwt.keys))
         } else {
-            verifier = Mutex(nil)
+            verifier = Locked(nil)
         }
     }
 

@@ -1,3 +1,4 @@
+import Support
 import Synchronization
 
 /// The relay's metrics, rendered in the Prometheus text format (version 0.0.4).
@@ -27,7 +28,7 @@ public final class RelayMetrics: Sendable {
         var duration = Histogram()
     }
 
-    private let labelled = Mutex(Labelled())
+    private let labelled = Locked(Labelled())
     public let activeConnections = Atomic<Int>(0)
     public let activeStreams = Atomic<Int>(0)
     public let bytesToClients = Atomic<Int>(0)

@@ -234,10 +234,10 @@ public struct RateLimiterState: Sendable {
 /// The rate limiter shared by every event loop: `RateLimiterState` behind one `Mutex`. Each request takes the
 /// lock once to acquire and once to release its lease, never per chunk. Safe from any thread or queue.
 public final class RateLimiter: Sendable {
-    private let state: Mutex<RateLimiterState>
+    private let state: Locked<RateLimiterState>
 
     public init(limits: RateLimits) {
-        state = Mutex(RateLimiterState(limits: limits))
+        state = Locked(RateLimiterState(limits: limits))
     }
 
     public var limits: RateLimits { state.withLock { $0.limits } }

@@ -27,7 +27,7 @@ public final class RelayServer: @unchecked Sendable {
     private var jwksRefresher: JWKSRefresher?
     let group: EventLoopGroup
     let loopStates: [LoopState]
-    private let lifecycle = Mutex<(listener: Listener?, admin: Listener?)>((nil, nil))
+    private let lifecycle = Locked<(listener: Listener?, admin: Listener?)>((nil, nil))
     private let draining = Atomic<Bool>(false)
     private let openConnections = Atomic<Int>(0)
 
