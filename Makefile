@@ -65,7 +65,7 @@ sanitize: deps
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
-	$(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan
+	LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/sanitizers/lsan.supp $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan
 
 # Container and manifest checks outside Docker (slow; not part of `make test`). See deploy/README.md.
 check-deploy: deps
