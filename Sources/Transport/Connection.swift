@@ -25,12 +25,12 @@ public protocol ConnectionDelegate: AnyObject {
     func connection(_ connection: Connection, didCloseWith reason: ConnectionCloseReason)
 }
 
-/// One client socket: its read and write Dispatch sources and its pending-write buffer.
+/// One client socket: its registration in the loop's poller and its pending-write buffer.
 ///
-/// Owned by `loop.queue`; every method must be called there. The read source stays armed for the connection's
-/// whole life, because libdispatch on Linux never asks epoll for EPOLLRDHUP: a client's FIN or RST is only seen as
-/// a readable socket whose recv returns 0 or ECONNRESET, and that is how a departed client cancels its upstream
-/// within a millisecond. The write source is armed only while bytes are pending.
+/// Owned by `loop.queue`; every method must be called there. The socket stays watched for reading for the
+/// connection's whole life (EPOLLIN | EPOLLRDHUP): a client's FIN or RST is seen as soon as it arrives, and
+/// that is how a departed client cancels its upstream within a millisecond. Writability is watched only while
+/// bytes are pending.
 public final class Connection: PollerHandler, @unchecked Sendable {
     // Invariant: all mutable state is touched on `loop.queue` only.
     public let fd: Int32
@@ -73,11 +73,10 @@ public final class Connection: PollerHandler, @unchecked Sendable {
 
     // MARK: Reading
 
-    /// Reads until the socket would block. Draining matters: libdispatch arms its epoll registrations one-shot
-    /// and re-arms after the handler, and a FIN or RST that arrived together with the last bytes was seen not to
-    /// fire again after a single recv (a client sending half a request and resetting then stayed open until a
-    /// timeout). A bound on the rounds keeps one fast sender from starving the loop; bytes left behind keep the
-    /// socket readable, which does fire again.
+    /// Reads until the socket would block, so a FIN or RST that arrived with the last bytes is seen in the same
+    /// turn (with per-socket Dispatch sources it was once missed entirely: HardeningTests.partialThenClose).
+    /// A bound on the rounds keeps one fast sender from starving the loop; bytes left behind keep the socket
+    /// readable, and the level-triggered poller reports it again.
     private func readable() {
         for _ in 0..<16 {
             switch Syscall.recv(fd, into: loop.readBuffer) {

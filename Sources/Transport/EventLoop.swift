@@ -33,6 +33,9 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     deinit {
+        // Nothing else holds the loop now: its poller's source is cancelled, which closes the epoll descriptor
+        // (an active Dispatch source would otherwise outlive the loop, holding that descriptor open).
+        poller.stop()
         timerSource.cancel()
         readBuffer.deallocate()
     }
