@@ -21,25 +21,31 @@ struct CancellationTests {
 
     static let measured = Mutex<[String: [Double]]>([:])
 
+    /// Plays the upstream's side up to `phase`: nothing, a head, a head and two events, or part of a
+    /// Content-Length body. Shared with the leak test.
+    static func bring(_ connection: UpstreamConnection, to phase: Phase) throws {
+        switch phase {
+        case .beforeUpstreamHead:
+            break
+        case .silentAfterHead:
+            try connection.writeHead(status: 200, headers: sseHead)
+        case .midStream:
+            try connection.writeHead(status: 200, headers: sseHead)
+            try connection.writeChunk("data: one\n\n")
+            try connection.writeChunk("data: two\n\n")
+        case .nonStreamingBody:
+            try connection.writeHead(status: 200, headers: [("Content-Type", "application/json"), ("Content-Length", "100000")])
+            try connection.write(Array(repeating: UInt8(ascii: "x"), count: 1000))
+        }
+    }
+
     @Test("upstream connection closes when the client leaves", arguments: Phase.allCases, Leave.allCases)
     func cancelsUpstream(phase: Phase, leave: Leave) throws {
         let inPhase = Gate()
         let closed = Mailbox<PeerClose>()
         let upstream = try ScriptedUpstream { connection in
             _ = try connection.readRequest()
-            switch phase {
-            case .beforeUpstreamHead:
-                break
-            case .silentAfterHead:
-                try connection.writeHead(status: 200, headers: sseHead)
-            case .midStream:
-                try connection.writeHead(status: 200, headers: sseHead)
-                try connection.writeChunk("data: one\n\n")
-                try connection.writeChunk("data: two\n\n")
-            case .nonStreamingBody:
-                try connection.writeHead(status: 200, headers: [("Content-Type", "application/json"), ("Content-Length", "100000")])
-                try connection.write(Array(repeating: UInt8(ascii: "x"), count: 1000))
-            }
+            try Self.bring(connection, to: phase)
             inPhase.signal()
             closed.put(try connection.waitForPeerClose(timeout: 5))
         }

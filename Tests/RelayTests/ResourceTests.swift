@@ -47,18 +47,7 @@ struct ResourceTests {
         let upstream = try ScriptedUpstream { connection in
             let request = try connection.readRequest()
             let phase = CancellationTests.Phase(rawValue: String(request.target.split(separator: "=").last ?? "")) ?? .beforeUpstreamHead
-            switch phase {
-            case .beforeUpstreamHead:
-                break
-            case .silentAfterHead:
-                try connection.writeHead(status: 200, headers: sseHead)
-            case .midStream:
-                try connection.writeHead(status: 200, headers: sseHead)
-                try connection.writeChunk("data: one\n\n")
-            case .nonStreamingBody:
-                try connection.writeHead(status: 200, headers: [("Content-Type", "application/json"), ("Content-Length", "100000")])
-                try connection.write(Array(repeating: UInt8(ascii: "x"), count: 100))
-            }
+            try CancellationTests.bring(connection, to: phase)
             reached.signal()
             _ = try connection.waitForPeerClose(timeout: 20)
         }
