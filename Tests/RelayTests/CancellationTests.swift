@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 
 /// When the client leaves (FIN or RST) the upstream request is cancelled at once, in every phase: the scripted
@@ -19,7 +18,6 @@ struct CancellationTests {
 
     enum Leave: String, CaseIterable, Sendable { case fin, rst }
 
-    static let measured = Mutex<[String: [Double]]>([:])
 
     /// Plays the upstream's side up to `phase`: nothing, a head, a head and two events, or part of a
     /// Content-Length body. Shared with the leak test.
@@ -70,7 +68,6 @@ struct CancellationTests {
         if leave == .fin { client.close() } else { client.reset() }
         let close = try closed.take(timeout: 2)
         let ms = Double(close.atNanoseconds - min(close.atNanoseconds, leftAt)) / 1e6
-        Self.measured.withLock { $0["\(phase)/\(leave)", default: []].append(ms) }
         #expect(ms < 1000, "upstream closed \(ms) ms after the client left")
         try relay.waitUntilIdle()
         #expect(relay.logs.lines.contains { $0.contains(#""outcome":"client_cancelled""#) })
