@@ -14,7 +14,7 @@ public struct ListenerError: Error, CustomStringConvertible {
 /// A listening TCP socket. Accepts on its own queue and hands each new descriptor (non-blocking, TCP_NODELAY
 /// set) to `onAccept` on the event loop chosen for it.
 public final class Listener: @unchecked Sendable {
-    // Invariant: `fd` and `port` are immutable after init; the accept sources are in a mutex, and each one's
+    // Invariant: `fd` and `port` are immutable after init; the acceptors are behind a lock, and each one's
     // mutable state is touched on its loop's queue only.
     public let fd: Int32
     public let port: Int
@@ -68,54 +68,55 @@ public final class Listener: @unchecked Sendable {
         self.logger = logger
     }
 
-    /// Starts accepting: one read source on the listening socket per event loop, on that loop's queue, so a
-    /// connection is accepted by the loop that will serve it (no hand-over between threads). With several
-    /// loops every one is woken for a new connection and the first to accept it wins; the others see EAGAIN.
+    /// Starts accepting: the listening socket is watched by every event loop's poller, so a connection is
+    /// accepted by the loop that will serve it (no hand-over between threads, no Dispatch source of its own).
+    /// With several loops every one is woken for a new connection and the first to accept it wins; the others
+    /// see EAGAIN.
     public func start() {
-        let sources = group.loops.map { loop in
-            AcceptSource(source: DispatchSource.makeReadSource(fileDescriptor: fd, queue: loop.queue), loop: loop)
+        let acceptors = group.loops.map { AcceptSource(listener: self, loop: $0) }
+        for acceptor in acceptors {
+            acceptor.loop.queue.sync { acceptor.loop.poller.watch(fd, read: true, write: false, handler: acceptor) }
         }
-        let listenFD = self.fd
-        let countdown = ListenerCountdown(sources.count) { Syscall.close(listenFD) }
-        for accept in sources {
-            accept.source.setEventHandler { [unowned self, accept] in self.acceptAll(accept) }
-            accept.source.setCancelHandler { countdown.tick() }
-            accept.source.activate()
-        }
-        state.withLock { $0 = sources }
+        state.withLock { $0 = acceptors }
     }
 
-    /// Stops accepting and closes the listening socket (once every loop's source is cancelled). Call it from
-    /// outside the event loops: it waits for each loop to cancel its source.
+    /// Stops accepting and closes the listening socket. Call it from outside the event loops: it waits for each
+    /// loop to drop the socket from its poller.
     public func stop() {
-        let sources = state.withLock { s -> [AcceptSource] in
+        let acceptors = state.withLock { s -> [AcceptSource] in
             let all = s
             s = []
             return all
         }
-        for accept in sources {
-            accept.loop.queue.sync {
-                if accept.paused { accept.source.resume(); accept.paused = false }
-                accept.source.cancel()
+        guard !acceptors.isEmpty else { return }
+        for acceptor in acceptors {
+            acceptor.loop.queue.sync {
+                acceptor.stopped = true
+                acceptor.loop.poller.remove(fd)
             }
         }
+        Syscall.close(fd)
     }
 
     private let state = Locked<[AcceptSource]>([])
 
-    /// One loop's read source on the listening socket. Touched on that loop's queue only.
-    final class AcceptSource: @unchecked Sendable {
-        // Invariant: `paused` and the source's suspend state are touched on `loop.queue` only.
-        let source: DispatchSourceRead
+    /// One loop's watch on the listening socket. Touched on that loop's queue only.
+    final class AcceptSource: PollerHandler, @unchecked Sendable {
+        // Invariant: `paused` and `stopped` are touched on `loop.queue` only.
+        unowned let listener: Listener
         let loop: EventLoop
         var paused = false
-        init(source: DispatchSourceRead, loop: EventLoop) {
-            self.source = source
+        var stopped = false
+        init(listener: Listener, loop: EventLoop) {
+            self.listener = listener
             self.loop = loop
+        }
+        func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
+            if readable && !stopped { listener.acceptAll(self) }
         }
     }
 
-    private func acceptAll(_ accept: AcceptSource) {
+    fileprivate func acceptAll(_ accept: AcceptSource) {
         for _ in 0..<64 {
             var storage = sockaddr_storage()
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
@@ -130,11 +131,11 @@ public final class Listener: @unchecked Sendable {
                     logger.error("accept failed: out of file descriptors; pausing accepts for 100 ms", [("errno", .int(Int(err)))])
                     if !accept.paused {
                         accept.paused = true
-                        accept.source.suspend()
-                        accept.loop.queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [accept] in
-                            guard accept.paused, !accept.source.isCancelled else { return }
+                        accept.loop.poller.update(fd, read: false, write: false)
+                        accept.loop.schedule(afterSeconds: 0.1) { [accept, fd] in
+                            guard accept.paused, !accept.stopped else { return }
                             accept.paused = false
-                            accept.source.resume()
+                            accept.loop.poller.update(fd, read: true, write: false)
                         }
                     }
                 }
@@ -192,15 +193,3 @@ func cString(_ buffer: [CChar]) -> String {
 @inline(__always) func Glibc_accept(_ fd: Int32, _ a: UnsafeMutablePointer<sockaddr>, _ l: UnsafeMutablePointer<socklen_t>) -> Int32 { Darwin.accept(fd, a, l) }
 #endif
 
-/// Closes the listening socket after the last accept source's cancel handler. Ticked on several loop queues.
-final class ListenerCountdown: Sendable {
-    private let left: Atomic<Int>
-    private let done: @Sendable () -> Void
-    init(_ count: Int, done: @escaping @Sendable () -> Void) {
-        left = Atomic(count)
-        self.done = done
-    }
-    func tick() {
-        if left.wrappingSubtract(1, ordering: .acquiringAndReleasing).newValue == 0 { done() }
-    }
-}
