@@ -14,14 +14,19 @@ struct OperationsTests {
         return (head.status, String(decoding: try client.readBody(head: head), as: UTF8.self), head)
     }
 
-    @Test("/healthz, /readyz and /metrics are answered by the relay itself")
-    func builtinEndpoints() throws {
-        let upstream = try ScriptedUpstream { connection in
+    /// Answers one request with a one-event SSE stream (`data: x`, 9 bytes).
+    static func oneEventUpstream() throws -> ScriptedUpstream {
+        try ScriptedUpstream { connection in
             _ = try connection.readRequest()
             try connection.writeHead(status: 200, headers: sseHead)
             try connection.writeChunk("data: x\n\n")
             try connection.writeLastChunk()
         }
+    }
+
+    @Test("/healthz, /readyz and /metrics are answered by the relay itself")
+    func builtinEndpoints() throws {
+        let upstream = try Self.oneEventUpstream()
         let relay = try RelayFixture(upstream: upstream)
         #expect(try Self.get(relay.port, "/healthz").status == 200)
         #expect(try Self.get(relay.port, "/readyz").status == 200)
@@ -105,12 +110,7 @@ struct OperationsTests {
 
     @Test("the access log has one JSON line per exchange with every field, and no secret")
     func accessLog() throws {
-        let upstream = try ScriptedUpstream { connection in
-            _ = try connection.readRequest()
-            try connection.writeHead(status: 200, headers: sseHead)
-            try connection.writeChunk("data: x\n\n")
-            try connection.writeLastChunk()
-        }
+        let upstream = try Self.oneEventUpstream()
         let relay = try RelayFixture(upstream: upstream)
         let client = try relay.client()
         try client.sendRequest(path: "/v1/chat/completions?x=1", headers: [("Authorization", "Bearer \(RelayFixture.clientToken)"),
