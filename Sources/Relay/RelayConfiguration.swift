@@ -55,8 +55,14 @@ public struct RelayConfiguration: Sendable {
             self.bodyPolicy = bodyPolicy
         }
 
+        /// Prefix matching stops at segment boundaries: `/v1/models` matches `/v1/models` and `/v1/models/x`,
+        /// never `/v1/modelsX` (a prefix ending in `/` is its own boundary).
         public func matches(path: String) -> Bool {
-            exact ? path == prefix : path.hasPrefix(prefix)
+            if exact { return path == prefix }
+            let p = path.utf8, q = prefix.utf8
+            guard p.starts(with: q) else { return false }
+            if p.count == q.count || q.last == UInt8(ascii: "/") { return true }
+            return p[p.index(p.startIndex, offsetBy: q.count)] == UInt8(ascii: "/")
         }
     }
 

@@ -34,6 +34,12 @@ public struct RelayError: Error, Equatable, Sendable {
                    message: "No route for this path on the relay.")
     }
 
+    /// 400 for a request target that could reach a path other than the one it appears to (dot segments, `//`,
+    /// backslashes, encoded separators) or that is not a plain path.
+    public static let invalidPath = RelayError(
+        status: 400, type: "invalid_request_error", code: "invalid_path",
+        message: "The request path is not allowed: it must not contain '.' or '..' segments, '//', backslashes, or encoded '.', '/' or '\\'.")
+
     public static func badRequest(_ error: HTTPParseError) -> RelayError {
         RelayError(status: error.status, type: "invalid_request_error", code: RelayError.code(for: error.kind),
                    message: error.message)

@@ -85,6 +85,8 @@ public final class Transfer: @unchecked Sendable {
         // Only http and https, and never follow redirects: the client sees the provider's answer as it is.
         check(ccurl_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https"))
         check(ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0))
+        // The path the relay routed and checked is the path sent: curl would otherwise resolve "/./" and "/../".
+        check(ccurl_easy_setopt_long(easy, CURLOPT_PATH_AS_IS, 1))
         // Through an HTTPS proxy (https_proxy in the environment), the proxy's "200 Connection established"
         // must not be taken for the provider's response head.
         check(ccurl_easy_setopt_long(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1))

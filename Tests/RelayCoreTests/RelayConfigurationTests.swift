@@ -316,7 +316,8 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
 
     @Test(arguments: [
         ("/v1/models", "openai"), ("/v1/chat/x", "chat"), ("/v1/chat/completions", "exact"),
-        ("/v1/chat/completionsX", "exact"), ("/anthropic/v1/messages", "anthropic"), ("/v1/", "openai"),
+        ("/v1/chat/completions/x", "exact"), ("/v1/chat/completionsX", "chat"), ("/anthropic/v1/messages", "anthropic"),
+        ("/v1/", "openai"),
     ])
     func routePicksTheLongestPrefix(path: String, upstream: String) {
         #expect(Self.routed.route(for: path)?.upstream == upstream)

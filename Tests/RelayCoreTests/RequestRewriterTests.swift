@@ -205,10 +205,11 @@ private let appended = [
     ]
 
     @Test(arguments: urlCases)
-    func upstreamURL(_ c: URLCase) {
+    func upstreamURL(_ c: URLCase) throws {
         let upstream = RelayConfiguration.Upstream(name: "u", baseURL: c.baseURL, key: nil)
         let route = RelayConfiguration.Route(prefix: c.prefix, upstream: "u", stripPrefix: c.strip)
-        #expect(RequestRewriter.upstreamURL(baseURL: upstream.baseURL, route: route, target: c.target) == c.expected)
+        let path = try #require(try? RequestPath.parse(c.target).get())
+        #expect(RequestRewriter.upstreamURL(baseURL: upstream.baseURL, route: route, path: path) == c.expected)
     }
 
     // MARK: requestID

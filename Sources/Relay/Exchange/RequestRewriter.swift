@@ -15,13 +15,12 @@ public enum RequestRewriter {
         "authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie",
     ]
 
-    public static func upstreamURL(baseURL: String, route: RelayConfiguration.Route, target: String) -> String {
-        var pathAndQuery = target
-        if route.stripPrefix && pathAndQuery.hasPrefix(route.prefix) {
-            pathAndQuery = String(pathAndQuery.dropFirst(route.prefix.count))
-            if !pathAndQuery.hasPrefix("/") { pathAndQuery = "/" + pathAndQuery }
-        }
-        return baseURL + pathAndQuery
+    /// The provider URL for a checked path: the base URL, the path (without the route's prefix when
+    /// `stripPrefix`), and the query as the client sent it. Sent as is (`CURLOPT_PATH_AS_IS`).
+    public static func upstreamURL(baseURL: String, route: RelayConfiguration.Route, path: RequestPath) -> String {
+        let upstreamPath = route.stripPrefix ? path.removingPrefix(route.prefix) : path.path
+        guard let query = path.query else { return baseURL + upstreamPath }
+        return baseURL + upstreamPath + "?" + query
     }
 
     public static func upstreamHeaders(

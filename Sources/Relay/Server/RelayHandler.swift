@@ -39,7 +39,16 @@ struct RelayHandler: RequestHandler {
             reject(.notFound(path: head.path), context, reason: "not_found")
             return nil
         }
-        guard let route = configuration.route(for: head.path), let upstream = configuration.upstreams[route.upstream] else {
+        // Route on exactly the path that goes upstream, and refuse any path some later hop could resolve to
+        // another one (the key would follow it there).
+        let requestPath: RequestPath
+        switch RequestPath.parse(head.target) {
+        case .success(let checked): requestPath = checked
+        case .failure(let rejection):
+            reject(.invalidPath, context, reason: "invalid_path", detail: "invalid_path:" + rejection.detail)
+            return nil
+        }
+        guard let route = configuration.route(for: requestPath.path), let upstream = configuration.upstreams[route.upstream] else {
             reject(.notFound(path: head.path), context, reason: "not_found")
             return nil
         }
@@ -102,7 +111,7 @@ struct RelayHandler: RequestHandler {
         case .chunked: (hasBody, bodyLength) = (true, nil)
         }
         let request = UpstreamRequest(
-            url: RequestRewriter.upstreamURL(baseURL: upstream.baseURL, route: route, target: head.target),
+            url: RequestRewriter.upstreamURL(baseURL: upstream.baseURL, route: route, path: requestPath),
             method: head.method,
             headers: RequestRewriter.upstreamHeaders(from: head.headers, upstream: upstream,
                                                      clientAddress: writer.clientAddress, requestID: requestID),

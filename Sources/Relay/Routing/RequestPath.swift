@@ -1,0 +1,119 @@
+/// A request target's path and query, checked so that the path the relay routes on is, byte for byte, the path
+/// the provider receives. Pure.
+///
+/// Why so strict: the provider key goes wherever the upstream path points. If a path that *looks* inside a route
+/// (`/v1/models/../organization/admin_api_keys`) is resolved later (by curl, a load balancer or the provider) to a
+/// path outside it, the key reaches an endpoint no route allows. So anything that some hop might resolve or decode
+/// into another path is refused instead of normalised (Envoy's `path_with_escaped_slashes_action: REJECT_REQUEST`
+/// and `merge_slashes`, done as rejections): dot segments (RFC 3986 §5.2.4), empty segments (`//`), backslashes
+/// (some servers read `\` as `/`), and percent-encoded `.`, `/` and `\` (`%2e`, `%2f`, `%5c`, any case). curl is told
+/// to send the path as it is (`CURLOPT_PATH_AS_IS`), so nothing between here and the socket changes it.
+///
+/// Path bytes allowed: RFC 3986 `pchar` (unreserved, sub-delims, `:`, `@`, valid `%XX`) and `/`. The query is
+/// passed through as the client sent it, except that `#` (a fragment, never part of a request target, RFC 9112
+/// §3.2) is refused because a URL parser would cut the query there.
+public struct RequestPath: Equatable, Sendable {
+    /// Starts with `/`; no dot or empty segment, no backslash, no encoded separator.
+    public let path: String
+    /// What follows the first `?`, without it; nil when there is no `?`.
+    public let query: String?
+
+    /// Why a target was refused; `code` is the log's reason detail.
+    public enum Rejection: Error, Equatable, Sendable {
+        case notOriginForm
+        case invalidCharacter
+        case badPercentEncoding
+        case dotSegment
+        case emptySegment
+        case backslash
+        case encodedSeparator
+        case fragment
+
+        public var detail: String {
+            switch self {
+            case .notOriginForm: "not_origin_form"
+            case .invalidCharacter: "invalid_character"
+            case .badPercentEncoding: "bad_percent_encoding"
+            case .dotSegment: "dot_segment"
+            case .emptySegment: "empty_segment"
+            case .backslash: "backslash"
+            case .encodedSeparator: "encoded_separator"
+            case .fragment: "fragment"
+            }
+        }
+    }
+
+    public static func parse(_ target: String) -> Result<RequestPath, Rejection> {
+        let bytes = Array(target.utf8)
+        guard bytes.first == UInt8(ascii: "/") else { return .failure(.notOriginForm) }
+        let pathEnd = bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.count
+        if bytes[pathEnd...].contains(UInt8(ascii: "#")) { return .failure(.fragment) }
+
+        var i = 0
+        var segmentStart = 1
+        while i < pathEnd {
+            let b = bytes[i]
+            if b == UInt8(ascii: "%") {
+                guard i + 2 < pathEnd, let hi = hexValue(bytes[i + 1]), let lo = hexValue(bytes[i + 2]) else {
+                    return .failure(.badPercentEncoding)
+                }
+                let decoded = hi << 4 | lo
+                if decoded == UInt8(ascii: ".") || decoded == UInt8(ascii: "/") || decoded == UInt8(ascii: "\\") {
+                    return .failure(.encodedSeparator)
+                }
+                i += 3
+                continue
+            }
+            if b == UInt8(ascii: "\\") { return .failure(.backslash) }
+            if b == UInt8(ascii: "#") { return .failure(.fragment) }
+            if b == UInt8(ascii: "/") {
+                if i > 0 {
+                    if let rejection = checkSegment(bytes[segmentStart..<i], isLast: false) { return .failure(rejection) }
+                    segmentStart = i + 1
+                }
+            } else if !isPathByte(b) {
+                return .failure(.invalidCharacter)
+            }
+            i += 1
+        }
+        if let rejection = checkSegment(bytes[segmentStart..<pathEnd], isLast: true) { return .failure(rejection) }
+
+        let path = String(decoding: bytes[..<pathEnd], as: UTF8.self)
+        let query = pathEnd < bytes.count ? String(decoding: bytes[(pathEnd + 1)...], as: UTF8.self) : nil
+        return .success(RequestPath(path: path, query: query))
+    }
+
+    /// The path after a route's prefix was removed (`stripPrefix`), always starting with `/`. The route matched
+    /// at a segment boundary, so what is left is `""` or starts with `/`.
+    public func removingPrefix(_ prefix: String) -> String {
+        guard path.hasPrefix(prefix) else { return path }
+        let rest = String(path.utf8.dropFirst(prefix.utf8.count))!
+        return rest.hasPrefix("/") ? rest : "/" + rest
+    }
+
+    private static func checkSegment(_ segment: ArraySlice<UInt8>, isLast: Bool) -> Rejection? {
+        // A trailing slash ("/v1/") leaves an empty last segment, which is an ordinary path; "//" is not.
+        if segment.isEmpty { return isLast ? nil : .emptySegment }
+        if segment.count <= 2 && segment.allSatisfy({ $0 == UInt8(ascii: ".") }) { return .dotSegment }
+        return nil
+    }
+
+    private static func hexValue(_ b: UInt8) -> UInt8? {
+        switch b {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return b - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return b - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return b - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+
+    /// RFC 3986 pchar without `%` (handled apart): unreserved / sub-delims / ":" / "@".
+    private static func isPathByte(_ b: UInt8) -> Bool {
+        switch b {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "-._~!$&'()*+,;=:@".utf8.contains(b)
+        }
+    }
+}
