@@ -26,6 +26,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private let onEnd: (RelayExchange) -> Void
     private let metrics: RelayMetrics
     let record: ExchangeRecord
+    /// The key injected into this request: masked out of a non-2xx response body, where a provider may echo it.
+    var providerKey: Secret?
+    private var masker: SecretMasker?
 
     init(machine: ExchangeStateMachine, writer: ServerConnection, highWater: Int, clock: any Clock,
          record: ExchangeRecord, metrics: RelayMetrics, onEnd: @escaping (RelayExchange) -> Void) {
@@ -103,6 +106,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     func transfer(_ transfer: Transfer, didReceiveHead status: Int, headers: HTTPHeaders) {
         record.upstreamHeadAt = clock.now()
+        if !(200..<300).contains(status), let key = providerKey {
+            masker = SecretMasker(secret: Array(key.revealForHeader().utf8))
+        }
         if requestEnded && uploadOffset == uploadBody.count {
             uploadBody = []   // sent, and no retry can follow a response head
             uploadOffset = 0
@@ -116,7 +122,12 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             if record.firstBodyAt == nil { record.firstBodyAt = clock.now() }
             record.bytesOut += bytes.count
             metrics.bytesToClients.wrappingAdd(bytes.count, ordering: .relaxed)
-            writer.sendBody(bytes)
+            if masker != nil {
+                let masked = masker!.feed(bytes)
+                if !masked.isEmpty { masked.withUnsafeBytes { _ = writer.sendBody($0) } }
+            } else {
+                writer.sendBody(bytes)
+            }
             return true
         case .refuse:
             return false
@@ -169,6 +180,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                 for field in machine.settings.extraResponseHeaders { error.extraHeaders.append((field.name, field.value)) }
                 writer.respond(error: error, requestID: machine.settings.requestID, keepAlive: machine.settings.keepAlive)
             case .finishResponse(let keepAlive):
+                if let tail = masker?.finish(), !tail.isEmpty { tail.withUnsafeBytes { _ = writer.sendBody($0) } }
                 writer.finish(keepAlive: keepAlive)
             case .abortClient:
                 writer.abort()

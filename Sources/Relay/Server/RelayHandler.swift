@@ -142,6 +142,7 @@ struct RelayHandler: RequestHandler {
             logger.info("exchange", r.logFields)
         }
         exchange.leases = leases
+        exchange.providerKey = upstream.key
         state.exchanges[ObjectIdentifier(exchange)] = exchange
         if route.bodyPolicy.isActive && hasBody {
             exchange.startAfterBody(request, driver: state.driver, policy: route.bodyPolicy)

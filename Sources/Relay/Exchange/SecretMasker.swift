@@ -1,0 +1,53 @@
+/// Replaces every occurrence of a secret in a byte stream with a mask of the same length, across chunk
+/// boundaries. Pure; one per response.
+///
+/// Why: some OpenAI-compatible providers and gateways echo the credential they received in an error body; the
+/// relay must never hand the provider key to the app. Only non-2xx bodies pass through it (2xx bodies stay
+/// byte-exact). The mask keeps the length, so a `Content-Length` stays right, and keeps the key's first three
+/// bytes when the key is long enough for that to say nothing (`sk-*****…`), so a developer still sees which kind
+/// of key the provider complained about. The full header value the relay sent (`Bearer sk-…`) is the configured
+/// prefix plus the key, so masking every occurrence of the key masks that too.
+///
+/// Cost: up to `secret.count - 1` bytes are held back at the end of each chunk (they might begin the key), and
+/// released by the next chunk or `finish()`.
+public struct SecretMasker: Sendable {
+    private let secret: [UInt8]
+    private let mask: [UInt8]
+    private var held: [UInt8] = []
+
+    /// nil for an empty secret (nothing to mask).
+    public init?(secret: [UInt8]) {
+        guard !secret.isEmpty else { return nil }
+        self.secret = secret
+        let visible = secret.count >= 16 ? 3 : 0
+        mask = Array(secret.prefix(visible)) + Array(repeating: UInt8(ascii: "*"), count: secret.count - visible)
+    }
+
+    /// The bytes that may be sent now, masked; what could still be the start of the secret is kept back.
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        var buffer = held
+        buffer.append(contentsOf: bytes)
+        let n = secret.count
+        var i = 0
+        while i + n <= buffer.count {
+            if buffer[i] == secret[0] && buffer[i..<(i + n)].elementsEqual(secret) {
+                buffer.replaceSubrange(i..<(i + n), with: mask)
+                i += n
+            } else {
+                i += 1
+            }
+        }
+        // Keep back the longest tail that is a proper prefix of the secret.
+        var keep = min(n - 1, buffer.count)
+        while keep > 0 && !buffer[(buffer.count - keep)...].elementsEqual(secret[..<keep]) { keep -= 1 }
+        held = Array(buffer[(buffer.count - keep)...])
+        buffer.removeLast(keep)
+        return buffer
+    }
+
+    /// The rest, at the end of the body: whatever was held back cannot be the secret any more.
+    public mutating func finish() -> [UInt8] {
+        defer { held = [] }
+        return held
+    }
+}
