@@ -98,18 +98,26 @@ extension ConfigReader {
             }
             if let j = clients["jwt"] { config.clients.jwt = readJWT(j) }
         }
-        for (name, path) in [("perIdentity", "rateLimits.perIdentity"), ("perAddress", "rateLimits.perAddress")] {
+        for name in ["perIdentity", "perAddress", "authFailuresPerAddress"] {
+            let path = "rateLimits.\(name)"
             guard let r = object["rateLimits"] else { break }
             guard let limits = r as? [String: Any] else { problem("rateLimits", "must be an object"); break }
-            if name == "perIdentity" { checkKnown(limits, ["perIdentity", "perAddress"], "rateLimits") }
+            if name == "perIdentity" { checkKnown(limits, ["perIdentity", "perAddress", "authFailuresPerAddress"], "rateLimits") }
             guard let entry = limits[name] else { continue }
             guard let e = entry as? [String: Any] else { problem(path, "must be an object"); continue }
-            checkKnown(e, ["requestsPerMinute", "burst", "concurrentStreams"], path)
+            let isFailureBucket = name == "authFailuresPerAddress"
+            checkKnown(e, isFailureBucket ? ["requestsPerMinute", "burst"] : ["requestsPerMinute", "burst", "concurrentStreams"], path)
             let rpm = int(e, "requestsPerMinute", "\(path).requestsPerMinute", min: 1, max: 1_000_000_000)
             let burst = int(e, "burst", "\(path).burst", min: 1, max: 100_000_000)
             let streams = int(e, "concurrentStreams", "\(path).concurrentStreams", min: 1, max: 1_000_000)
             let value = RateLimits(requestsPerMinute: rpm, burst: burst, maxConcurrentStreams: streams)
-            if name == "perIdentity" { config.perIdentityLimits = value } else { config.perAddressLimits = value }
+            switch name {
+            case "perIdentity": config.perIdentityLimits = value
+            case "perAddress": config.perAddressLimits = value
+            default:
+                if rpm == nil { problem("\(path).requestsPerMinute", "is required") }
+                config.authFailureLimits = value
+            }
         }
         if let c = object["cors"] {
             guard let cors = c as? [String: Any] else { problem("cors", "must be an object"); return }

@@ -129,6 +129,10 @@ public struct RelayConfiguration: Sendable {
     /// Request-rate and concurrent-stream limits per authenticated identity and per client address.
     public var perIdentityLimits: RateLimits?
     public var perAddressLimits: RateLimits?
+    /// Failed authentications per client address (`rateLimits.authFailuresPerAddress`). Once an address's bucket
+    /// is empty, every request from it is answered 429 before its credentials are looked at, so guessing tokens
+    /// costs the attacker time. Failures also draw from `perAddressLimits`.
+    public var authFailureLimits = RateLimits(requestsPerMinute: 60, burst: 20)
     /// Browser clients: allowed origins and the preflight answer.
     public var cors: CORSPolicy?
 

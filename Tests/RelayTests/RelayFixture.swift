@@ -13,7 +13,7 @@ final class RelayFixture: Sendable {
     let logs: MemoryLogSink
     let upstream: ScriptedUpstream?
 
-    init(upstream: ScriptedUpstream?, baseURL: String? = nil, fixedWallClock: Double? = nil,
+    init(upstream: ScriptedUpstream?, baseURL: String? = nil, fixedWallClock: Double? = nil, clock: any Clock = MonotonicClock(),
          configure: (inout RelayConfiguration) -> Void = { _ in }) throws {
         var configuration = RelayConfiguration()
         configuration.listen = .init(host: "127.0.0.1", port: 0)
@@ -23,7 +23,7 @@ final class RelayFixture: Sendable {
         configure(&configuration)
         logs = MemoryLogSink()
         server = try RelayServer(configuration: configuration, logger: Logger(label: "test", level: .debug, sink: logs),
-                                 wallClock: { fixedWallClock ?? Date().timeIntervalSince1970 })
+                                 clock: clock, wallClock: { fixedWallClock ?? Date().timeIntervalSince1970 })
         try server.start()
         self.upstream = upstream
     }

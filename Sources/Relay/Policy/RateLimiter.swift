@@ -151,6 +151,19 @@ public struct RateLimiterState: Sendable {
         return decision
     }
 
+    /// The Retry-After `acquire` would answer if `key`'s bucket is empty now, without taking anything: for a
+    /// bucket that only failures draw from (failed authentication), checked before every attempt.
+    public func retryAfterIfEmpty(key: String, now: Instant) -> Int? {
+        guard let rpm = limits.requestsPerMinute, var bucket = buckets[key] else { return nil }
+        refill(&bucket, now: now.nanoseconds)
+        return bucket.units >= Self.unitsPerToken ? nil : Self.secondsUntilOneToken(bucket, rpm: rpm)
+    }
+
+    private static func secondsUntilOneToken(_ bucket: Bucket, rpm: Int) -> Int {
+        let waitNs = (unitsPerToken - bucket.units + rpm - 1) / rpm
+        return max(1, (waitNs + 999_999_999) / 1_000_000_000)
+    }
+
     /// Ends the stream `lease` admitted.
     public mutating func release(_ lease: Lease) {
         switch lease.slot {
@@ -214,9 +227,7 @@ public struct RateLimiterState: Sendable {
         }
         if let rpm = limits.requestsPerMinute {
             guard bucket.units >= Self.unitsPerToken else {
-                let waitNs = (Self.unitsPerToken - bucket.units + rpm - 1) / rpm
-                let seconds = (waitNs + 999_999_999) / 1_000_000_000
-                return .limited(retryAfterSeconds: max(1, seconds), reason: .rate)
+                return .limited(retryAfterSeconds: Self.secondsUntilOneToken(bucket, rpm: rpm), reason: .rate)
             }
             bucket.units -= Self.unitsPerToken
         }
@@ -231,7 +242,7 @@ public struct RateLimiterState: Sendable {
     }
 }
 
-/// The rate limiter shared by every event loop: `RateLimiterState` behind one `Mutex`. Each request takes the
+/// The rate limiter shared by every event loop: `RateLimiterState` behind one lock (`Locked`). Each request takes the
 /// lock once to acquire and once to release its lease, never per chunk. Safe from any thread or queue.
 public final class RateLimiter: Sendable {
     private let state: Locked<RateLimiterState>
@@ -244,6 +255,10 @@ public final class RateLimiter: Sendable {
 
     public func acquire(key: String, now: Instant) -> RateLimiterState.Decision {
         state.withLock { $0.acquire(key: key, now: now) }
+    }
+
+    public func retryAfterIfEmpty(key: String, now: Instant) -> Int? {
+        state.withLock { $0.retryAfterIfEmpty(key: key, now: now) }
     }
 
     public func release(_ lease: RateLimiterState.Lease) {

@@ -77,31 +77,44 @@ struct RelayHandler: RequestHandler {
             return nil
         }
 
-        // Who is calling, and may they spend more?
-        let identity: Identity?
-        switch server.authenticator.authenticate(route.auth, headers: head.headers, now: server.wallClock()) {
-        case .success(let id): identity = id
-        case .failure(let error):
-            reject(error.relayError, context, reason: "unauthorized", detail: error.code)
+        // Who is calling, and may they spend more? The address's buckets are consulted before the credentials,
+        // so a failed authentication costs the caller a token like any request, and guessing tokens is paid for
+        // in time: once an address's failure bucket is empty, it gets 429 whatever it sends.
+        let address = writer.clientAddress
+        if let retryAfter = server.authFailureLimiter.retryAfterIfEmpty(key: address, now: now) {
+            reject(.rateLimited(retryAfterSeconds: retryAfter), context, reason: "rate_limited", detail: "auth_failures")
             return nil
         }
-        context.identity = identity.map { "\($0.kind.rawValue):\($0.id)" }
         var leases: [(RateLimiter, RateLimiterState.Lease)] = []
         func release() { for (limiter, lease) in leases { limiter.release(lease) } }
-        let keyed: [(RateLimiter?, String?)] = [(server.perAddressLimiter, writer.clientAddress),
-                                                (server.perIdentityLimiter, context.identity)]
-        for case let (limiter?, key?) in keyed {
+        func admitted(_ limiter: RateLimiter?, _ key: String?) -> Bool {
+            guard let limiter, let key else { return true }
             switch limiter.acquire(key: key, now: now) {
             case .allowed(let lease):
                 leases.append((limiter, lease))
+                return true
             case .limited(let retryAfter, let reason):
                 release()
                 let error = reason == .rate ? RelayError.rateLimited(retryAfterSeconds: retryAfter)
                                             : RelayError.concurrencyLimited(retryAfterSeconds: retryAfter)
                 reject(error, context, reason: reason == .rate ? "rate_limited" : "concurrency_limited")
-                return nil
+                return false
             }
         }
+        guard admitted(server.perAddressLimiter, address) else { return nil }
+        let identity: Identity?
+        switch server.authenticator.authenticate(route.auth, headers: head.headers, now: server.wallClock()) {
+        case .success(let id): identity = id
+        case .failure(let error):
+            release()   // the stream slot only: the token stays spent
+            if case .allowed(let lease) = server.authFailureLimiter.acquire(key: address, now: now) {
+                server.authFailureLimiter.release(lease)
+            }
+            reject(error.relayError, context, reason: "unauthorized", detail: error.code)
+            return nil
+        }
+        context.identity = identity.map { "\($0.kind.rawValue):\($0.id)" }
+        guard admitted(server.perIdentityLimiter, context.identity) else { return nil }
 
         let hasBody: Bool
         let bodyLength: Int?
@@ -164,7 +177,7 @@ struct RelayHandler: RequestHandler {
 
     func connectionRejected(_ error: RelayError, writer: ServerConnection) {
         server.metrics.rejected(reason: error.code)
-        server.logger.info("exchange", [("client_ip", .string(writer.clientAddress)), ("status", .int(error.status)),
+        server.rejectionLog.log(reason: error.code, [("client_ip", .string(writer.clientAddress)), ("status", .int(error.status)),
                                         ("outcome", .string("rejected")), ("reason", .string(error.code))])
     }
 
@@ -177,7 +190,7 @@ struct RelayHandler: RequestHandler {
             ("status", .int(error.status)), ("outcome", .string("rejected")), ("reason", .string(detail ?? reason)),
         ]
         if let identity = c.identity { fields.append(("identity", .string(identity))) }
-        server.logger.info("exchange", fields)
+        server.rejectionLog.log(reason: reason, fields)
         var error = error
         error.extraHeaders += c.corsHeaders
         c.writer.respond(error: error, requestID: c.requestID, keepAlive: c.head.keepAlive)

@@ -22,6 +22,10 @@ public final class RelayServer: @unchecked Sendable {
     let authenticator: ClientAuthenticator
     let perIdentityLimiter: RateLimiter?
     let perAddressLimiter: RateLimiter?
+    /// Failed authentications per client address; see `RelayConfiguration.authFailureLimits`.
+    let authFailureLimiter: RateLimiter
+    /// Rejection log lines, throttled per reason.
+    let rejectionLog: RejectionLog
     /// Wall-clock seconds since 1970, for JWT `exp`/`nbf`/`iat` (tests inject a fixed one).
     let wallClock: @Sendable () -> Double
     private var jwksRefresher: JWKSRefresher?
@@ -40,6 +44,8 @@ public final class RelayServer: @unchecked Sendable {
         authenticator = try ClientAuthenticator(configuration: configuration.clients)
         perIdentityLimiter = configuration.perIdentityLimits.map { RateLimiter(limits: $0) }
         perAddressLimiter = configuration.perAddressLimits.map { RateLimiter(limits: $0) }
+        authFailureLimiter = RateLimiter(limits: configuration.authFailureLimits)
+        rejectionLog = RejectionLog(logger: logger, clock: clock)
         let workers = configuration.workers > 0 ? configuration.workers : max(1, System.coreCount)
         group = EventLoopGroup(count: workers, clock: clock)
         loopStates = group.loops.map { LoopState(loop: $0, driver: CurlDriver(loop: $0, logger: logger)) }
@@ -200,6 +206,7 @@ public final class RelayServer: @unchecked Sendable {
         listener?.stop()
         admin?.stop()
         jwksRefresher?.stop()
+        rejectionLog.stop()
         for state in loopStates {
             state.loop.queue.sync {
                 for server in Array(state.connections.values) { server.connection.close() }
