@@ -10,11 +10,13 @@ import Testing
 struct ClientAddressTests {
     static let oneRequestPerMinute = RateLimits(requestsPerMinute: 1, burst: 1)
 
-    static func relay(trusted: [String], proxyProtocol: Bool = false, requests: Mailbox<RecordedRequest>) throws -> RelayFixture {
+    static func relay(trusted: [String], proxyProtocol: Bool = false, requests: Mailbox<RecordedRequest>,
+                      configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
         try RelayFixture(upstream: try RequestForwardingTests.echoUpstream(requests: requests)) {
             $0.trustedProxies = trusted.map { CIDR($0)! }
             $0.listen.proxyProtocol = proxyProtocol
             $0.perAddressLimits = oneRequestPerMinute
+            configure(&$0)
         }
     }
 
@@ -148,5 +150,19 @@ struct ClientAddressTests {
         #expect(requests.count == 0)
         #expect(relay.server.metrics.render().contains(#"sse_relay_rejections_total{reason="proxy_protocol_invalid"} 3"#))
         #expect(strict.server.metrics.render().contains(#"sse_relay_rejections_total{reason="proxy_protocol_untrusted"} 1"#))
+    }
+
+    @Test("a PROXY header that stalls half-way is closed quietly when the head timeout passes")
+    func proxyHeaderStall() throws {
+        let requests = Mailbox<RecordedRequest>()
+        let relay = try Self.relay(trusted: ["127.0.0.1/32"], proxyProtocol: true, requests: requests) {
+            $0.timeouts.headerReadSeconds = 0.3
+        }
+        let client = try relay.client()
+        try client.send(Array(Self.v1("203.0.113.50").prefix(20)))
+        let started = monotonicNanoseconds()
+        #expect(try client.readUntilClose(timeout: 5).bytes.isEmpty)
+        #expect(monotonicNanoseconds() - started < 3_000_000_000)
+        #expect(requests.count == 0)
     }
 }
