@@ -58,6 +58,7 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
     private var deadlines: ConnectionDeadlines
     private var timer: LoopTimer?
     private var armedDeadline: Instant?
+
     /// The connection's own client before any forwarding header: the TCP peer, or the source its PROXY header named.
     public private(set) var peerAddress: String
     private let peerIsTrusted: Bool
