@@ -9,7 +9,14 @@ public struct RelayConfiguration: Sendable {
     public struct Listen: Sendable, Equatable {
         public var host: String
         public var port: Int
-        public init(host: String = "127.0.0.1", port: Int = 8080) { self.host = host; self.port = port }
+        /// Every connection starts with a PROXY protocol header (v1 or v2) from a trusted L4 balancer
+        /// (`trustedProxies`); its source address is the client. Public listener only.
+        public var proxyProtocol: Bool
+        public init(host: String = "127.0.0.1", port: Int = 8080, proxyProtocol: Bool = false) {
+            self.host = host
+            self.port = port
+            self.proxyProtocol = proxyProtocol
+        }
     }
 
     public struct Upstream: Sendable {
@@ -135,6 +142,8 @@ public struct RelayConfiguration: Sendable {
     public var authFailureLimits = RateLimits(requestsPerMinute: 60, burst: 20)
     /// Browser clients: allowed origins and the preflight answer.
     public var cors: CORSPolicy?
+    /// The relay's own reverse proxies and balancers: only their `X-Forwarded-For` (and PROXY headers) are believed.
+    public var trustedProxies: [CIDR] = []
 
     /// The route with the longest prefix that `path` starts with (or equals, for exact routes).
     public func route(for path: String) -> Route? {
@@ -204,14 +213,15 @@ struct ConfigReader {
             return config
         }
         let known: Set<String> = ["listen", "admin", "upstreams", "routes", "limits", "timeouts", "buffers", "workers", "logLevel",
-                                  "clients", "rateLimits", "cors"]
+                                  "clients", "rateLimits", "cors", "trustedProxies"]
         for key in object.keys where !known.contains(key) { problem(key, "unknown key") }
 
         if let listen = object["listen"] {
             if let l = listen as? [String: Any] {
-                checkKnown(l, ["host", "port"], "listen")
+                checkKnown(l, ["host", "port", "proxyProtocol"], "listen")
                 if let host = string(l, "host", "listen.host") { config.listen.host = host }
                 if let port = int(l, "port", "listen.port", min: 0, max: 65535) { config.listen.port = port }
+                if let v = bool(l, "proxyProtocol", "listen.proxyProtocol") { config.listen.proxyProtocol = v }
             } else { problem("listen", "must be an object") }
         }
         if let admin = object["admin"] {
@@ -315,6 +325,7 @@ struct ConfigReader {
         } else if object["buffers"] != nil { problem("buffers", "must be an object") }
 
         readClients(object, into: &config)
+        readTrustedProxies(object, into: &config)
         if let w = int(object, "workers", "workers", min: 0, max: 256) { config.workers = w }
         if let level = string(object, "logLevel", "logLevel") {
             if let l = LogLevel(name: level) { config.logLevel = l } else { problem("logLevel", "must be one of debug, info, warning, error") }

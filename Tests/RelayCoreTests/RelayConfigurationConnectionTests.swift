@@ -380,3 +380,37 @@ private func environmentProblems(
         ])
     }
 }
+
+/// `trustedProxies` and `listen.proxyProtocol`.
+@Suite struct TrustedProxiesConfigurationTests {
+    @Test func noneByDefault() throws {
+        let config = try load(minimal())
+        #expect(config.trustedProxies.isEmpty)
+        #expect(config.listen.proxyProtocol == false)
+    }
+
+    @Test func blocksOfBothFamiliesAndSingleAddressesLoad() throws {
+        let config = try load(minimal(root: #", "trustedProxies": ["10.0.0.0/8", "fd00::/8", "192.0.2.7"], "listen": { "proxyProtocol": true }"#))
+        #expect(config.trustedProxies.map(\.description) == ["10.0.0.0/8", "fd00::/8", "192.0.2.7/32"])
+        #expect(config.listen.proxyProtocol)
+    }
+
+    @Test(arguments: [
+        (#"["10.0.0.0/33"]"#, "trustedProxies[0]"), (#"["10.0.0.0/8", "10.0.0.1/8"]"#, "trustedProxies[1]"),
+        (#"["ingress.local"]"#, "trustedProxies[0]"), (#"[8]"#, "trustedProxies[0]"), (#""10.0.0.0/8""#, "trustedProxies"),
+        (#"["fd00::/8", "fd00::/200"]"#, "trustedProxies[1]"), (#"[""]"#, "trustedProxies[0]"),
+    ])
+    func anInvalidBlockNamesItsKeyPath(_ value: String, _ path: String) {
+        let p = problems(minimal(root: #", "trustedProxies": \#(value)"#))
+        #expect(p.map { String($0.prefix { $0 != ":" }) } == [path], "\(p)")
+    }
+
+    @Test func proxyProtocolNeedsTrustedBalancers() {
+        for root in [#", "listen": { "proxyProtocol": true }"#, #", "listen": { "proxyProtocol": true }, "trustedProxies": []"#] {
+            let p = problems(minimal(root: root))
+            #expect(p.count == 1 && p[0].hasPrefix("listen.proxyProtocol: requires trustedProxies"), "\(p)")
+        }
+        let p = problems(minimal(root: #", "listen": { "proxyProtocol": "yes" }"#))
+        #expect(p.count == 1 && p[0].hasPrefix("listen.proxyProtocol:"), "\(p)")
+    }
+}

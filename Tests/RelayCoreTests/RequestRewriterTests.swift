@@ -9,12 +9,14 @@ private let openAI = RelayConfiguration.Upstream(
     name: "openai", baseURL: "https://api.openai.com", key: Secret("sk-relay-key"))
 
 private func rewrite(
-    _ pairs: [(String, String)], upstream: RelayConfiguration.Upstream = openAI, clientAddress: String = "10.0.0.7",
+    _ pairs: [(String, String)], upstream: RelayConfiguration.Upstream = openAI, client: ClientAddress = .direct("10.0.0.7"),
     requestID: String = "req-1"
 ) -> HTTPHeaders {
-    RequestRewriter.upstreamHeaders(
-        from: headers(pairs), upstream: upstream, clientAddress: clientAddress, requestID: requestID)
+    RequestRewriter.upstreamHeaders(from: headers(pairs), upstream: upstream, client: client, requestID: requestID)
 }
+
+/// A request that came through a trusted ingress (10.0.0.2) on behalf of 203.0.113.9.
+private let viaIngress = ClientAddress(address: "203.0.113.9", forwardedFor: "203.0.113.9, 10.0.0.2", viaTrustedProxy: true)
 
 /// What the relay appends to every request for `openAI` from 10.0.0.7, in order.
 private let appended = [
@@ -47,6 +49,17 @@ private let appended = [
         Field("Expect", "100-continue"),
         // Replaced by the relay's own.
         Field("Accept-Encoding", "gzip, br"), Field("X-Request-Id", "client-id"),
+        // A client's claims about where it came from or what it asked for (issue 9 item 4).
+        Field("X-Forwarded-For", "198.51.100.66"), Field("x-forwarded-for", "1.1.1.1, 2.2.2.2"),
+        Field("X-Real-IP", "198.51.100.66"), Field("x-real-ip", "1.1.1.1"),
+        Field("Forwarded", "for=198.51.100.66;proto=https;host=evil.example"), Field("forwarded", "for=1.1.1.1"),
+        Field("X-Forwarded-Host", "internal.provider"), Field("X-Original-URL", "/v1/organization/admin_api_keys"),
+        Field("X-Rewrite-URL", "/admin"), Field("X-HTTP-Method-Override", "DELETE"), Field("X-Method-Override", "PUT"),
+        Field("x-http-method-override", "DELETE"), Field("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA"),
+        Field("X-Forwarded-Proto", "https"),
+        // Underscores: a CGI-style gateway reads `X_Forwarded_For` as `X-Forwarded-For` (nginx drops them).
+        Field("X_Forwarded_For", "198.51.100.66"), Field("x_api_key", "sk-smuggled"), Field("X-Api_Key", "sk-smuggled"),
+        Field("Authorization_", "Bearer x"), Field("_", "x"), Field("OpenAI_Organization", "org-other"),
     ]
 
     @Test(arguments: droppedFields)
@@ -82,29 +95,37 @@ private let appended = [
         #expect(rewrite([]).values("X-Forwarded-For") == ["10.0.0.7"])
     }
 
-    @Test(arguments: [
-        ("203.0.113.5", "203.0.113.5, 10.0.0.7"),
-        ("203.0.113.5, 198.51.100.2", "203.0.113.5, 198.51.100.2, 10.0.0.7"),
-        ("", "10.0.0.7"),
-    ])
-    func xForwardedForIsAppendedToTheChain(existing: String, expected: String) {
-        let out = rewrite([("x-forwarded-for", existing), ("Accept", "*/*")])
-        #expect(out.values("X-Forwarded-For") == [expected])
+    /// From a direct client the chain it sent is its own claim: replaced by its address, never appended to.
+    @Test(arguments: ["203.0.113.5", "203.0.113.5, 198.51.100.2", "", "garbage"])
+    func aDirectClientsForwardedForIsReplaced(existing: String) {
+        let out = rewrite([("x-forwarded-for", existing), ("X-Forwarded-For", "192.0.2.1"), ("Accept", "*/*")])
+        #expect(out.values("X-Forwarded-For") == ["10.0.0.7"])
     }
 
-    /// RFC 9110 §5.3: several field lines of one name are one comma-joined list, so a chain split across lines
-    /// must be kept whole.
-    @Test func xForwardedForSplitAcrossLinesKeepsTheWholeChain() {
-        let out = rewrite([("X-Forwarded-For", "203.0.113.5"), ("X-Forwarded-For", "198.51.100.2")])
-                    #expect(out.values("X-Forwarded-For") == ["203.0.113.5, 198.51.100.2, 10.0.0.7"])
+    /// Behind a trusted proxy the resolver's chain goes up as it is, whatever lines the proxy sent.
+    @Test func theResolvedChainIsSentFromATrustedProxy() {
+        let out = rewrite([("X-Forwarded-For", "6.6.6.6, 203.0.113.9"), ("X-Real-IP", "203.0.113.9")], client: viaIngress)
+        #expect(out.values("X-Forwarded-For") == ["203.0.113.9, 10.0.0.2"])
+        #expect(out.values("X-Real-IP") == [])
     }
 
-    @Test func xForwardedProtoIsKeptWhenPresent() {
-        let out = rewrite([("X-Forwarded-Proto", "https")])
+    @Test func xForwardedProtoIsKeptFromATrustedProxy() {
+        let out = rewrite([("X-Forwarded-Proto", "https")], client: viaIngress)
         #expect(out.values("X-Forwarded-Proto") == ["https"])
         #expect(lines(out) == [
-            "X-Forwarded-Proto: https", "Accept-Encoding: identity", "X-Forwarded-For: 10.0.0.7", "X-Request-Id: req-1",
-            "Authorization: Bearer sk-relay-key",
+            "X-Forwarded-Proto: https", "Accept-Encoding: identity", "X-Forwarded-For: 203.0.113.9, 10.0.0.2",
+            "X-Request-Id: req-1", "Authorization: Bearer sk-relay-key",
+        ])
+    }
+
+    @Test func xForwardedProtoFromADirectClientIsReplaced() {
+        #expect(rewrite([("X-Forwarded-Proto", "https")]).values("X-Forwarded-Proto") == ["http"])
+    }
+
+    @Test func everySteeringFieldIsListed() {
+        #expect(Set(RequestRewriter.steeringFields) == [
+            "forwarded", "x-forwarded-host", "x-real-ip", "x-original-url", "x-rewrite-url", "x-http-method-override",
+            "x-method-override", "http2-settings",
         ])
     }
 

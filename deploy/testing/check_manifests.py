@@ -138,6 +138,9 @@ check(key_files and all(k in secret_targets for k in key_files),
       "config.compose.json reads the key from the compose secret (%s)" % ", ".join(key_files), secret_targets)
 check(compose_config["listen"]["host"] == "0.0.0.0" and "8080:8080" in svc.get("ports", []),
       "listens on 0.0.0.0:8080, published as 8080")
+check(compose_config.get("trustedProxies") == [],
+      "config.compose.json trusts no proxy (clients connect straight to the published port)",
+      compose_config.get("trustedProxies"))
 
 # ---------------------------------------------------------------------------------------------------------------
 section("Kubernetes: values that must agree")
@@ -151,6 +154,9 @@ c = pod["containers"][0]
 cm = by_kind["ConfigMap"][0]
 config = json.loads(cm["data"]["config.json"])
 ok("ConfigMap config.json is JSON")
+trusted = config.get("trustedProxies", [])
+check(trusted and not any(t.endswith("/0") for t in trusted),
+      "ConfigMap trusts the ingress pods' addresses (trustedProxies %s), never everyone" % trusted)
 drain = config["timeouts"].get("drainSeconds", 30)
 idle = config["timeouts"].get("upstreamIdleSeconds", 300)
 pre_stop = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])

@@ -6,13 +6,23 @@ import Support
 /// Rules, in order: hop-by-hop fields go (RFC 9110 §7.6.1, including those named in `Connection`); every client
 /// credential goes (the app must never be able to choose which key is spent); framing and `Host` are left to
 /// curl, which derives them from the URL and body; `Expect` is ours to answer; the provider is asked for an
-/// uncompressed response (compressed SSE has broken many proxies' streams); `X-Forwarded-For` gets the client's
-/// address appended, `X-Forwarded-Proto` is kept if an ingress set it, else `http`; the request id is set; the
-/// provider key is injected last, so nothing the client sent can override it.
+/// uncompressed response (compressed SSE has broken many proxies' streams); fields that let a client steer the
+/// provider or forge where it came from go (`steeringFields`, and any name with `_`); `X-Forwarded-For` is the one
+/// `ClientAddressResolver` built (the client's own claim is replaced, never appended to); `X-Forwarded-Proto` is
+/// kept if a trusted proxy set it, else `http`; the request id is set; the provider key is injected last, so nothing
+/// the client sent can override it.
 public enum RequestRewriter {
     /// Fields that carry a caller's credentials to some provider or site.
     public static let clientCredentialFields: [String] = [
         "authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie",
+    ]
+
+    /// Fields a client could use to make a provider (or a gateway in front of it) see another host, path, method,
+    /// protocol or origin address than the relay checked: frameworks and gateways honour them, the relay never
+    /// sets them. `X-Forwarded-For` and `X-Forwarded-Proto` are rebuilt instead (see `upstreamHeaders`).
+    public static let steeringFields: [String] = [
+        "forwarded", "x-forwarded-host", "x-real-ip", "x-original-url", "x-rewrite-url", "x-http-method-override",
+        "x-method-override", "http2-settings",
     ]
 
     /// The provider URL for a checked path: the base URL, the path (without the route's prefix when
@@ -24,20 +34,21 @@ public enum RequestRewriter {
     }
 
     public static func upstreamHeaders(
-        from client: HTTPHeaders, upstream: RelayConfiguration.Upstream, clientAddress: String, requestID: String
+        from client: HTTPHeaders, upstream: RelayConfiguration.Upstream, client address: ClientAddress, requestID: String
     ) -> HTTPHeaders {
         var headers = client
         HopByHop.strip(&headers)
-        let removed: Set<String> = Set(clientCredentialFields + [
-            "host", "content-length", "transfer-encoding", "expect", "accept-encoding", "x-request-id",
+        var removed: Set<String> = Set(clientCredentialFields + steeringFields + [
+            "host", "content-length", "transfer-encoding", "expect", "accept-encoding", "x-request-id", "x-forwarded-for",
             upstream.keyHeader.lowercased(),
         ])
-        headers.removeAll { removed.contains($0.name.lowercased()) }
+        if !address.viaTrustedProxy { removed.insert("x-forwarded-proto") }
+        // nginx's `underscores_in_headers off`: `X_Forwarded_For` or `X-Api_Key` becomes the same variable as its
+        // dashed twin in CGI-style gateways (and in some providers' stacks), slipping past every check above.
+        headers.removeAll { removed.contains($0.name.lowercased()) || $0.name.utf8.contains(0x5F) }
 
         headers.add(name: "Accept-Encoding", value: "identity")
-        // Several X-Forwarded-For lines form one list (RFC 9110 §5.3): keep every hop, then add ours.
-        let chain = client.values("X-Forwarded-For").map { $0.trimmingCharacters(in: " \t") }.filter { !$0.isEmpty }
-        headers.replaceOrAdd(name: "X-Forwarded-For", value: (chain + [clientAddress]).joined(separator: ", "))
+        headers.add(name: "X-Forwarded-For", value: address.forwardedFor)
         if !headers.contains("X-Forwarded-Proto") {
             headers.add(name: "X-Forwarded-Proto", value: "http")
         }
@@ -120,14 +131,5 @@ public enum ResponseRewriter {
             headers.add(name: "Connection", value: "keep-alive")
         }
         return (ResponseHead(status: status, version: .http1_1, headers: headers), mode, keepAlive)
-    }
-}
-
-extension String {
-    func trimmingCharacters(in set: String) -> String {
-        var s = Substring(self)
-        while let f = s.first, set.contains(f) { s.removeFirst() }
-        while let l = s.last, set.contains(l) { s.removeLast() }
-        return String(s)
     }
 }

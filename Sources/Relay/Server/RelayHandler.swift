@@ -127,7 +127,7 @@ struct RelayHandler: RequestHandler {
             url: RequestRewriter.upstreamURL(baseURL: upstream.baseURL, route: route, path: requestPath),
             method: head.method,
             headers: RequestRewriter.upstreamHeaders(from: head.headers, upstream: upstream,
-                                                     clientAddress: writer.clientAddress, requestID: requestID),
+                                                     client: writer.client, requestID: requestID),
             hasBody: hasBody, bodyLength: bodyLength,
             connectTimeoutSeconds: configuration.timeouts.upstreamConnectSeconds)
         var extra = HTTPHeaders()
@@ -179,6 +179,12 @@ struct RelayHandler: RequestHandler {
         server.metrics.rejected(reason: error.code)
         server.rejectionLog.log(reason: error.code, [("client_ip", .string(writer.clientAddress)), ("status", .int(error.status)),
                                         ("outcome", .string("rejected")), ("reason", .string(error.code))])
+    }
+
+    func proxyHeaderRejected(_ reason: String, writer: ServerConnection) {
+        server.metrics.rejected(reason: "proxy_protocol_invalid")
+        server.logger.warning("PROXY protocol header rejected; connection closed",
+                              [("peer", .string(writer.connection.peerAddress)), ("reason", .string(reason))])
     }
 
     private func reject(_ error: RelayError, _ c: Rejection, reason: String, detail: String? = nil) {

@@ -71,10 +71,15 @@ public final class RelayServer: @unchecked Sendable {
             logger.warning("route \(route.prefix) has auth \"none\": anyone who can reach this port spends the provider key",
                            [("route", .string(route.prefix)), ("index", .int(i))])
         }
+        for block in configuration.trustedProxies where block.prefixLength == 0 {
+            logger.warning("trustedProxies has \(block): any client can choose its address with X-Forwarded-For",
+                           [("block", .string(block.description))])
+        }
         listener.start()
         admin?.start()
         var fields: [(String, LogValue)] = [("host", .string(configuration.listen.host)), ("port", .int(listener.port)),
-                                            ("workers", .int(group.loops.count))]
+                                            ("workers", .int(group.loops.count)), ("trusted_proxies", .int(configuration.trustedProxies.count))]
+        if configuration.listen.proxyProtocol { fields.append(("proxy_protocol", .bool(true))) }
         if let admin { fields.append(("admin_port", .int(admin.port))) }
         logger.info("relay listening", fields)
     }
@@ -89,8 +94,17 @@ public final class RelayServer: @unchecked Sendable {
         let logger = self.logger
         let states = loopStates
         let maxConnections = configuration.connectionLimits.maxConnections
+        let clientAddresses = ClientAddressResolver(trustedProxies: configuration.trustedProxies)
+        let proxyProtocol = listen.proxyProtocol
         return try Listener(host: listen.host, port: listen.port, group: group, logger: logger) { [self] fd, address, loop in
             let state = states[loop.index]
+            if proxyProtocol && !clientAddresses.isTrusted(address) {
+                // Only a trusted balancer may say who the client is; anyone else could name any address.
+                metrics.rejected(reason: "proxy_protocol_untrusted")
+                logger.debug("connection from an untrusted peer on a PROXY protocol listener; closed", [("peer", .string(address))])
+                Syscall.close(fd)
+                return
+            }
             if openConnections.wrappingAdd(1, ordering: .relaxed).newValue > maxConnections {
                 // Over the limit: a short answer, best effort (one non-blocking send), then close. Existing
                 // streams are not touched.
@@ -103,7 +117,8 @@ public final class RelayServer: @unchecked Sendable {
             let connection = Connection(fd: fd, loop: loop, peerAddress: address,
                                         highWaterMark: buffers.highWaterBytes, lowWaterMark: buffers.lowWaterBytes)
             let server = ServerConnection(connection: connection, handler: handler, limits: limits, timeouts: timeouts,
-                                          logger: logger) { [self] closed in
+                                          logger: logger, clientAddresses: clientAddresses,
+                                          proxyProtocol: proxyProtocol) { [self] closed in
                 state.connections[ObjectIdentifier(closed)] = nil
                 openConnections.wrappingSubtract(1, ordering: .relaxed)
                 metrics.activeConnections.wrappingSubtract(1, ordering: .relaxed)

@@ -19,10 +19,13 @@ public protocol RequestHandler: Sendable {
     func handle(_ head: RequestHead, writer: ServerConnection) -> (any RequestResponder)?
     /// The connection itself answered an error (malformed request, timeout): for logs and metrics.
     func connectionRejected(_ error: RelayError, writer: ServerConnection)
+    /// A listener that requires a PROXY protocol header got none, or a malformed one; the connection is closed.
+    func proxyHeaderRejected(_ reason: String, writer: ServerConnection)
 }
 
 extension RequestHandler {
     public func connectionRejected(_ error: RelayError, writer: ServerConnection) {}
+    public func proxyHeaderRejected(_ reason: String, writer: ServerConnection) {}
 }
 
 /// HTTP/1.1 server side of one client connection: feeds the parser, runs one exchange at a time (pipelined
@@ -56,9 +59,28 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
     private var timer: LoopTimer?
     private var armedDeadline: Instant?
 
+    /// The connection's own client before any forwarding header: the TCP peer, or the source its PROXY header named.
+    public private(set) var peerAddress: String
+    private let peerIsTrusted: Bool
+    private let clientAddresses: ClientAddressResolver
+    /// Set until the PROXY protocol header is read, on a listener that requires one (`listen.proxyProtocol`).
+    private var proxyHeader: ProxyProtocolParser?
+    /// The current request's client (the peer, or whom a trusted proxy names); between requests, the peer.
+    public private(set) var client: ClientAddress
+
+    /// `clientAddresses` says whose `X-Forwarded-For` to believe. With `proxyProtocol`, the connection must start
+    /// with a PROXY header (v1 or v2) whose source becomes the peer and the client (no `X-Forwarded-For` is then
+    /// believed); the caller accepts such connections from trusted balancers only.
     public init(connection: Connection, handler: any RequestHandler, limits: RequestLimits,
-                timeouts: ConnectionDeadlines.Settings, logger: Logger, onClose: @escaping (ServerConnection) -> Void) {
+                timeouts: ConnectionDeadlines.Settings, logger: Logger, clientAddresses: ClientAddressResolver = ClientAddressResolver(),
+                proxyProtocol: Bool = false, onClose: @escaping (ServerConnection) -> Void) {
         self.connection = connection
+        self.peerAddress = connection.peerAddress
+        self.clientAddresses = clientAddresses
+        // Behind an L4 balancer no forwarding header is believed: the PROXY header names the client itself.
+        self.peerIsTrusted = !proxyProtocol && clientAddresses.isTrusted(connection.peerAddress)
+        self.proxyHeader = proxyProtocol ? ProxyProtocolParser() : nil
+        self.client = .direct(connection.peerAddress)
         self.handler = handler
         self.parser = RequestParser(limits: limits)
         self.logger = logger
@@ -74,7 +96,8 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
     }
 
     public var loop: EventLoop { connection.loop }
-    public var clientAddress: String { connection.peerAddress }
+    /// The address rate limits key on and logs show (see `client`).
+    public var clientAddress: String { client.address }
     public var pendingByteCount: Int { connection.pendingByteCount }
     public var highWaterMark: Int { connection.highWaterMark }
     public var isClosed: Bool { closed }
@@ -85,6 +108,11 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
     // MARK: ConnectionDelegate
 
     public func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
+        var bytes = bytes
+        if proxyHeader != nil {
+            guard let rest = readProxyHeader(bytes) else { return }
+            bytes = rest
+        }
         parser.append(bytes)
         if !inExchange {
             deadlines.headBytesArrived(now: loop.clock.now())
@@ -112,6 +140,29 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
         self.responder = nil
         if !responseDone || !requestComplete { responder?.clientClosed() }
         onClose(self)
+    }
+
+    /// Consumes the PROXY header's bytes before the HTTP parser sees any; returns what follows it, if anything.
+    private func readProxyHeader(_ bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        switch proxyHeader!.parse(bytes) {
+        case .needMore:
+            return nil
+        case .invalid(let reason):
+            proxyHeader = nil
+            handler.proxyHeaderRejected(reason, writer: self)
+            connection.close()
+            return nil
+        case .header(let header, let consumed):
+            proxyHeader = nil
+            // The balancer works at L4, so the source it names is the client itself. `.local` (its own health
+            // check) keeps the real peer.
+            if case .proxied(let source, _, _, _) = header {
+                peerAddress = source.description
+                client = .direct(peerAddress)
+            }
+            guard consumed < bytes.count else { return nil }
+            return UnsafeRawBufferPointer(rebasing: bytes[consumed...])
+        }
     }
 
     // MARK: Requests
@@ -154,6 +205,7 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
         requestVersion = head.version
         requestMethod = head.method
         requestHasNoBody = head.framing == .none
+        if peerIsTrusted { client = clientAddresses.resolve(peer: peerAddress, forwardedFor: head.headers.values("X-Forwarded-For")) }
         responder = handler.handle(head, writer: self)
         if responder != nil && !headSent && head.expectsContinue && !closed {
             connection.write(Self.continueLine)
@@ -299,6 +351,7 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
     private func exchangeFinished(keepAlive: Bool) {
         inExchange = false
         responder = nil
+        client = .direct(peerAddress)
         // The next request starts from a clean response state (a parse error or timeout answers on it).
         headSent = false
         responseDone = false
