@@ -1,0 +1,1 @@
+@main struct RelayChat { static func main() async {} }
