@@ -54,7 +54,7 @@ let package = Package(
         .executableTarget(name: "relay-chat", dependencies: ["SSERelayClient"]),
         .testTarget(name: "SSETests", dependencies: ["SSE"]),
         // The client library against the real relay (dev fake provider, scripted upstream) on port 0.
-        .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "Support", "COpenSSL"]),
+        .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "HTTP1", "Support", "Auth", "COpenSSL"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "COpenSSL", "Support"], resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]

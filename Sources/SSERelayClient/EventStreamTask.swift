@@ -36,7 +36,14 @@ final class EventStreamTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
         self.requestID = requestID
         self.maxErrorBodyBytes = maxErrorBodyBytes
         parser = SSEParser(maxEventBytes: maxEventBytes)
+        Self.live.add(1)
     }
+
+    deinit { Self.live.add(-1) }
+
+    /// Delegates alive: each is held by its URLSession until the session is invalidated, so a count that does
+    /// not return to zero is a leaked session (see `SSERelayClient.liveStreams`).
+    static let live = LiveCounter()
 
     /// One started attempt: its events, and a way to end it early from outside the stream.
     struct Attempt: Sendable {
@@ -125,5 +132,24 @@ final class EventStreamTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
         let ns = error as NSError
         if ns.domain == NSURLErrorDomain && ns.code == NSURLErrorCancelled { return CancellationError() }
         return error
+    }
+}
+
+/// A count shared by every stream.
+final class LiveCounter: @unchecked Sendable {
+    // Invariant for `@unchecked Sendable`: `value` is read and written only while `lock` is held.
+    private let lock = NSLock()
+    private var value = 0
+
+    func add(_ delta: Int) {
+        lock.lock()
+        value += delta
+        lock.unlock()
+    }
+
+    var count: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return value
     }
 }

@@ -69,6 +69,10 @@ public final class SSERelayClient: Sendable {
         self.init(configuration: Configuration(baseURL: baseURL, tokenProvider: tokenProvider))
     }
 
+    /// Streams whose URLSession is still alive in this process (all clients). It returns to zero shortly after
+    /// every stream has ended; a count that keeps growing is a leak. For diagnostics and tests.
+    public static var liveStreams: Int { EventStreamTask.live.count }
+
     // MARK: - Raw events
 
     /// The events of any `text/event-stream` request through the relay. The client adds the bearer token (when
