@@ -2,7 +2,7 @@ import Foundation
 import Relay
 import Testing
 
-/// The built `relay-chat` executable against the relay in this process (dev fake provider): its output and exit
+/// The built `relay-chat` executable against the relay in this process (dev fake provider or a scripted upstream): its output and exit
 /// status, and, since it is a process of its own, the client library's descriptors and threads over 100
 /// open-cancel cycles without the noise of the other suites running here.
 @Suite("relay-chat", .serialized)
@@ -55,11 +55,21 @@ struct RelayChatTests {
         #expect(full.status == 0, "\(full.stderr)")
         #expect(full.stdout == FakeProvider.answer + "\n")
 
-        let early = try Self.run(["--url", url, "--max-events", "3", "hello"])
+        // A provider that never finishes on its own: the relay can only log client_cancelled if relay-chat stopped.
+        let closed = Mailbox<PeerClose>()
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: sseHead)
+            for word in ["One", " two", " three", " four"] { try connection.writeChunk(ClientThroughRelayTests.chunk(word)) }
+            closed.put(try connection.waitForPeerClose(timeout: 30))
+        }
+        let relay = try RelayFixture(upstream: upstream)
+        let early = try Self.run(["--url", "http://127.0.0.1:\(relay.port)", "--max-events", "3", "hello"])
         #expect(early.status == 0, "\(early.stderr)")
-        #expect(early.stdout == ClientThroughRelayTests.fakeTokens.prefix(3).joined() + "\n")
-        try dev.relay.waitUntilIdle()
-        #expect(dev.relay.logs.lines.contains { $0.contains(#""outcome":"client_cancelled""#) })
+        #expect(early.stdout == "One two three\n")
+        _ = try closed.take(timeout: 5)
+        try relay.waitUntilIdle()
+        #expect(relay.logs.lines.contains { $0.contains(#""outcome":"client_cancelled""#) })
     }
 
     @Test("errors exit non-zero with a clear message")
@@ -80,8 +90,14 @@ struct RelayChatTests {
     @Test("100 open-cancel cycles in a client process leak no descriptors and no threads",
           .enabled(if: FileManager.default.fileExists(atPath: "/proc/self/fd")))
     func noLeaksInTheClientProcess() throws {
-        let dev = try ClientThroughRelayTests.DevRelay(paceSeconds: 0.01)
-        let run = try Self.run(["--url", "http://127.0.0.1:\(dev.relay.port)", "--max-events", "1", "--repeat", "101",
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: sseHead)
+            try connection.writeChunk(ClientThroughRelayTests.chunk("first"))
+            _ = try connection.waitForPeerClose(timeout: 30)
+        }
+        let relay = try RelayFixture(upstream: upstream)
+        let run = try Self.run(["--url", "http://127.0.0.1:\(relay.port)", "--max-events", "1", "--repeat", "101",
                                 "--report-resources", "hello"])
         #expect(run.status == 0, "\(run.stderr)")
         // "resources run=1 fds=… threads=… live_streams=…", after the warm-up run and after the last one.
@@ -97,7 +113,7 @@ struct RelayChatTests {
         #expect(end["fds"]! <= warm["fds"]! + 1, "descriptors: \(warm["fds"]!) after warm-up, \(end["fds"]!) after 100 cycles")
         // URLSession's Dispatch workers come and go; a leak per cycle would add ~100.
         #expect(end["threads"]! <= warm["threads"]! + 4, "threads: \(warm["threads"]!) after warm-up, \(end["threads"]!) after 100 cycles")
-        try dev.relay.waitUntilIdle()
-        #expect(dev.relay.logs.lines.filter { $0.contains(#""outcome":"client_cancelled""#) }.count == 101)
+        try relay.waitUntilIdle()
+        #expect(relay.logs.lines.filter { $0.contains(#""outcome":"client_cancelled""#) }.count == 101)
     }
 }
