@@ -16,6 +16,7 @@ help:
 	@echo "make run    - install missing system packages, build, start the relay on 127.0.0.1:$(PORT) with the fake provider"
 	@echo "make test   - install missing system packages, run every test (unit, integration, black-box)"
 	@echo "make release - optimised build at .build/release/sse-relay"
+	@echo "swift run relay-chat --url http://127.0.0.1:$(PORT) \"hi\" - stream one answer through a running relay with the Swift client library"
 
 # Installs the Debian packages the build needs, only if one is missing (macOS ships libcurl: nothing to do).
 deps:

@@ -3,9 +3,14 @@ import PackageDescription
 
 let package = Package(
     name: "sse-relay",
-    platforms: [.macOS(.v15)],
+    // macOS 15 is the relay's floor (it uses the Synchronization module). The client targets (`SSE`,
+    // `SSERelayClient`) use nothing newer than iOS 16 / macOS 13; see README, "Client library".
+    platforms: [.macOS(.v15), .iOS(.v16)],
     products: [
         .executable(name: "sse-relay", targets: ["sse-relay"]),
+        // The app's side: streams chat through the relay (iOS, macOS, Linux; Foundation only).
+        .library(name: "SSERelayClient", targets: ["SSERelayClient"]),
+        .executable(name: "relay-chat", targets: ["relay-chat"]),
     ],
     targets: [
         // libcurl's headers plus typed wrappers for its variadic calls (Swift cannot call C varargs).
@@ -40,6 +45,16 @@ let package = Package(
         .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         // Client authentication: static bearer tokens and JWTs (HS256/RS256/ES256, JWKS). Pure, no I/O.
         .target(name: "Auth", dependencies: ["COpenSSL", "Support"]),
+        // WHATWG event-stream parser: bytes in, events out. Pure Swift (no Foundation), shared by the client
+        // library and anything in the relay that reads a stream's events.
+        .target(name: "SSE"),
+        // The client library apps link: URLSession streaming, chat deltas and snapshots, typed errors.
+        .target(name: "SSERelayClient", dependencies: ["SSE"]),
+        // `relay-chat --url URL "prompt"`: a terminal chat through the relay, built on the client library.
+        .executableTarget(name: "relay-chat", dependencies: ["SSERelayClient"]),
+        .testTarget(name: "SSETests", dependencies: ["SSE"]),
+        // The client library against the real relay (dev fake provider, scripted upstream) on port 0.
+        .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "HTTP1", "Support", "Auth", "COpenSSL"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "COpenSSL", "Support"], resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,217 @@
+/// An incremental parser of the WHATWG event-stream format (HTML Living Standard, "Server-sent events" §9.2.5
+/// "Parsing an event stream" and §9.2.6 "Interpreting an event stream"): bytes in, events out, in chunks of any
+/// size split anywhere.
+///
+/// The rules it keeps, each a place where stream clients have broken:
+/// - A line ends with CRLF, LF or CR. A CR that ends one chunk and an LF that starts the next are one line end,
+///   so the parser remembers a trailing CR instead of looking ahead.
+/// - A UTF-8 byte order mark is skipped only at the very start of the stream (it may itself arrive split).
+/// - Text is decoded as UTF-8 per complete line (invalid sequences become U+FFFD), never per chunk, so a
+///   character split across two chunks survives.
+/// - `field: value` loses exactly one leading space; a line without a colon is a field with an empty value; a
+///   line starting with a colon is a comment; unknown fields are ignored.
+/// - `data` lines are joined with "\n"; an empty line dispatches the event, unless no `data` line came (then the
+///   block is dropped, though its `id` and `retry` still apply).
+/// - `event` defaults to "message"; `id` containing NUL is ignored; `retry` is honoured only if all ASCII digits.
+/// - At end of stream an event without its closing empty line is discarded (`finish()`): a truncated stream
+///   never yields a half event.
+///
+/// A plain value with no I/O and no Foundation: it works on raw buffers and never indexes `Data`. Memory is
+/// bounded by `maxEventBytes` (one event's pending line plus its data).
+public struct SSEParser: Sendable {
+    /// A line or an event grew past `maxEventBytes` before it ended.
+    public struct EventTooLarge: Error, Sendable, Equatable {
+        public var limit: Int
+    }
+
+    /// The default bound on one event: far above any chat chunk, small enough that a stream without line ends
+    /// cannot exhaust a phone's memory.
+    public static let defaultMaxEventBytes = 8 * 1024 * 1024
+
+    public let maxEventBytes: Int
+    /// The last event ID buffer: the latest valid `id` field. Kept across `finish()`, for a reconnect's
+    /// `Last-Event-ID`.
+    public private(set) var lastEventID = ""
+    /// The latest valid `retry` value (milliseconds). Kept across `finish()`.
+    public private(set) var reconnectionTime: Int?
+
+    /// Bytes of a line that has not ended yet (only when a line spans chunks).
+    private var partialLine: [UInt8] = []
+    /// The `data` lines of the current block, joined with LF.
+    private var data: [UInt8] = []
+    private var dataLines = 0
+    private var eventType: String?
+    private var retrySinceDispatch: Int?
+    /// The previous chunk ended with CR: an LF starting the next chunk belongs to that line end.
+    private var skipLeadingLF = false
+    /// How many bytes of a BOM matched at stream start; `nil` once the start has been decided.
+    private var bomMatched: Int? = 0
+
+    public init(maxEventBytes: Int = SSEParser.defaultMaxEventBytes) {
+        self.maxEventBytes = maxEventBytes
+    }
+
+    /// Feeds the next bytes of the stream; calls `onEvent` for every event they complete, in order.
+    public mutating func parse(_ bytes: UnsafeRawBufferPointer, onEvent: (SSEEvent) throws -> Void) throws {
+        var start = 0
+        let end = bytes.count
+        if start == end { return }
+        if let matched = bomMatched {
+            // UTF-8 BOM EF BB BF, only as the stream's first bytes; it may arrive one byte per chunk.
+            let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+            var m = matched
+            while start < end, m < 3, bytes[start] == bom[m] {
+                m += 1
+                start += 1
+            }
+            if m == 3 {
+                bomMatched = nil
+            } else if start == end {
+                bomMatched = m
+                return
+            } else {
+                // Not a BOM: the bytes held back are ordinary text (neither is CR or LF).
+                bomMatched = nil
+                partialLine.append(contentsOf: bom[0..<m])
+            }
+        }
+        if skipLeadingLF, start < end {
+            skipLeadingLF = false
+            if bytes[start] == 0x0A { start += 1 }
+        }
+        var lineStart = start
+        var i = start
+        while i < end {
+            let byte = bytes[i]
+            if byte != 0x0A && byte != 0x0D {
+                i += 1
+                continue
+            }
+            if partialLine.isEmpty {
+                try processLine(UnsafeRawBufferPointer(rebasing: bytes[lineStart..<i]), onEvent: onEvent)
+            } else {
+                partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[lineStart..<i]))
+                try checkSize(partialLine.count)
+                let line = partialLine
+                partialLine.removeAll(keepingCapacity: true)
+                try line.withUnsafeBytes { try processLine($0, onEvent: onEvent) }
+            }
+            i += 1
+            if byte == 0x0D {
+                if i < end {
+                    if bytes[i] == 0x0A { i += 1 }
+                } else {
+                    skipLeadingLF = true
+                }
+            }
+            lineStart = i
+        }
+        if lineStart < end {
+            partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[lineStart..<end]))
+            try checkSize(partialLine.count)
+        }
+    }
+
+    /// Feeds bytes and returns the events they complete.
+    public mutating func parse(_ bytes: [UInt8]) throws -> [SSEEvent] {
+        var events: [SSEEvent] = []
+        try bytes.withUnsafeBytes { try parse($0) { events.append($0) } }
+        return events
+    }
+
+    /// The stream ended: an unfinished line or event is discarded (§9.2.6: "If the file ends in the middle of an
+    /// event, before the final empty line, the incomplete event is not dispatched"). Returns whether anything
+    /// was discarded. The parser is then ready for a new stream (a reconnect); `lastEventID` and
+    /// `reconnectionTime` are kept.
+    @discardableResult
+    public mutating func finish() -> Bool {
+        let discarded = !partialLine.isEmpty || dataLines > 0 || eventType != nil || (bomMatched ?? 0) > 0
+        partialLine.removeAll()
+        data.removeAll()
+        dataLines = 0
+        eventType = nil
+        retrySinceDispatch = nil
+        skipLeadingLF = false
+        bomMatched = 0
+        return discarded
+    }
+
+    private func checkSize(_ lineBytes: Int) throws {
+        if lineBytes + data.count > maxEventBytes { throw EventTooLarge(limit: maxEventBytes) }
+    }
+
+    private mutating func processLine(_ line: UnsafeRawBufferPointer, onEvent: (SSEEvent) throws -> Void) throws {
+        if line.isEmpty {
+            try dispatch(onEvent)
+            return
+        }
+        if line[0] == 0x3A { return }  // ":" starts a comment (relays send ": keep-alive")
+        var colon = 0
+        while colon < line.count, line[colon] != 0x3A { colon += 1 }
+        let name = UnsafeRawBufferPointer(rebasing: line[0..<colon])
+        var valueStart = colon + 1
+        if valueStart < line.count, line[valueStart] == 0x20 { valueStart += 1 }
+        let value = valueStart < line.count ? UnsafeRawBufferPointer(rebasing: line[valueStart...]) : UnsafeRawBufferPointer(start: nil, count: 0)
+        switch Field(name) {
+        case .data:
+            if dataLines > 0 { data.append(0x0A) }
+            data.append(contentsOf: value)
+            dataLines += 1
+            try checkSize(0)
+        case .event:
+            eventType = String(decoding: value, as: UTF8.self)
+        case .id:
+            if !value.contains(0) { lastEventID = String(decoding: value, as: UTF8.self) }
+        case .retry:
+            if let milliseconds = Self.digits(value) {
+                reconnectionTime = milliseconds
+                retrySinceDispatch = milliseconds
+            }
+        case .other:
+            break
+        }
+    }
+
+    private mutating func dispatch(_ onEvent: (SSEEvent) throws -> Void) throws {
+        defer {
+            data.removeAll(keepingCapacity: data.capacity <= 64 * 1024)
+            dataLines = 0
+            eventType = nil
+        }
+        guard dataLines > 0 else { return }
+        let type = eventType ?? ""
+        let event = SSEEvent(event: type.isEmpty ? "message" : type, data: String(decoding: data, as: UTF8.self),
+                             id: lastEventID, retry: retrySinceDispatch)
+        retrySinceDispatch = nil
+        try onEvent(event)
+    }
+
+    /// A base-ten integer made of ASCII digits only; nil for anything else, an empty value, or an overflow.
+    private static func digits(_ value: UnsafeRawBufferPointer) -> Int? {
+        guard !value.isEmpty else { return nil }
+        var result = 0
+        for byte in value {
+            guard byte >= 0x30 && byte <= 0x39 else { return nil }
+            let (times10, o1) = result.multipliedReportingOverflow(by: 10)
+            let (sum, o2) = times10.addingReportingOverflow(Int(byte - 0x30))
+            if o1 || o2 { return nil }
+            result = sum
+        }
+        return result
+    }
+
+    private enum Field {
+        case data, event, id, retry, other
+
+        /// Field names compare byte for byte, case-sensitively, as the standard says.
+        init(_ name: UnsafeRawBufferPointer) {
+            switch name.count {
+            case 2 where name[0] == 0x69 && name[1] == 0x64: self = .id
+            case 4 where name.elementsEqual("data".utf8): self = .data
+            case 5 where name.elementsEqual("event".utf8): self = .event
+            case 5 where name.elementsEqual("retry".utf8): self = .retry
+            default: self = .other
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// An error the relay or the provider answered, in the OpenAI shape every SDK knows,
+/// `{"error":{"message":…,"type":…,"code":…}}` (Anthropic's `{"type":"error","error":{"type":…,"message":…}}`
+/// is read too). It arrives either as a non-2xx response (`status` set) or as an error event inside a 200
+/// stream (`status` nil), the way a budget that runs out mid-answer is reported.
+public struct RelayAPIError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What the app can do about it, from `code` first (the relay's codes are stable), then `status`.
+    public enum Kind: Sendable, Equatable {
+        /// 401 `token_expired`: the client already refreshed the token once and retried (see `TokenProvider`).
+        case tokenExpired
+        /// Any other 401: sign in again.
+        case unauthorized
+        /// 403 `model_not_allowed`: the relay's route does not allow this model.
+        case modelNotAllowed
+        /// `budget_exhausted`, before the stream or as a mid-stream error event.
+        case budgetExhausted
+        /// 429: wait `retryAfter` seconds (when given) before asking again.
+        case rateLimited
+        /// Any other 4xx: the request itself is wrong.
+        case rejected
+        /// 5xx, or an error event with no better code: retrying later may help.
+        case serverError
+    }
+
+    /// The HTTP status, or nil when the error came as an event inside a 200 stream.
+    public var status: Int?
+    public var type: String?
+    public var code: String?
+    public var message: String
+    /// `Retry-After` in seconds (delta-seconds or an HTTP date, RFC 9110 §10.2.3), when the answer had one.
+    public var retryAfter: TimeInterval?
+    /// The `X-Request-Id` of the attempt (the relay logs it), for support requests.
+    public var requestID: String?
+
+    public init(status: Int?, type: String?, code: String?, message: String, retryAfter: TimeInterval? = nil,
+                requestID: String? = nil) {
+        self.status = status
+        self.type = type
+        self.code = code
+        self.message = message
+        self.retryAfter = retryAfter
+        self.requestID = requestID
+    }
+
+    public var kind: Kind {
+        switch code {
+        case "token_expired": return .tokenExpired
+        case "model_not_allowed": return .modelNotAllowed
+        case "budget_exhausted": return .budgetExhausted
+        default: break
+        }
+        switch status {
+        case 401: return .unauthorized
+        case 429: return .rateLimited
+        case .some(400..<500): return .rejected
+        default: return .serverError
+        }
+    }
+
+    public var isTokenExpired: Bool { status == 401 && code == "token_expired" }
+
+    public var description: String {
+        let where_ = status.map { "HTTP \($0)" } ?? "stream error"
+        var text = "\(where_) \(code ?? type ?? "error"): \(message)"
+        if let retryAfter { text += " (retry after \(Int(retryAfter.rounded(.up))) s)" }
+        return text
+    }
+
+    /// Builds the error for a non-2xx answer from its status, headers and (bounded) body. A body that is not
+    /// the JSON shape still gives a typed error; its text is kept short.
+    static func response(status: Int, headers: [AnyHashable: Any], body: [UInt8], requestID: String?,
+                         now: Date = Date()) -> RelayAPIError {
+        let retryAfter = header("Retry-After", in: headers).flatMap { parseRetryAfter($0, now: now) }
+        let replyID = header("X-Request-Id", in: headers) ?? requestID
+        if let payload = ErrorPayload.decode(body) {
+            return RelayAPIError(status: status, type: payload.type, code: payload.code,
+                                 message: payload.message ?? "HTTP \(status)", retryAfter: retryAfter, requestID: replyID)
+        }
+        let text = String(decoding: body.prefix(200), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return RelayAPIError(status: status, type: nil, code: nil,
+                             message: text.isEmpty ? HTTPURLResponse.localizedString(forStatusCode: status) : text,
+                             retryAfter: retryAfter, requestID: replyID)
+    }
+
+    /// An error event inside a stream (`data: {"error":{…}}`), or nil if the payload is not one.
+    static func event(_ payload: ErrorPayload, requestID: String?) -> RelayAPIError {
+        RelayAPIError(status: nil, type: payload.type, code: payload.code, message: payload.message ?? "stream error",
+                      requestID: requestID)
+    }
+
+    /// RFC 9110 §10.2.3: `Retry-After: delta-seconds / HTTP-date`.
+    static func parseRetryAfter(_ value: String, now: Date) -> TimeInterval? {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        if !trimmed.isEmpty, trimmed.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
+            return TimeInterval(trimmed)
+        }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: trimmed) else { return nil }
+        return max(0, date.timeIntervalSince(now))
+    }
+
+    static func header(_ name: String, in headers: [AnyHashable: Any]) -> String? {
+        for (key, value) in headers {
+            if let key = key as? String, key.caseInsensitiveCompare(name) == .orderedSame { return value as? String }
+        }
+        return nil
+    }
+}
+
+/// The `error` object of an error body or event. `code` may be a string, a number or null in the wild.
+struct ErrorPayload: Decodable, Equatable {
+    var message: String?
+    var type: String?
+    var code: String?
+
+    private struct Envelope: Decodable { var error: ErrorPayload? }
+
+    private enum Keys: String, CodingKey { case message, type, code }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: Keys.self)
+        message = try? c.decodeIfPresent(String.self, forKey: .message)
+        type = try? c.decodeIfPresent(String.self, forKey: .type)
+        if let s = try? c.decodeIfPresent(String.self, forKey: .code) {
+            code = s
+        } else if let n = try? c.decodeIfPresent(Int.self, forKey: .code) {
+            code = String(n)
+        }
+    }
+
+    /// The `error` object of `{"error":{…}}`, or nil if the bytes are not that shape.
+    static func decode(_ bytes: [UInt8]) -> ErrorPayload? {
+        guard let first = bytes.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }), first == 0x7B else { return nil }
+        return (try? JSONDecoder().decode(Envelope.self, from: Data(bytes)))?.error
+    }
+}
+
+/// Failures that are not an answer from the relay or provider.
+public enum SSERelayClientError: Error, Sendable, Equatable {
+    /// A 2xx answer that is not `text/event-stream` (a captive portal, a misrouted request).
+    case notAnEventStream(status: Int, contentType: String?)
+    /// The chat stream closed cleanly without `[DONE]` or a finish reason: the answer may be cut short.
+    case streamEndedEarly
+    /// One event grew past the parser's bound (`SSEParser.maxEventBytes`).
+    case eventTooLarge(limit: Int)
+}

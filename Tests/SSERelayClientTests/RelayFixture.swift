@@ -1,0 +1,1 @@
+../RelayTests/RelayFixture.swift
