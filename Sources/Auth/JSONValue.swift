@@ -11,7 +11,6 @@ public enum JSONValue: Sendable, Hashable {
     case object([String: JSONValue])
 
     public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
-    public var numberValue: Double? { if case .number(let n) = self { n } else { nil } }
 
     /// Parses a JSON object (nothing else at top level); nil on any error. Foundation's parser limits nesting
     /// depth, so hostile input fails instead of exhausting the stack.

@@ -231,7 +231,7 @@ public final class Connection: PollerHandler, @unchecked Sendable {
     private func beginLingeringClose(lingerSeconds: Double = 2) {
         state = .lingering
         lingerTimer?.cancel()
-        _ = shutdown(fd, Int32(SHUT_WR))
+        Syscall.shutdownWrite(fd)
         lingerTimer = loop.schedule(afterSeconds: lingerSeconds) { [weak self] in self?.teardown(reason: .local) }
     }
 

@@ -98,16 +98,9 @@ public final class LoopTimer: @unchecked Sendable {
 /// A fixed set of event loops; connections are spread round-robin.
 public final class EventLoopGroup: Sendable {
     public let loops: [EventLoop]
-    private let next = Atomic<Int>(0)
 
     public init(count: Int, clock: any Clock = MonotonicClock()) {
         loops = (0..<max(1, count)).map { EventLoop(index: $0, clock: clock) }
     }
-
-    public func nextLoop() -> EventLoop {
-        let n = next.wrappingAdd(1, ordering: .relaxed).oldValue
-        return loops[n % loops.count]
-    }
 }
 
-import Synchronization

@@ -11,14 +11,13 @@ public struct ListenerError: Error, CustomStringConvertible {
     public var description: String
 }
 
-/// A listening TCP socket. Accepts on its own queue and hands each new descriptor (non-blocking, TCP_NODELAY
-/// set) to `onAccept` on the event loop chosen for it.
+/// A listening TCP socket, watched by every event loop's poller: the loop that wins the accept serves the
+/// connection, and gets the new descriptor (non-blocking, TCP_NODELAY set) in `onAccept`, on its own queue.
 public final class Listener: @unchecked Sendable {
     // Invariant: `fd` and `port` are immutable after init; the acceptors are behind a lock, and each one's
     // mutable state is touched on its loop's queue only.
     public let fd: Int32
     public let port: Int
-    public let host: String
     private let group: EventLoopGroup
     private let onAccept: @Sendable (Int32, String, EventLoop) -> Void
     private let logger: Logger
@@ -40,21 +39,14 @@ public final class Listener: @unchecked Sendable {
             throw ListenerError(description: "cannot resolve listen address \(host): \(String(cString: gai_strerror(rc)))")
         }
         defer { freeaddrinfo(result) }
-        let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
-        guard fd >= 0 else { throw ListenerError(description: "socket: \(String(cString: strerror(errno)))") }
-        var one: Int32 = 1
-        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        guard bind(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
-            let message = String(cString: strerror(errno))
-            Syscall.close(fd)
-            throw ListenerError(description: "cannot listen on \(host):\(port): \(message)")
+        let fd: Int32
+        switch Syscall.listeningSocket(info.pointee, backlog: backlog) {
+        case .success(let socket): fd = socket
+        case .failure(let error) where error.step == "bind":
+            throw ListenerError(description: "cannot listen on \(host):\(port): \(error.message)")
+        case .failure(let error):
+            throw ListenerError(description: "\(error.step): \(error.message)")
         }
-        guard listen(fd, backlog) == 0 else {
-            let message = String(cString: strerror(errno))
-            Syscall.close(fd)
-            throw ListenerError(description: "listen: \(message)")
-        }
-        Syscall.setNonBlocking(fd)
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         withUnsafeMutablePointer(to: &storage) {
@@ -62,7 +54,6 @@ public final class Listener: @unchecked Sendable {
         }
         self.fd = fd
         self.port = Listener.port(of: storage)
-        self.host = host
         self.group = group
         self.onAccept = onAccept
         self.logger = logger
@@ -119,35 +110,25 @@ public final class Listener: @unchecked Sendable {
     fileprivate func acceptAll(_ accept: AcceptSource) {
         for _ in 0..<64 {
             var storage = sockaddr_storage()
-            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-            let client = withUnsafeMutablePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc_accept(fd, $0, &length) }
-            }
-            if client < 0 {
-                let err = errno
-                if err == EINTR || err == ECONNABORTED { continue }
-                if err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM {
-                    // Out of descriptors: stop accepting for a moment instead of spinning on a readable listener.
-                    logger.error("accept failed: out of file descriptors; pausing accepts for 100 ms", [("errno", .int(Int(err)))])
-                    if !accept.paused {
-                        accept.paused = true
-                        accept.loop.poller.update(fd, read: false, write: false)
-                        accept.loop.schedule(afterSeconds: 0.1) { [accept, fd] in
-                            guard accept.paused, !accept.stopped else { return }
-                            accept.paused = false
-                            accept.loop.poller.update(fd, read: true, write: false)
-                        }
+            switch Syscall.accept(fd, peer: &storage) {
+            case .accepted(let client):
+                onAccept(client, Listener.address(of: storage), accept.loop)
+            case .wouldBlock, .failed:
+                return
+            case .exhausted(let err):
+                // Out of descriptors: stop accepting for a moment instead of spinning on a readable listener.
+                logger.error("accept failed: out of file descriptors; pausing accepts for 100 ms", [("errno", .int(Int(err)))])
+                if !accept.paused {
+                    accept.paused = true
+                    accept.loop.poller.update(fd, read: false, write: false)
+                    accept.loop.schedule(afterSeconds: 0.1) { [accept, fd] in
+                        guard accept.paused, !accept.stopped else { return }
+                        accept.paused = false
+                        accept.loop.poller.update(fd, read: true, write: false)
                     }
                 }
                 return
             }
-            Syscall.setNonBlocking(client)
-            Syscall.setNoDelay(client)
-            #if canImport(Darwin)
-            var one: Int32 = 1
-            _ = setsockopt(client, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
-            #endif
-            onAccept(client, Listener.address(of: storage), accept.loop)
         }
     }
 
@@ -186,10 +167,3 @@ func cString(_ buffer: [CChar]) -> String {
     let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
     return String(decoding: bytes, as: UTF8.self)
 }
-
-#if canImport(Glibc)
-@inline(__always) func Glibc_accept(_ fd: Int32, _ a: UnsafeMutablePointer<sockaddr>, _ l: UnsafeMutablePointer<socklen_t>) -> Int32 { Glibc.accept(fd, a, l) }
-#else
-@inline(__always) func Glibc_accept(_ fd: Int32, _ a: UnsafeMutablePointer<sockaddr>, _ l: UnsafeMutablePointer<socklen_t>) -> Int32 { Darwin.accept(fd, a, l) }
-#endif
-

@@ -32,6 +32,12 @@ public final class Poller: @unchecked Sendable {
         var write: Bool
     }
     private var entries: [Int32: Entry] = [:]
+    /// Where the kernel reports ready descriptors: allocated once, not per wake-up.
+    #if canImport(Glibc)
+    private let events = UnsafeMutableBufferPointer<epoll_event>.allocate(capacity: 128)
+    #else
+    private let events = UnsafeMutableBufferPointer<kevent>.allocate(capacity: 128)
+    #endif
 
     public init(queue: DispatchQueue) {
         #if canImport(Glibc)
@@ -46,6 +52,8 @@ public final class Poller: @unchecked Sendable {
         source.setEventHandler { [unowned self] in self.drain() }
         source.activate()
     }
+
+    deinit { events.deallocate() }
 
     /// Stops watching everything and closes the poll descriptor.
     public func stop() {
@@ -78,7 +86,7 @@ public final class Poller: @unchecked Sendable {
     public func remove(_ fd: Int32) {
         guard entries.removeValue(forKey: fd) != nil else { return }
         #if canImport(Glibc)
-        _ = epoll_ctl(pollFD, EPOLL_CTL_DEL, fd, nil)   // EBADF/ENOENT: already closed, which is fine
+        _ = Syscall.epollControl(pollFD, EPOLL_CTL_DEL, fd, events: 0)   // EBADF/ENOENT: already closed, which is fine
         #else
         apply(fd, read: false, write: false, known: true)
         #endif
@@ -86,33 +94,28 @@ public final class Poller: @unchecked Sendable {
 
     private func apply(_ fd: Int32, read: Bool, write: Bool, known: Bool) {
         #if canImport(Glibc)
-        var event = epoll_event()
-        event.events = (read ? EPOLLIN.rawValue | EPOLLRDHUP.rawValue : 0) | (write ? EPOLLOUT.rawValue : 0)
-        event.data.fd = fd
+        let mask = (read ? EPOLLIN.rawValue | EPOLLRDHUP.rawValue : 0) | (write ? EPOLLOUT.rawValue : 0)
         // What we believe is registered picks ADD or MOD; the belief is stale when a descriptor was closed
         // without telling us and its number came back, and then the other operation is the right one.
-        if epoll_ctl(pollFD, known ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &event) != 0 {
-            let err = errno
-            if err == ENOENT { _ = epoll_ctl(pollFD, EPOLL_CTL_ADD, fd, &event) }
-            if err == EEXIST { _ = epoll_ctl(pollFD, EPOLL_CTL_MOD, fd, &event) }
+        switch Syscall.epollControl(pollFD, known ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, events: mask) {
+        case ENOENT: _ = Syscall.epollControl(pollFD, EPOLL_CTL_ADD, fd, events: mask)
+        case EEXIST: _ = Syscall.epollControl(pollFD, EPOLL_CTL_MOD, fd, events: mask)
+        default: break
         }
         #else
-        var changes = [
-            kevent(ident: UInt(fd), filter: Int16(EVFILT_READ), flags: UInt16(read ? EV_ADD | EV_ENABLE : EV_DELETE), fflags: 0, data: 0, udata: nil),
-            kevent(ident: UInt(fd), filter: Int16(EVFILT_WRITE), flags: UInt16(write ? EV_ADD | EV_ENABLE : EV_DELETE), fflags: 0, data: 0, udata: nil),
-        ]
-        for i in changes.indices { _ = kevent(pollFD, &changes[i], 1, nil, 0, nil) }
+        Syscall.kqueueChange(pollFD, kevent(ident: UInt(fd), filter: Int16(EVFILT_READ), flags: UInt16(read ? EV_ADD | EV_ENABLE : EV_DELETE),
+                                            fflags: 0, data: 0, udata: nil))
+        Syscall.kqueueChange(pollFD, kevent(ident: UInt(fd), filter: Int16(EVFILT_WRITE), flags: UInt16(write ? EV_ADD | EV_ENABLE : EV_DELETE),
+                                            fflags: 0, data: 0, udata: nil))
         #endif
     }
 
     private func drain() {
         #if canImport(Glibc)
-        var events = [epoll_event](repeating: epoll_event(), count: 128)
         for _ in 0..<8 {
-            let n = epoll_wait(pollFD, &events, Int32(events.count), 0)
-            if n < 0 && errno == EINTR { continue }
+            let n = Syscall.epollPoll(pollFD, into: events)
             guard n > 0 else { return }
-            for i in 0..<Int(n) {
+            for i in 0..<n {
                 let fd = events[i].data.fd
                 let e = events[i].events
                 // Looked up now: an earlier handler in this batch may have closed this descriptor.
@@ -122,23 +125,20 @@ public final class Poller: @unchecked Sendable {
                 let writable = entry.write && (e & EPOLLOUT.rawValue != 0 || failed)
                 if readable || writable { entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable) }
             }
-            if Int(n) < events.count { return }
+            if n < events.count { return }
         }
         #else
-        var events = [kevent](repeating: kevent(), count: 128)
-        var zero = timespec(tv_sec: 0, tv_nsec: 0)
         for _ in 0..<8 {
-            let n = kevent(pollFD, nil, 0, &events, Int32(events.count), &zero)
-            if n < 0 && errno == EINTR { continue }
+            let n = Syscall.kqueuePoll(pollFD, into: events)
             guard n > 0 else { return }
-            for i in 0..<Int(n) {
+            for i in 0..<n {
                 let fd = Int32(events[i].ident)
                 guard let entry = entries[fd] else { continue }
                 let readable = entry.read && events[i].filter == Int16(EVFILT_READ)
                 let writable = entry.write && events[i].filter == Int16(EVFILT_WRITE)
                 if readable || writable { entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable) }
             }
-            if Int(n) < events.count { return }
+            if n < events.count { return }
         }
         #endif
     }

@@ -1,10 +1,11 @@
+import CSystem
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
 
-/// What a non-blocking socket call came to. Every syscall on a socket goes through `Syscall`, which retries
+/// What a non-blocking socket call came to. Every socket and poller call goes through `Syscall`, which retries
 /// EINTR, maps EAGAIN/EWOULDBLOCK to `.wouldBlock`, and maps the errors that mean "the peer is gone" (EPIPE,
 /// ECONNRESET, ENOTCONN, ETIMEDOUT) to `.peerGone`, so no caller crashes on a vanished client.
 public enum IOResult: Equatable, Sendable {
@@ -61,6 +62,104 @@ public enum Syscall {
         }
     }
 
+    /// A bound, listening, non-blocking TCP socket for one `getaddrinfo` result, with SO_REUSEADDR (a restart
+    /// must not wait for TIME_WAIT). On failure the descriptor is closed and the step and errno are returned.
+    public static func listeningSocket(_ info: addrinfo, backlog: Int32) -> Result<Int32, SocketSetupError> {
+        let fd = socket(info.ai_family, info.ai_socktype, info.ai_protocol)
+        guard fd >= 0 else { return .failure(SocketSetupError(step: "socket", errno: errno)) }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        guard bind(fd, info.ai_addr, info.ai_addrlen) == 0 else {
+            let err = errno
+            close(fd)
+            return .failure(SocketSetupError(step: "bind", errno: err))
+        }
+        guard listen(fd, backlog) == 0 else {
+            let err = errno
+            close(fd)
+            return .failure(SocketSetupError(step: "listen", errno: err))
+        }
+        setNonBlocking(fd)
+        return .success(fd)
+    }
+
+    /// What `accept` came to.
+    public enum AcceptResult: Equatable, Sendable {
+        case accepted(Int32)
+        /// Nothing (more) to accept now.
+        case wouldBlock
+        /// Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): back off instead of spinning.
+        case exhausted(errno: Int32)
+        case failed(errno: Int32)
+    }
+
+    /// Accepts one connection, its peer address in `storage`; EINTR is retried and ECONNABORTED (a client that
+    /// left while queued) skipped. The new socket is non-blocking with TCP_NODELAY (and no SIGPIPE on Darwin).
+    public static func accept(_ fd: Int32, peer storage: inout sockaddr_storage) -> AcceptResult {
+        while true {
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let client = withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc_accept(fd, $0, &length) }
+            }
+            if client >= 0 {
+                setNonBlocking(client)
+                setNoDelay(client)
+                #if canImport(Darwin)
+                var one: Int32 = 1
+                _ = setsockopt(client, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+                #endif
+                return .accepted(client)
+            }
+            let err = errno
+            switch err {
+            case EINTR, ECONNABORTED: continue
+            case EAGAIN, EWOULDBLOCK: return .wouldBlock
+            case EMFILE, ENFILE, ENOBUFS, ENOMEM: return .exhausted(errno: err)
+            default: return .failed(errno: err)
+            }
+        }
+    }
+
+    /// Half-closes the sending side (FIN after what is queued); errors mean the peer is gone, which is fine.
+    public static func shutdownWrite(_ fd: Int32) {
+        _ = shutdown(fd, Int32(SHUT_WR))
+    }
+
+    #if canImport(Glibc)
+    /// epoll_ctl; returns 0 or the errno (the caller decides: ENOENT/EEXIST mean its bookkeeping was stale).
+    static func epollControl(_ epfd: Int32, _ op: Int32, _ fd: Int32, events: UInt32) -> Int32 {
+        var event = epoll_event()
+        event.events = events
+        event.data.fd = fd
+        return epoll_ctl(epfd, op, fd, &event) == 0 ? 0 : errno
+    }
+
+    /// epoll_wait without blocking; EINTR is retried. Returns how many entries of `events` were filled.
+    static func epollPoll(_ epfd: Int32, into events: UnsafeMutableBufferPointer<epoll_event>) -> Int {
+        while true {
+            let n = epoll_wait(epfd, events.baseAddress, Int32(events.count), 0)
+            if n >= 0 { return Int(n) }
+            if errno != EINTR { return 0 }
+        }
+    }
+    #else
+    /// One kevent change; errors (a filter that was not registered) are of no interest to the poller.
+    static func kqueueChange(_ kq: Int32, _ change: kevent) {
+        var change = change
+        _ = kevent(kq, &change, 1, nil, 0, nil)
+    }
+
+    /// kevent without blocking; EINTR is retried. Returns how many entries of `events` were filled.
+    static func kqueuePoll(_ kq: Int32, into events: UnsafeMutableBufferPointer<kevent>) -> Int {
+        var zero = timespec(tv_sec: 0, tv_nsec: 0)
+        while true {
+            let n = kevent(kq, nil, 0, events.baseAddress, Int32(events.count), &zero)
+            if n >= 0 { return Int(n) }
+            if errno != EINTR { return 0 }
+        }
+    }
+    #endif
+
     public static func setNonBlocking(_ fd: Int32) {
         let flags = fcntl(fd, F_GETFL, 0)
         _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
@@ -86,6 +185,19 @@ public enum Syscall {
         _ = signal(SIGPIPE, SIG_IGN)
     }
 }
+
+/// Which step of setting up a listening socket failed, and why.
+public struct SocketSetupError: Error, Sendable {
+    public var step: String
+    public var errno: Int32
+    public var message: String { String(cString: strerror(errno)) }
+}
+
+#if canImport(Glibc)
+@inline(__always) func Glibc_accept(_ fd: Int32, _ a: UnsafeMutablePointer<sockaddr>, _ l: UnsafeMutablePointer<socklen_t>) -> Int32 { Glibc.accept(fd, a, l) }
+#else
+@inline(__always) func Glibc_accept(_ fd: Int32, _ a: UnsafeMutablePointer<sockaddr>, _ l: UnsafeMutablePointer<socklen_t>) -> Int32 { Darwin.accept(fd, a, l) }
+#endif
 
 #if canImport(Glibc)
 typealias Glibc_linger = Glibc.linger
