@@ -65,8 +65,8 @@ struct TLSUpstreamTests {
         relay.assertNoSecretLeaks(clients: [client])
     }
 
-    /// Two streams multiplexed on one HTTP/2 connection, the other one silent: the cancelled stream is reset
-    /// at once (its RST_STREAM does not wait for traffic on the connection), and the other one lives on.
+    /// Two silent streams multiplexed on one HTTP/2 connection: the cancelled one is reset at once (its
+    /// RST_STREAM does not wait for traffic on the connection), and the other one lives on.
     @Test("HTTP/2: a cancelled stream is reset at once beside a silent one, which lives on")
     func resetBesideSilentStream() throws {
         let upstream = try TLSUpstream()
@@ -74,10 +74,9 @@ struct TLSUpstreamTests {
         let silent = try relay.client()
         let silentRequest = try Self.start(silent, "/v1/hold/silent", on: upstream)
         let cancelled = try relay.client()
-        let cancelledRequest = try Self.start(cancelled, "/v1/stream/cancelled", on: upstream)
+        // Silent too: a stream that still receives would carry the reset out with its next frame.
+        let cancelledRequest = try Self.start(cancelled, "/v1/hold/cancelled", on: upstream)
         #expect(cancelledRequest.connection == silentRequest.connection, "the two streams share one connection")
-        #expect(try cancelled.readHead().status == 200)
-        _ = try cancelled.readChunkedBody(until: "data: event 1\n\n")
 
         let leftAt = monotonicNanoseconds()
         cancelled.close()
