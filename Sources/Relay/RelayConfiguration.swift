@@ -248,10 +248,11 @@ struct ConfigReader {
                     }
                 }
                 if let caFile = string(u, "caFile", "\(path).caFile") {
-                    if FileManager.default.isReadableFile(atPath: caFile) {
+                    // Checked at start-up: a missing bundle would otherwise fail every request with a TLS error.
+                    if let pem = sources.readFile(caFile), pem.contains("-----BEGIN CERTIFICATE-----") {
                         upstream.caFile = caFile
                     } else {
-                        problem("\(path).caFile", "cannot read \"\(caFile)\"")
+                        problem("\(path).caFile", "cannot read a PEM certificate from \"\(caFile)\"")
                     }
                 }
                 config.upstreams[name] = upstream
