@@ -141,6 +141,31 @@ struct TLSUpstreamTests {
         #expect(!relay.logs.lines.contains { $0.contains(#""outcome":"upstream_error""#) })
     }
 
+    /// A provider that sent GOAWAY on an idle HTTP/2 connection and left it open: the next request, a POST,
+    /// starts no stream there (it would be refused) and succeeds on a new connection.
+    @Test("HTTP/2: a request after the provider's GOAWAY on an idle connection succeeds")
+    func requestAfterGoAway() throws {
+        let upstream = try TLSUpstream()
+        let relay = try Self.relay(upstream, .http2)
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/quick/first", body: chatBody)
+        var head = try client.readHead()
+        #expect(head.status == 200)
+        _ = try client.readBody(head: head)
+        let first = try upstream.waitFor { $0.kind == "request" && $0.detail == "/v1/quick/first" }
+        try upstream.waitFor { $0.kind == "done" && $0.connection == first.connection }
+        try upstream.goAwayIdle()
+        try upstream.waitFor { $0.kind == "goaway" && $0.connection == first.connection }
+
+        try client.sendRequest(path: "/v1/quick/second", body: chatBody)
+        head = try client.readHead()
+        #expect(head.status == 200)
+        #expect(String(decoding: try client.readBody(head: head), as: UTF8.self) == #"{"ok":true}"#)
+        let second = try upstream.waitFor { $0.kind == "request" && $0.detail == "/v1/quick/second" }
+        #expect(second.connection != first.connection)
+        try relay.waitUntilIdle()
+    }
+
     /// Certificate verification stays on: without `caFile` the test's private CA is not trusted.
     @Test("an upstream certificate from an untrusted CA is refused")
     func untrustedCertificate() throws {

@@ -5,7 +5,7 @@ import Foundation
 
 /// What the TLS upstream reported (see tls_upstream.py for the vocabulary).
 struct TLSUpstreamEvent: Sendable, CustomStringConvertible {
-    /// "open", "request", "reset", "closed", "done", "idle-closed".
+    /// "open", "request", "reset", "closed", "done", "idle-closed", "goaway".
     var kind: String
     /// CLOCK_MONOTONIC nanoseconds, comparable with `monotonicNanoseconds()`.
     var atNanoseconds: UInt64
@@ -125,6 +125,11 @@ final class TLSUpstream: @unchecked Sendable {
     /// (HTTP/2: GOAWAY, then close).
     func closeIdle() throws {
         try input.write(contentsOf: Data("close-idle\n".utf8))
+    }
+
+    /// Sends GOAWAY on every idle HTTP/2 connection and keeps it open (a provider draining for a restart).
+    func goAwayIdle() throws {
+        try input.write(contentsOf: Data("goaway-idle\n".utf8))
     }
 
     func shutdown() {

@@ -11,6 +11,7 @@ stamped with time.monotonic_ns() (CLOCK_MONOTONIC, the clock the tests read):
   closed T C                      the client closed connection C (EOF or TCP reset)
   done T C S                      the server sent the whole response on stream S
   idle-closed T C                 the server closed idle connection C (GOAWAY first on HTTP/2)
+  goaway T C                      the server sent GOAWAY on idle HTTP/2 connection C and kept it open
 
 Paths script the answer (a path containing):
   /hold     read the request, answer nothing (a model that has not started)
@@ -19,6 +20,7 @@ Paths script the answer (a path containing):
 
 Commands on stdin:
   close-idle   close every connection that has no stream in progress (a provider's keep-alive timeout)
+  goaway-idle  send GOAWAY on every idle HTTP/2 connection, keeping it open (a provider shutting down)
 """
 import argparse
 import select
@@ -54,6 +56,7 @@ class Connection:
         self.index = index
         self.sock = sock
         self.close_idle = False
+        self.goaway_idle = False
         self.streams = {}  # stream id -> (path, next event time, events sent)
 
     def readable(self, timeout):
@@ -88,6 +91,12 @@ class H2Connection(Connection):
                 self.flush()
                 emit("idle-closed", now(), self.index)
                 return
+            if self.goaway_idle and not self.streams:
+                # GOAWAY alone: the connection stays open, and no new stream may start on it.
+                self.goaway_idle = False
+                conn.close_connection(last_stream_id=self.last_stream)
+                self.flush()
+                emit("goaway", now(), self.index)
             if self.readable(self.next_timeout()):
                 data = self.recv()
                 if not data:
@@ -257,6 +266,10 @@ def main():
             with LOCK:
                 for connection in CONNECTIONS:
                     connection.close_idle = True
+        elif line.strip() == "goaway-idle":
+            with LOCK:
+                for connection in CONNECTIONS:
+                    connection.goaway_idle = True
     # stdin closed: the test is over.
 
 
