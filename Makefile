@@ -1,7 +1,7 @@
 # SSE Relay: the two commands a newcomer needs are `make run` and `make test`.
 SHELL := /bin/bash
 SWIFT ?= swift
-APT_PACKAGES := libcurl4-openssl-dev libssl-dev curl
+APT_PACKAGES := libcurl4-openssl-dev libssl-dev curl openssl python3-h2
 # macOS ships libcurl; OpenSSL (for the auth module) comes from Homebrew: `brew install openssl@3`.
 ifeq ($(shell uname),Darwin)
 OPENSSL_PREFIX ?= $(shell brew --prefix openssl@3 2>/dev/null)
@@ -10,7 +10,7 @@ endif
 PORT ?= 8080
 PACE_MS ?= 50
 
-.PHONY: run test deps build release blackbox bench fuzz sanitize check-deploy smoke clean help
+.PHONY: run test deps build release blackbox bench bench-tls fuzz sanitize check-deploy smoke clean help
 
 help:
 	@echo "make run    - install missing system packages, build, start the relay on 127.0.0.1:$(PORT) with the fake provider"
@@ -50,6 +50,10 @@ blackbox: build
 # Performance benchmark (relay vs nginx vs direct), not part of `make test`; BENCH_QUICK=1 for a short run.
 bench: deps
 	bash Tests/bench/run.sh
+
+# Cancel latency over TLS (client close -> HTTPS upstream sees RST_STREAM or close), httpVersion 1.1 vs 2.
+bench-tls: release
+	/usr/bin/python3 Tests/bench/tls_cancel.py .build/release/sse-relay
 
 # libFuzzer on the request parser and chunked decoder. Grows a working corpus from Tests/fuzz/corpus;
 # a crash leaves its input in .build/fuzz/artifacts/ (replay it: .build/debug/relay-fuzz FILE).

@@ -40,7 +40,9 @@ let package = Package(
         // Pure cores (state machine, rewriting, configuration, timers): no sockets, no sleeps.
         .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support"]),
         // The real server on port 0 between a raw test client and a scripted test upstream.
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support", "Auth", "COpenSSL"]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support", "Auth", "COpenSSL"],
+                    // The TLS test upstream is a Python script the tests start by path (#filePath), not a resource.
+                    exclude: ["Support/tls_upstream.py"]),
         // OpenSSL (libcrypto) behind one small C shim: hashing, HMAC, JWK public keys, RS256/ES256.
         .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         // Client authentication: static bearer tokens and JWTs (HS256/RS256/ES256, JWKS). Pure, no I/O.
@@ -54,7 +56,8 @@ let package = Package(
         .executableTarget(name: "relay-chat", dependencies: ["SSERelayClient"]),
         .testTarget(name: "SSETests", dependencies: ["SSE"]),
         // The client library against the real relay (dev fake provider, scripted upstream) on port 0.
-        .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "HTTP1", "Support", "Auth", "COpenSSL"]),
+        .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "HTTP1", "Support", "Auth", "COpenSSL"],
+                    exclude: ["Support/tls_upstream.py"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "COpenSSL", "Support"], resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]

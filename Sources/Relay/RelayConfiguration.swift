@@ -1,6 +1,7 @@
 import Foundation
 import HTTP1
 import Support
+import Upstream
 
 /// Everything the relay needs to run, validated. Built from a JSON file (`RelayConfiguration.load`) or in code
 /// (tests, dev mode). Secrets are resolved at load time, so an unset key variable stops start-up instead of
@@ -26,6 +27,11 @@ public struct RelayConfiguration: Sendable {
         public var key: Secret?
         public var keyHeader: String
         public var keyPrefix: String
+        /// `httpVersion`: what to speak to an https:// provider. "1.1" (default) closes a cancelled request's
+        /// connection; "2" resets its stream and keeps the connection for other streams.
+        public var httpVersion: UpstreamHTTPVersion = .http1_1
+        /// `caFile`: a PEM bundle of certificate authorities trusted for this provider instead of the system's.
+        public var caFile: String?
         public init(name: String, baseURL: String, key: Secret?, keyHeader: String = "Authorization", keyPrefix: String = "Bearer ") {
             self.name = name
             var url = baseURL
@@ -238,7 +244,7 @@ struct ConfigReader {
             for name in ups.keys.sorted() {
                 let path = "upstreams.\(name)"
                 guard let u = ups[name] as? [String: Any] else { problem(path, "must be an object"); continue }
-                checkKnown(u, ["baseURL", "key", "keyHeader", "keyPrefix"], path)
+                checkKnown(u, ["baseURL", "key", "keyHeader", "keyPrefix", "httpVersion", "caFile"], path)
                 guard let base = string(u, "baseURL", "\(path).baseURL") else {
                     if u["baseURL"] == nil { problem("\(path).baseURL", "is required") }
                     continue
@@ -253,7 +259,23 @@ struct ConfigReader {
                 let header = string(u, "keyHeader", "\(path).keyHeader") ?? "Authorization"
                 if !isToken(header) { problem("\(path).keyHeader", "must be a header name") }
                 let prefix = string(u, "keyPrefix", "\(path).keyPrefix") ?? (header.lowercased() == "authorization" ? "Bearer " : "")
-                config.upstreams[name] = .init(name: name, baseURL: base, key: key, keyHeader: header, keyPrefix: prefix)
+                var upstream = RelayConfiguration.Upstream(name: name, baseURL: base, key: key, keyHeader: header, keyPrefix: prefix)
+                if let version = string(u, "httpVersion", "\(path).httpVersion") {
+                    if let parsed = UpstreamHTTPVersion(rawValue: version) {
+                        upstream.httpVersion = parsed
+                    } else {
+                        problem("\(path).httpVersion", "must be \"1.1\" or \"2\"")
+                    }
+                }
+                if let caFile = string(u, "caFile", "\(path).caFile") {
+                    // Checked at start-up: a missing bundle would otherwise fail every request with a TLS error.
+                    if let pem = sources.readFile(caFile), pem.contains("-----BEGIN CERTIFICATE-----") {
+                        upstream.caFile = caFile
+                    } else {
+                        problem("\(path).caFile", "cannot read a PEM certificate from \"\(caFile)\"")
+                    }
+                }
+                config.upstreams[name] = upstream
             }
         } else {
             problem("upstreams", "at least one upstream is required")

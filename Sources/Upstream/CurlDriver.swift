@@ -104,21 +104,44 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
     private func remove(_ transfer: Transfer) {
         let key = transfer.easy
         guard transfers[key] != nil else { return }
+        let resetsStream = transfer.state == .cancelled && transfer.request.httpVersion == .http2
+        if resetsStream {
+            // A stream removed from a multiplexed connection is not closed by curl: it submits RST_STREAM and
+            // keeps the connection. When no other stream uses the connection, close it instead: the provider
+            // sees the connection end at once, and nothing stale is left to reuse.
+            _ = ccurl_easy_setopt_long(transfer.easy, CURLOPT_FORBID_REUSE, 1)
+        }
         curlDepth += 1
         curl_multi_remove_handle(multi, transfer.easy)
         curlDepth -= 1
         transfers[key] = nil
+        if resetsStream { flushHTTP2Output(origin: transfer.origin) }
         transfer.cleanup()
+    }
+
+    /// libcurl 7.88 queues the RST_STREAM of a removed HTTP/2 stream in the connection's output buffer
+    /// (frames under 1 KiB are buffered, lib/http2.c `send_callback`) and writes it only when a transfer next
+    /// sends on that connection: with a silent sibling stream, a cancel would reach the provider seconds later
+    /// or never. Un-pausing a transfer makes curl flush its connection's buffer (`http2_data_pause` →
+    /// `h2_session_send`), so each running HTTP/2 sibling to the same origin gets a pause-state change that
+    /// is undone at once. Siblings whose receiving is paused are skipped: un-pausing those would deliver
+    /// held bytes; their own resume flushes the buffer.
+    private func flushHTTP2Output(origin: Substring) {
+        for other in transfers.values
+        where other.state == .running && other.request.httpVersion == .http2 && !other.receivePaused && other.origin == origin {
+            let mask = other.pauseMask
+            curlDepth += 1
+            curl_easy_pause(other.easy, mask ^ Int32(CURLPAUSE_SEND))
+            curl_easy_pause(other.easy, mask)
+            curlDepth -= 1
+        }
     }
 
     /// Re-enables a paused direction. curl may deliver the held bytes synchronously, from inside this call.
     func updatePause(_ transfer: Transfer) {
         guard transfer.state == .running else { return }
-        var mask: Int32 = 0
-        if transfer.receivePaused { mask |= ccurl_pause_recv }
-        if transfer.sendPaused { mask |= Int32(CURLPAUSE_SEND) }
         curlDepth += 1
-        curl_easy_pause(transfer.easy, mask)
+        curl_easy_pause(transfer.easy, transfer.pauseMask)
         curlDepth -= 1
         finishCurlCall()
     }

@@ -55,6 +55,18 @@ public final class Transfer: @unchecked Sendable {
         driver.updatePause(self)
     }
 
+    /// The pause state as `curl_easy_pause` takes it.
+    var pauseMask: Int32 {
+        (receivePaused ? ccurl_pause_recv : 0) | (sendPaused ? Int32(CURLPAUSE_SEND) : 0)
+    }
+
+    /// Scheme, host and port of the URL: transfers with the same origin may share an HTTP/2 connection.
+    lazy var origin: Substring = {
+        let url = request.url
+        guard let scheme = url.range(of: "://") else { return url[...] }
+        return url[..<(url[scheme.upperBound...].firstIndex(of: "/") ?? url.endIndex)]
+    }()
+
     /// The request body source has more bytes (or its end) to give.
     public func resumeSending() {
         guard sendPaused else { return }
@@ -94,6 +106,12 @@ public final class Transfer: @unchecked Sendable {
         check(ccurl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me))
         check(ccurl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, transferHeader))
         check(ccurl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, me))
+        // ALPN offers exactly the configured version; "2TLS" keeps plain http:// on HTTP/1.1 (no h2c upgrade).
+        check(ccurl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION,
+                                     request.httpVersion == .http2 ? Int(CURL_HTTP_VERSION_2TLS) : Int(CURL_HTTP_VERSION_1_1)))
+        // On HTTP/2, wait for a connection being set up to the same provider rather than opening another.
+        if request.httpVersion == .http2 { check(ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)) }
+        if let caFile = request.caFile { check(ccurl_easy_setopt_str(easy, CURLOPT_CAINFO, caFile)) }
 
         let method = request.method
         if request.hasBody {

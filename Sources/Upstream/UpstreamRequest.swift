@@ -9,6 +9,10 @@ public struct UpstreamRequest: Sendable {
     public var bodyLength: Int?
     public var hasBody: Bool
     public var connectTimeoutSeconds: Double
+    /// The HTTP version offered to an https:// provider (ALPN); http:// always speaks HTTP/1.1.
+    public var httpVersion: UpstreamHTTPVersion = .http1_1
+    /// A PEM bundle of certificate authorities to trust instead of the system's (nil: the system's).
+    public var caFile: String?
 
     public init(url: String, method: String, headers: HTTPHeaders, hasBody: Bool, bodyLength: Int?, connectTimeoutSeconds: Double = 10) {
         self.url = url
@@ -18,6 +22,14 @@ public struct UpstreamRequest: Sendable {
         self.bodyLength = bodyLength
         self.connectTimeoutSeconds = connectTimeoutSeconds
     }
+}
+
+/// Which HTTP version the relay speaks to a provider. Both keep the cancel promise: on HTTP/1.1 a cancelled
+/// transfer's connection is closed (as nginx does); on HTTP/2 the stream is reset, and its RST_STREAM is pushed
+/// onto the wire at once (see `CurlDriver.remove`).
+public enum UpstreamHTTPVersion: String, Sendable, CaseIterable {
+    case http1_1 = "1.1"
+    case http2 = "2"
 }
 
 /// Why an upstream transfer failed, in the terms the relay maps to a status (before the head) or an abort (after).

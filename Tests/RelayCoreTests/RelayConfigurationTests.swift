@@ -5,6 +5,7 @@ import HTTP1
 import Relay
 import Support
 import Testing
+import Upstream
 
 private let exampleJSON = #"""
 {
@@ -103,6 +104,17 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
         #expect(c.logLevel == .info)
         #expect(c.upstreams["openai"]?.keyHeader == "Authorization")
         #expect(c.upstreams["openai"]?.keyPrefix == "Bearer ")
+        #expect(c.upstreams["openai"]?.httpVersion == .http1_1)
+        #expect(c.upstreams["openai"]?.caFile == nil)
+    }
+
+    @Test func httpVersionAndCAFileAreRead() throws {
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+        let c = try load(minimal(upstream: #", "httpVersion": "2", "caFile": "/etc/relay/ca.pem""#),
+                         files: ["/etc/relay/ca.pem": pem])
+        #expect(c.upstreams["openai"]?.httpVersion == .http2)
+        #expect(c.upstreams["openai"]?.caFile == "/etc/relay/ca.pem")
+        #expect(try load(minimal(upstream: #", "httpVersion": "1.1""#)).upstreams["openai"]?.httpVersion == .http1_1)
     }
 
     @Test func theEnvironmentKeyIsTrimmed() throws {
@@ -191,6 +203,12 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
         ProblemCase(name: "stripPrefix number", json: minimal(route: #", "stripPrefix": 1"#), path: "routes[0].stripPrefix"),
         ProblemCase(name: "stripPrefix zero", json: minimal(route: #", "stripPrefix": 0"#), path: "routes[0].stripPrefix"),
         ProblemCase(name: "stripPrefix string", json: minimal(route: #", "stripPrefix": "true""#), path: "routes[0].stripPrefix"),
+        ProblemCase(name: "httpVersion 3", json: minimal(upstream: #", "httpVersion": "3""#),
+                    path: "upstreams.openai.httpVersion"),
+        ProblemCase(name: "httpVersion number", json: minimal(upstream: #", "httpVersion": 2"#),
+                    path: "upstreams.openai.httpVersion"),
+        ProblemCase(name: "caFile unreadable", json: minimal(upstream: #", "caFile": "/nonexistent/ca.pem""#),
+                    path: "upstreams.openai.caFile"),
         ProblemCase(name: "keyHeader not a token", json: minimal(upstream: #", "keyHeader": "X Api Key""#),
                     path: "upstreams.openai.keyHeader"),
         ProblemCase(name: "key neither env nor file", json: minimal(upstream: "").replacingOccurrences(

@@ -123,13 +123,15 @@ struct RelayHandler: RequestHandler {
         case .contentLength(let n): (hasBody, bodyLength) = (true, n)
         case .chunked: (hasBody, bodyLength) = (true, nil)
         }
-        let request = UpstreamRequest(
+        var request = UpstreamRequest(
             url: RequestRewriter.upstreamURL(baseURL: upstream.baseURL, route: route, path: requestPath),
             method: head.method,
             headers: RequestRewriter.upstreamHeaders(from: head.headers, upstream: upstream,
                                                      client: writer.client, requestID: requestID),
             hasBody: hasBody, bodyLength: bodyLength,
             connectTimeoutSeconds: configuration.timeouts.upstreamConnectSeconds)
+        request.httpVersion = upstream.httpVersion
+        request.caFile = upstream.caFile
         var extra = HTTPHeaders()
         for (name, value) in context.corsHeaders { extra.add(name: name, value: value) }
         var settings = ExchangeStateMachine.Settings(

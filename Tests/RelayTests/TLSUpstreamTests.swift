@@ -1,0 +1,179 @@
+import Foundation
+import Relay
+import Testing
+import Upstream
+
+/// Providers are HTTPS and offer HTTP/2. Against a TLS upstream speaking either version, a client's cancel
+/// reaches the provider at once, in every phase and whatever comes next (nothing waits for a later request to
+/// carry a queued RST_STREAM), and a connection the provider closed while idle never fails a request.
+@Suite("TLS upstream")
+struct TLSUpstreamTests {
+    static let versions: [UpstreamHTTPVersion] = [.http1_1, .http2]
+
+    enum Phase: String, CaseIterable, Sendable {
+        /// The provider read the request and has not answered.
+        case beforeHead
+        /// Events are flowing.
+        case streaming
+    }
+
+    /// One worker, so that every request goes through one curl multi handle and can share its connections.
+    static func relay(_ upstream: TLSUpstream, _ version: UpstreamHTTPVersion, caFile: Bool = true) throws -> RelayFixture {
+        try RelayFixture(upstream: nil, baseURL: upstream.baseURL) { configuration in
+            configuration.workers = 1
+            configuration.upstreams["test"]?.httpVersion = version
+            if caFile { configuration.upstreams["test"]?.caFile = upstream.caFile }
+        }
+    }
+
+    /// Sends a request for `path` (unique within the test) and waits until the upstream has it.
+    static func start(_ client: TestClient, _ path: String, on upstream: TLSUpstream) throws -> TLSUpstreamEvent {
+        try client.sendRequest(path: path, body: chatBody)
+        return try upstream.waitFor(timeout: 10, "request for \(path)") { $0.kind == "request" && $0.detail == path }
+    }
+
+    /// The upstream's view of a cancel: its stream reset, or its connection closed.
+    @discardableResult
+    static func cancelObserved(_ upstream: TLSUpstream, _ request: TLSUpstreamEvent) throws -> TLSUpstreamEvent {
+        try upstream.waitFor(timeout: 5, "reset or close of c\(request.connection) s\(request.stream)") { event in
+            event.connection == request.connection
+                && ((event.kind == "reset" && event.stream == request.stream) || event.kind == "closed")
+        }
+    }
+
+    @Test("a client's cancel reaches the TLS upstream", arguments: versions, Phase.allCases)
+    func cancelReachesUpstream(version: UpstreamHTTPVersion, phase: Phase) throws {
+        let upstream = try TLSUpstream()
+        let relay = try Self.relay(upstream, version)
+        let client = try relay.client()
+        let path = phase == .beforeHead ? "/v1/hold" : "/v1/stream"
+        let request = try Self.start(client, path, on: upstream)
+        let open = try upstream.waitFor { $0.kind == "open" && $0.connection == request.connection }
+        #expect(open.detail == (version == .http2 ? "h2" : "http/1.1"))
+        if phase == .streaming {
+            #expect(try client.readHead().status == 200)
+            _ = try client.readChunkedBody(until: "data: event 2\n\n")
+        }
+        let leftAt = monotonicNanoseconds()
+        client.close()
+        let cancel = try Self.cancelObserved(upstream, request)
+        let ms = Double(cancel.atNanoseconds &- leftAt) / 1e6
+        print("TLS cancel latency (HTTP/\(version.rawValue), \(phase)): \(cancel.kind) after \(String(format: "%.2f", ms)) ms")
+        #expect(ms < 1000, "upstream saw the cancel \(ms) ms after the client left")
+        try relay.waitUntilIdle()
+        #expect(relay.logs.lines.contains { $0.contains(#""outcome":"client_cancelled""#) })
+        relay.assertNoSecretLeaks(clients: [client])
+    }
+
+    /// Two silent streams multiplexed on one HTTP/2 connection: the cancelled one is reset at once (its
+    /// RST_STREAM does not wait for traffic on the connection), and the other one lives on.
+    @Test("HTTP/2: a cancelled stream is reset at once beside a silent one, which lives on")
+    func resetBesideSilentStream() throws {
+        let upstream = try TLSUpstream()
+        let relay = try Self.relay(upstream, .http2)
+        let silent = try relay.client()
+        let silentRequest = try Self.start(silent, "/v1/hold/silent", on: upstream)
+        let cancelled = try relay.client()
+        // Silent too: a stream that still receives would carry the reset out with its next frame.
+        let cancelledRequest = try Self.start(cancelled, "/v1/hold/cancelled", on: upstream)
+        #expect(cancelledRequest.connection == silentRequest.connection, "the two streams share one connection")
+
+        let leftAt = monotonicNanoseconds()
+        cancelled.close()
+        let reset = try upstream.waitFor(timeout: 5, "RST_STREAM for s\(cancelledRequest.stream)") {
+            $0.kind == "reset" && $0.stream == cancelledRequest.stream
+        }
+        let ms = Double(reset.atNanoseconds &- leftAt) / 1e6
+        print("TLS cancel latency (HTTP/2 RST_STREAM beside a silent stream): \(String(format: "%.2f", ms)) ms")
+        #expect(ms < 1000, "RST_STREAM arrived \(ms) ms after the client left")
+        #expect(!upstream.allEvents.contains { $0.kind == "closed" }, "the shared connection stays open")
+
+        // The silent stream is still served: its cancel now closes the connection it had to itself.
+        silent.close()
+        try Self.cancelObserved(upstream, silentRequest)
+        try relay.waitUntilIdle()
+    }
+
+    /// Three streams cancelled one after another, each observed by the upstream before the next request starts:
+    /// none waits for a later request to carry it (the last one, in particular). The pool is sound afterwards.
+    @Test("consecutive cancels each reach the upstream on their own", arguments: versions)
+    func consecutiveCancels(version: UpstreamHTTPVersion) throws {
+        let upstream = try TLSUpstream()
+        let relay = try Self.relay(upstream, version)
+        for round in 0..<3 {
+            let client = try relay.client()
+            let request = try Self.start(client, "/v1/stream/\(round)", on: upstream)
+            #expect(try client.readHead().status == 200)
+            _ = try client.readChunkedBody(until: "data: event 1\n\n")
+            client.close()
+            try Self.cancelObserved(upstream, request)
+        }
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/after", body: chatBody)
+        let head = try client.readHead()
+        #expect(head.status == 200)
+        #expect(String(decoding: try client.readBody(head: head), as: UTF8.self) == #"{"ok":true}"#)
+        try relay.waitUntilIdle()
+    }
+
+    /// The provider closes idle connections (its keep-alive timeout; on HTTP/2 a GOAWAY first): the next
+    /// requests, a POST among them, go out on a new connection and succeed.
+    @Test("a request after the provider closed an idle connection succeeds", arguments: versions)
+    func requestAfterIdleClose(version: UpstreamHTTPVersion) throws {
+        let upstream = try TLSUpstream()
+        let relay = try Self.relay(upstream, version)
+        let client = try relay.client()
+        for round in 0..<3 {
+            try client.sendRequest(path: "/v1/quick/\(round)", body: chatBody)
+            let head = try client.readHead()
+            #expect(head.status == 200, "round \(round)")
+            #expect(String(decoding: try client.readBody(head: head), as: UTF8.self) == #"{"ok":true}"#)
+            let request = try upstream.waitFor { $0.kind == "request" && $0.detail == "/v1/quick/\(round)" }
+            let served = try upstream.waitFor {
+                $0.kind == "done" && $0.connection == request.connection && $0.stream == request.stream
+            }
+            try upstream.closeIdle()
+            try upstream.waitFor(timeout: 5, "idle close of c\(served.connection)") {
+                $0.kind == "idle-closed" && $0.connection == served.connection
+            }
+        }
+        try relay.waitUntilIdle()
+        #expect(!relay.logs.lines.contains { $0.contains(#""outcome":"upstream_error""#) })
+    }
+
+    /// A provider that sent GOAWAY on an idle HTTP/2 connection and left it open: the next request, a POST,
+    /// starts no stream there (it would be refused) and succeeds on a new connection.
+    @Test("HTTP/2: a request after the provider's GOAWAY on an idle connection succeeds")
+    func requestAfterGoAway() throws {
+        let upstream = try TLSUpstream()
+        let relay = try Self.relay(upstream, .http2)
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/quick/first", body: chatBody)
+        var head = try client.readHead()
+        #expect(head.status == 200)
+        _ = try client.readBody(head: head)
+        let first = try upstream.waitFor { $0.kind == "request" && $0.detail == "/v1/quick/first" }
+        try upstream.waitFor { $0.kind == "done" && $0.connection == first.connection }
+        try upstream.goAwayIdle()
+        try upstream.waitFor { $0.kind == "goaway" && $0.connection == first.connection }
+
+        try client.sendRequest(path: "/v1/quick/second", body: chatBody)
+        head = try client.readHead()
+        #expect(head.status == 200)
+        #expect(String(decoding: try client.readBody(head: head), as: UTF8.self) == #"{"ok":true}"#)
+        let second = try upstream.waitFor { $0.kind == "request" && $0.detail == "/v1/quick/second" }
+        #expect(second.connection != first.connection)
+        try relay.waitUntilIdle()
+    }
+
+    /// Certificate verification stays on: without `caFile` the test's private CA is not trusted.
+    @Test("an upstream certificate from an untrusted CA is refused")
+    func untrustedCertificate() throws {
+        let upstream = try TLSUpstream()
+        let relay = try Self.relay(upstream, .http1_1, caFile: false)
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/quick", body: chatBody)
+        #expect(try client.readHead().status == 502)
+        #expect(!upstream.allEvents.contains { $0.kind == "request" })
+    }
+}
