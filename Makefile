@@ -13,9 +13,19 @@ PACE_MS ?= 50
 .PHONY: run test deps build release blackbox bench bench-tls fuzz sanitize check-deploy smoke clean help
 
 help:
-	@echo "make run    - install missing system packages, build, start the relay on 127.0.0.1:$(PORT) with the fake provider"
-	@echo "make test   - install missing system packages, run every test (unit, integration, black-box)"
-	@echo "make release - optimised build at .build/release/sse-relay"
+	@echo "make run          - install missing system packages, build, start the relay on 127.0.0.1:$(PORT) with the fake provider"
+	@echo "make test         - install missing system packages, run every test (unit, integration, black-box, fuzz corpus)"
+	@echo "make deps         - install the Debian packages the build and tests need (only those missing)"
+	@echo "make build        - debug build"
+	@echo "make release      - optimised build at .build/release/sse-relay"
+	@echo "make blackbox     - the black-box checks against the built binary"
+	@echo "make bench        - relay vs nginx vs direct benchmark (BENCH_QUICK=1 for a short run)"
+	@echo "make bench-tls    - cancel latency to an HTTPS upstream over HTTP/1.1 and HTTP/2"
+	@echo "make fuzz         - libFuzzer on the request parser (FUZZ_SECONDS=60)"
+	@echo "make sanitize     - every test under Thread Sanitizer, then Address Sanitizer"
+	@echo "make check-deploy - container and manifest checks outside Docker"
+	@echo "make smoke URL=… TOKEN=… - one streamed request against a deployed relay"
+	@echo "make clean        - remove .build"
 	@echo "swift run relay-chat --url http://127.0.0.1:$(PORT) \"hi\" - stream one answer through a running relay with the Swift client library"
 
 # Installs the Debian packages the build needs, only if one is missing (macOS ships libcurl: nothing to do).
