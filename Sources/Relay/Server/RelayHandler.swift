@@ -76,7 +76,7 @@ struct RelayHandler: RequestHandler {
             reject(error.relayError, context, reason: "unauthorized", detail: error.code)
             return nil
         }
-        context.identity = identity.map { "\($0.kind.rawValue):\($0.id)" }
+        context.identity = identity?.key
         var leases: [(RateLimiter, RateLimiterState.Lease)] = []
         func release() { for (limiter, lease) in leases { limiter.release(lease) } }
         let keyed: [(RateLimiter?, String?)] = [(server.perAddressLimiter, writer.clientAddress),
