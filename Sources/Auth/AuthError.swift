@@ -16,6 +16,10 @@ public enum AuthError: Error, Sendable, Hashable, CaseIterable, CustomStringConv
     case expired
     case notYetValid
     case issuedInFuture
+    /// `exp - iat` is longer than the configured maximum lifetime.
+    case lifetimeTooLong
+    /// No `iat`, so the token's lifetime cannot be bounded.
+    case missingIssuedAt
     case wrongIssuer
     case wrongAudience
     case missingSubject
@@ -33,6 +37,8 @@ public enum AuthError: Error, Sendable, Hashable, CaseIterable, CustomStringConv
         case .expired: "token_expired"
         case .notYetValid: "token_not_yet_valid"
         case .issuedInFuture: "token_issued_in_future"
+        case .lifetimeTooLong: "token_lifetime_too_long"
+        case .missingIssuedAt: "token_missing_issued_at"
         case .wrongIssuer: "token_wrong_issuer"
         case .wrongAudience: "token_wrong_audience"
         case .missingSubject: "token_missing_subject"
@@ -51,6 +57,8 @@ public enum AuthError: Error, Sendable, Hashable, CaseIterable, CustomStringConv
         case .expired: "The token has expired."
         case .notYetValid: "The token is not valid yet."
         case .issuedInFuture: "The token was issued in the future."
+        case .lifetimeTooLong: "The token's lifetime is longer than this service accepts."
+        case .missingIssuedAt: "The token has no issue time (iat)."
         case .wrongIssuer: "The token was issued by an issuer that is not accepted."
         case .wrongAudience: "The token is not meant for this service."
         case .missingSubject: "The token has no subject."
@@ -82,6 +90,10 @@ public enum AuthConfigurationError: Error, Sendable, Hashable, CustomStringConve
     case noIssuers
     case noAudiences
     case invalidSkew
+    /// The maximum token lifetime is not a positive finite number of seconds.
+    case invalidMaxLifetime
+    /// An issuer contains "|", the separator of `issuer|sub` identities, so two identities could collide.
+    case invalidIssuer(String)
     /// HS256 is allowed but no HMAC secret is configured.
     case missingHMACSecret
     /// The HS256 secret is shorter than 32 bytes (RFC 7518 section 3.2 requires at least the hash size).
@@ -97,6 +109,8 @@ public enum AuthConfigurationError: Error, Sendable, Hashable, CustomStringConve
         case .noIssuers: "no JWT issuer is configured"
         case .noAudiences: "no JWT audience is configured"
         case .invalidSkew: "the clock skew must be a finite number of seconds, 0 or more"
+        case .invalidMaxLifetime: "the maximum token lifetime must be a finite number of seconds, more than 0"
+        case .invalidIssuer(let issuer): "JWT issuer \"\(issuer)\" must not contain \"|\""
         case .missingHMACSecret: "HS256 is allowed but no HMAC secret is configured"
         case .hmacSecretTooShort: "the HS256 secret must be at least 32 bytes"
         }

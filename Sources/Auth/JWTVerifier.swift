@@ -15,15 +15,16 @@ public struct VerifiedToken: Sendable, Hashable {
     public let keyID: String?
     /// The whole payload.
     public let claims: [String: JSONValue]
-
-    public var identity: Identity { Identity(id: subject, kind: .jwt, issuer: issuer) }
+    /// The caller: `sub`, qualified by `iss` when the verifier accepts more than one issuer.
+    public let identity: Identity
 }
 
 /// Verifies a JWT in JWS compact serialization (RFC 7519 section 7.2, RFC 7515 section 5.2) signed with HS256,
 /// RS256 or ES256 (RFC 7518 section 3), following the JWT BCP (RFC 8725): `alg` must be allowlisted and `none`
 /// never is; the key type comes from configuration, not from the token (an HS256 token is only ever checked
 /// with the configured HMAC secret, RS256/ES256 only with JWKS keys of that type); the signature is checked
-/// before the payload is even decoded; then `exp` (required), `nbf`, `iat`, `iss`, `aud` and `sub`.
+/// before the payload is even decoded; then `exp` (required), `nbf`, `iat` (required, and `exp - iat` at most
+/// the configured lifetime), `iss`, `aud` and `sub`.
 ///
 /// Pure: no clock reads (the caller passes `now`), no I/O, no shared mutable state; safe to use from any
 /// thread. Replace the keys with `replacingKeys(_:)` when `JWKSCache` has a new set.
@@ -37,12 +38,21 @@ public struct JWTVerifier: Sendable, CustomStringConvertible {
         public var audiences: [String]
         /// Leeway for `exp`, `nbf` and `iat` against `now`, in seconds.
         public var skewSeconds: Double
+        /// Longest accepted `exp - iat`, in seconds; a token without `iat` is refused, since its lifetime cannot
+        /// be known. A stolen token is worth as much as it has left to live: this caps that at what the issuers
+        /// we serve mint (Firebase and Cognito ID tokens live 1 h, Apple's 10 min), whatever a signer was
+        /// talked into.
+        public var maxLifetimeSeconds: Double
 
-        public init(algorithms: Set<JWTAlgorithm>, issuers: [String], audiences: [String], skewSeconds: Double = 60) {
+        public static let defaultMaxLifetimeSeconds: Double = 86_400
+
+        public init(algorithms: Set<JWTAlgorithm>, issuers: [String], audiences: [String], skewSeconds: Double = 60,
+                    maxLifetimeSeconds: Double = Settings.defaultMaxLifetimeSeconds) {
             self.algorithms = algorithms
             self.issuers = issuers
             self.audiences = audiences
             self.skewSeconds = skewSeconds
+            self.maxLifetimeSeconds = maxLifetimeSeconds
         }
     }
 
@@ -61,6 +71,8 @@ public struct JWTVerifier: Sendable, CustomStringConvertible {
         guard !settings.issuers.isEmpty else { throw .noIssuers }
         guard !settings.audiences.isEmpty else { throw .noAudiences }
         guard settings.skewSeconds.isFinite, settings.skewSeconds >= 0 else { throw .invalidSkew }
+        guard settings.maxLifetimeSeconds.isFinite, settings.maxLifetimeSeconds > 0 else { throw .invalidMaxLifetime }
+        if let bad = settings.issuers.first(where: { $0.contains("|") }) { throw .invalidIssuer(bad) }
         if settings.algorithms.contains(.hs256) {
             guard let hmacSecret, !hmacSecret.isEmpty else { throw .missingHMACSecret }
             guard hmacSecret.revealForHeader().utf8.count >= 32 else { throw .hmacSecretTooShort }
@@ -160,6 +172,9 @@ public struct JWTVerifier: Sendable, CustomStringConvertible {
             guard number <= now + skew else { return .failure(.issuedInFuture) }
             iat = number
         }
+        // The lifetime the issuer gave the token, not what is left of it: no skew, both ends come from the token.
+        guard let issuedAt = iat else { return .failure(.missingIssuedAt) }
+        guard exp - issuedAt <= settings.maxLifetimeSeconds else { return .failure(.lifetimeTooLong) }
         let issuer: String
         switch claims["iss"] {
         case nil: return .failure(.wrongIssuer)
@@ -190,12 +205,13 @@ public struct JWTVerifier: Sendable, CustomStringConvertible {
         }
         return .success(VerifiedToken(
             subject: subject, issuer: issuer, audiences: audiences, expiresAt: exp, notBefore: nbf, issuedAt: iat,
-            algorithm: algorithm, keyID: kid, claims: claims))
+            algorithm: algorithm, keyID: kid, claims: claims,
+            identity: Identity(id: subject, kind: .jwt, issuer: settings.issuers.count > 1 ? issuer : nil)))
     }
 
     public var description: String {
         let algorithms = settings.algorithms.map(\.rawValue).sorted().joined(separator: ",")
         return "JWTVerifier(algorithms: \(algorithms), issuers: \(settings.issuers), audiences: \(settings.audiences), "
-            + "skew: \(settings.skewSeconds)s, hmacSecret: \(hmacSecret == nil ? "none" : "<redacted>"), \(keys))"
+            + "skew: \(settings.skewSeconds)s, maxLifetime: \(settings.maxLifetimeSeconds)s, hmacSecret: \(hmacSecret == nil ? "none" : "<redacted>"), \(keys))"
     }
 }

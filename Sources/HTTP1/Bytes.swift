@@ -83,3 +83,17 @@ func decodeFieldValue(_ bytes: UnsafeBufferPointer<UInt8>, hasHighBytes: Bool) -
     for b in bytes { scalars.append(Unicode.Scalar(b)) }
     return String(scalars)
 }
+
+/// RFC 3986 §3.2 authority bytes a request-target or Host may carry (host, port, IP literal): unreserved,
+/// sub-delims, pct-encoded, ":" and the IP-literal brackets. "@" is left out on purpose: userinfo in an http(s)
+/// URI is an error for a recipient (RFC 9110 §4.2.4).
+@inline(__always)
+func isAuthorityByte(_ b: UInt8) -> Bool {
+    switch b {
+    case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true          // DIGIT ALPHA
+    case 0x2D, 0x2E, 0x5F, 0x7E: return true                         // - . _ ~
+    case 0x21, 0x24, 0x26...0x2C, 0x3B, 0x3D: return true            // ! $ & ' ( ) * + , ; =
+    case 0x25, 0x3A, 0x5B, 0x5D: return true                         // % : [ ]
+    default: return false
+    }
+}

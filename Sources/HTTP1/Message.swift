@@ -16,7 +16,9 @@ public enum BodyFraming: Sendable, Equatable {
 /// Derived fields (`framing`, `keepAlive`, `expectsContinue`) follow RFC 9112 §6.3, §9.3 and RFC 9110 §10.1.1.
 public struct RequestHead: Sendable, Equatable {
     public var method: String
-    /// The request-target exactly as sent (RFC 9112 §3.2), e.g. "/v1/chat/completions?a=b".
+    /// The request-target in origin-form (RFC 9112 §3.2.1), e.g. "/v1/chat/completions?a=b": as sent, or for an
+    /// absolute-form target ("http://host/v1/x?a=b", §3.2.2) its path and query, the authority dropped, so routing,
+    /// rewriting and logs all see the path that is served. "*" for OPTIONS.
     public var target: String
     public var version: HTTPVersion
     public var headers: HTTPHeaders

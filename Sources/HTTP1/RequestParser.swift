@@ -99,6 +99,7 @@ public struct RequestParser: Sendable {
                 let limits = self.limits
                 guard try parseFieldLines(
                     storing: false,
+                    crlfOnly: true,
                     byteLimit: limits.maxHeadBytes,
                     countLimit: limits.maxHeaderCount,
                     tooLarge: HTTPParseError(kind: .headTooLarge, message: "trailer section too large"),
@@ -168,6 +169,7 @@ public struct RequestParser: Sendable {
         let limits = self.limits
         guard try parseFieldLines(
             storing: true,
+            crlfOnly: false,
             byteLimit: limits.maxHeadBytes,
             countLimit: limits.maxHeaderCount,
             tooLarge: HTTPParseError(kind: .headTooLarge, message: "request head too large"),
@@ -283,21 +285,60 @@ public struct RequestParser: Sendable {
         case .unsupported: throw HTTPParseError(kind: .versionNotSupported, message: "HTTP version not supported")
         case .malformed: throw .bad("malformed HTTP version")
         }
-        // RFC 9112 §3.2: origin-form for everything we serve, asterisk-form only for OPTIONS. A relay does not
-        // act as a forward proxy, so absolute-form is refused instead of being half-supported.
+        // RFC 9112 §3.2: origin-form for everything we serve, asterisk-form only for OPTIONS, and absolute-form
+        // because every server must accept it (§3.2.2). Authority-form belongs to CONNECT, the only form
+        // CONNECT may use (RFC 9110 §9.3.6); a relay is not a tunnel, so CONNECT is refused whatever its target.
+        if parsed.0 == "CONNECT" { throw .bad("CONNECT is not supported") }
+        var target = parsed.1
         if parsed.3 != 0x2F {
-            if parsed.1 == "*" {
+            if target == "*" {
                 if parsed.0 != "OPTIONS" { throw .bad("asterisk-form request-target is only for OPTIONS") }
-            } else if parsed.1.utf8.contains(0x3A) {
-                throw .bad("absolute-form request-target not supported")
+            } else if let originForm = try Self.originForm(ofAbsoluteForm: target) {
+                target = originForm
             } else {
                 throw .bad("request-target must start with '/'")
             }
         }
         head.method = parsed.0
-        head.target = parsed.1
+        head.target = target
         line.lineStart = s.pos
         line.scanFrom = s.pos
+    }
+
+    /// The origin-form (path and query) of an absolute-form target, nil when `target` has no URI scheme at all.
+    ///
+    /// RFC 9112 §3.2.2: a server accepts absolute-form; its authority replaces Host for an origin server. The
+    /// relay routes on the path and never lets a client pick where the request goes (the upstream comes from
+    /// the route), so the authority is checked for syntax and dropped; what is left is exactly what an
+    /// origin-form request for the same URI would carry (§3.2.1: an empty path is sent as "/").
+    /// Only http and https (RFC 9110 §4.2, scheme case-insensitive); userinfo and an empty host are errors
+    /// (§4.2.4, §4.2.1).
+    private static func originForm(ofAbsoluteForm target: String) throws(HTTPParseError) -> String? {
+        let u = Array(target.utf8)
+        // RFC 3986 §3.1: scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), then ":".
+        guard let first = u.first, (asciiLower(first) &- 0x61) < 26 else { return nil }
+        var i = 1
+        while i < u.count, u[i] != COLON {
+            let b = u[i]
+            guard (asciiLower(b) &- 0x61) < 26 || (b &- 0x30) < 10 || b == 0x2B || b == 0x2D || b == 0x2E else { return nil }
+            i += 1
+        }
+        guard i < u.count else { return nil }
+        let scheme = String(decoding: u[..<i].map(asciiLower), as: UTF8.self)
+        guard scheme == "http" || scheme == "https" else { throw .bad("request-target is neither a path nor an http(s) URI") }
+        i += 1
+        guard u.count - i >= 2, u[i] == 0x2F, u[i + 1] == 0x2F else { throw .bad("absolute-form request-target has no authority") }
+        i += 2
+        let authorityStart = i
+        while i < u.count, u[i] != 0x2F, u[i] != 0x3F {
+            if u[i] == 0x40 { throw .bad("userinfo in request-target") }
+            guard isAuthorityByte(u[i]) else { throw .bad("invalid authority in request-target") }
+            i += 1
+        }
+        guard i > authorityStart, u[authorityStart] != COLON else { throw .bad("absolute-form request-target has no host") }
+        if i == u.count { return "/" }
+        let rest = String(decoding: u[i...], as: UTF8.self)
+        return u[i] == 0x3F ? "/" + rest : rest
     }
 
     private enum VersionClass { case supported(HTTPVersion), unsupported, malformed }
@@ -336,6 +377,7 @@ public struct RequestParser: Sendable {
         var transferEncodingCount = 0
         var transferEncodingIsChunked = false
         var hostCount = 0
+        var hostIsValid = true
         var connectionClose = false
         var connectionKeepAlive = false
         var expectContinue = false
@@ -345,17 +387,17 @@ public struct RequestParser: Sendable {
         case other
         case contentLength(Int?)
         case transferEncoding(chunked: Bool)
-        case host
+        case host(valid: Bool)
         case connection(close: Bool, keepAlive: Bool)
         case expect(continue: Bool)
     }
 
     /// Reads field lines until the empty line (true) or until more bytes are needed (false).
     private mutating func parseFieldLines(
-        storing: Bool, byteLimit: Int, countLimit: Int, tooLarge: HTTPParseError, tooMany: HTTPParseError
+        storing: Bool, crlfOnly: Bool, byteLimit: Int, countLimit: Int, tooLarge: HTTPParseError, tooMany: HTTPParseError
     ) throws(HTTPParseError) -> Bool {
         while true {
-            guard let (from, to) = try nextLine(byteLimit: byteLimit, tooLarge: tooLarge) else { return false }
+            guard let (from, to) = try nextLine(crlfOnly: crlfOnly, byteLimit: byteLimit, tooLarge: tooLarge) else { return false }
             if from == to { return true }
             line.fieldCount += 1
             if line.fieldCount > countLimit { throw tooMany }
@@ -368,8 +410,11 @@ public struct RequestParser: Sendable {
     }
 
     /// The next complete line at `line.lineStart` (terminator excluded), or nil when its LF has not arrived.
-    /// A bare LF ends a line too (RFC 9112 §2.2 allows it; nginx does the same).
-    private mutating func nextLine(byteLimit: Int, tooLarge: HTTPParseError) throws(HTTPParseError) -> (Int, Int)? {
+    /// In the head a bare LF ends a line too (RFC 9112 §2.2 allows it for the start-line and fields; nginx does
+    /// the same, and the relay re-serialises every field it forwards, so no bytes of the client's head reach the
+    /// next hop). `crlfOnly` refuses it: chunked framing, trailers included, is where bare-LF readings differ
+    /// between hops and bodies get smuggled, so there only CRLF ends a line (RFC 9112 §7.1).
+    private mutating func nextLine(crlfOnly: Bool, byteLimit: Int, tooLarge: HTTPParseError) throws(HTTPParseError) -> (Int, Int)? {
         let base = start
         let available = buffer.count - start
         let from = line.scanFrom
@@ -384,7 +429,11 @@ public struct RequestParser: Sendable {
         if lf >= byteLimit { throw tooLarge }
         let lineFrom = line.lineStart
         var lineTo = lf
-        if lineTo > lineFrom && buffer[base + lineTo - 1] == CR { lineTo -= 1 }
+        if lineTo > lineFrom && buffer[base + lineTo - 1] == CR {
+            lineTo -= 1
+        } else if crlfOnly {
+            throw .bad("bare LF in trailer section")
+        }
         line.lineStart = lf + 1
         line.scanFrom = lf + 1
         return (lineFrom, lineTo)
@@ -450,8 +499,9 @@ public struct RequestParser: Sendable {
         case .transferEncoding(let chunked):
             head.transferEncodingCount += 1
             head.transferEncodingIsChunked = chunked
-        case .host:
+        case .host(let valid):
             head.hostCount += 1
+            head.hostIsValid = head.hostIsValid && valid
         case .connection(let close, let keepAlive):
             head.connectionClose = head.connectionClose || close
             head.connectionKeepAlive = head.connectionKeepAlive || keepAlive
@@ -467,7 +517,11 @@ public struct RequestParser: Sendable {
         let v1 = f.valueTo
         switch n1 - n0 {
         case 4:
-            return equalsLowercase(p, n0, n1, "host") ? .host : .other
+            guard equalsLowercase(p, n0, n1, "host") else { return .other }
+            // RFC 9112 §3.2: Host = uri-host [ ":" port ]; empty is allowed (a URI without authority).
+            var valid = true
+            for i in v0..<v1 where !isAuthorityByte(p[i]) { valid = false }
+            return .host(valid: valid)
         case 6:
             return equalsLowercase(p, n0, n1, "expect") ? .expect(continue: equalsLowercase(p, v0, v1, "100-continue")) : .other
         case 10:
@@ -510,7 +564,11 @@ public struct RequestParser: Sendable {
     /// RFC 9112 §6.1 and §6.3: exactly one way to find the body's end, or the request is refused.
     private mutating func finishHead() throws(HTTPParseError) -> RequestHead {
         let h = head
+        // RFC 9112 §3.2: an HTTP/1.1 request without Host, with more than one, or with an invalid one is a 400.
+        // 1.0 predates Host, so it may come without one.
         if h.hostCount > 1 { throw .bad("multiple Host fields") }
+        if h.hostCount == 0 && h.version == .http1_1 { throw .bad("missing Host field") }
+        if !h.hostIsValid { throw .bad("invalid Host field") }
         let framing: BodyFraming
         if h.transferEncodingCount > 0 {
             if h.version == .http1_0 { throw .bad("Transfer-Encoding in an HTTP/1.0 request") }
@@ -563,8 +621,8 @@ public struct RequestParser: Sendable {
             return false
         }
         let lf = lfAbsolute - base
-        var lineTo = lf
-        if lineTo > 0 && buffer[base + lineTo - 1] == CR { lineTo -= 1 }
+        guard lf > 0 && buffer[base + lf - 1] == CR else { throw .bad("bare LF in chunk size line") }
+        let lineTo = lf - 1
         if lineTo > maxLine { throw .bad("chunk size line too long") }
         let (size, extensionLength) = try buffer.withUnsafeBufferPointer { (p) throws(HTTPParseError) in
             try Self.scanChunkSizeLine(p, base, base + lineTo)
@@ -610,16 +668,12 @@ public struct RequestParser: Sendable {
         return (size, to - digitsEnd)
     }
 
-    /// The CRLF that must follow chunk data; anything else means the sender's framing is not what it claimed.
+    /// The CRLF that must follow chunk data; anything else (a bare LF too) means the sender's framing is not what
+    /// it claimed, or that another reader of these bytes could find a different end.
     private mutating func consumeChunkDataEnd() throws(HTTPParseError) -> Bool {
         let available = buffer.count - start
         guard available > 0 else { return false }
-        let first = buffer[start]
-        if first == LF {
-            start += 1
-            return true
-        }
-        guard first == CR else { throw .bad("missing CRLF after chunk data") }
+        guard buffer[start] == CR else { throw .bad("missing CRLF after chunk data") }
         guard available > 1 else { return false }
         guard buffer[start + 1] == LF else { throw .bad("missing CRLF after chunk data") }
         start += 2

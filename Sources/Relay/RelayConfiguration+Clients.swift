@@ -146,7 +146,8 @@ extension ConfigReader {
 
     mutating func readJWT(_ value: Any) -> ClientsConfiguration.JWT? {
         guard let j = value as? [String: Any] else { problem("clients.jwt", "must be an object"); return nil }
-        checkKnown(j, ["algorithms", "issuers", "audiences", "skewSeconds", "hmacSecret", "jwksFile", "jwksURL", "jwksRefreshSeconds"], "clients.jwt")
+        checkKnown(j, ["algorithms", "issuers", "audiences", "skewSeconds", "maxLifetimeSeconds", "hmacSecret", "jwksFile", "jwksURL",
+                       "jwksRefreshSeconds"], "clients.jwt")
         var algorithms: Set<JWTAlgorithm> = []
         if let list = j["algorithms"] as? [String], !list.isEmpty {
             for name in list {
@@ -162,6 +163,14 @@ extension ConfigReader {
         var skew = 60.0
         if let v = j["skewSeconds"] {
             if let d = ConfigReader.number(v), d >= 0, d <= 3600 { skew = d } else { problem("clients.jwt.skewSeconds", "must be 0 to 3600") }
+        }
+        var maxLifetime = JWTVerifier.Settings.defaultMaxLifetimeSeconds
+        if let v = j["maxLifetimeSeconds"] {
+            if let d = ConfigReader.number(v), d >= 1, d <= 366 * 86_400 {
+                maxLifetime = d
+            } else {
+                problem("clients.jwt.maxLifetimeSeconds", "must be 1 to 31622400 seconds (exp - iat; default 86400)")
+            }
         }
         var hmac: Secret?
         if let s = j["hmacSecret"] { hmac = secret(s, "clients.jwt.hmacSecret") }
@@ -179,7 +188,8 @@ extension ConfigReader {
         if needsKeys && keys.isEmpty && url == nil {
             problem("clients.jwt", "RS256/ES256 need jwksFile or jwksURL")
         }
-        let settings = JWTVerifier.Settings(algorithms: algorithms, issuers: issuers, audiences: audiences, skewSeconds: skew)
+        let settings = JWTVerifier.Settings(algorithms: algorithms, issuers: issuers, audiences: audiences, skewSeconds: skew,
+                                            maxLifetimeSeconds: maxLifetime)
         do {
             _ = try JWTVerifier(settings: settings, hmacSecret: hmac, keys: keys)
         } catch {

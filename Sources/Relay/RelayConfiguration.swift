@@ -451,7 +451,7 @@ extension RelayConfiguration {
         }
         if let v = environment["SSE_RELAY_ADMIN_PORT"], !v.isEmpty {
             if let port = Int(v), (0...65535).contains(port) {
-                admin = Listen(host: admin?.host ?? "0.0.0.0", port: port)
+                admin = Self.adminListen(port: port, existing: admin, publicListen: listen)
             } else {
                 problems.append("SSE_RELAY_ADMIN_PORT: must be 0 to 65535")
             }

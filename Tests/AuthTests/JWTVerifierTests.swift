@@ -36,10 +36,10 @@ import Testing
     }
 
     @Test func optionalClaimsAndAudienceArrays() throws {
-        let bare = rs256(["nbf": NSNull(), "iat": NSNull(), "aud": ["someone-else", "second-app"]])
+        let bare = rs256(["nbf": NSNull(), "aud": ["someone-else", "second-app"]])
         let verified = try #require(value(verifier().verify(bare, now: now)))
         #expect(verified.notBefore == nil)
-        #expect(verified.issuedAt == nil)
+        #expect(verified.issuedAt == now - 10)
         #expect(verified.audiences == ["someone-else", "second-app"])
         #expect(value(verifier().verify(rs256(["iss": "https://other-issuer.example"]), now: now)) != nil)
     }
@@ -201,7 +201,30 @@ import Testing
     @Test func issuedAtBoundaries() {
         #expect(value(verifier().verify(rs256(["iat": now + skew]), now: now)) != nil)
         #expect(failure(verifier().verify(rs256(["iat": now + skew + 1]), now: now)) == .issuedInFuture)
-        #expect(value(verifier().verify(rs256(["iat": now - 86_400 * 365]), now: now)) != nil)
+        // An old iat is fine as long as the token's whole lifetime (exp - iat) stays within the maximum.
+        #expect(value(verifier(maxLifetime: 86_400 * 366).verify(rs256(["iat": now - 86_400 * 365]), now: now)) != nil)
+    }
+
+    @Test func lifetimeBoundaries() {
+        // Default 24 h: exp - iat == 86400 passes, one second more does not (exp stays in the future throughout).
+        #expect(JWTVerifier.Settings(algorithms: [.rs256], issuers: [issuer], audiences: [audience]).maxLifetimeSeconds == 86_400)
+        #expect(value(verifier().verify(rs256(["iat": now - 100, "exp": now - 100 + 86_400]), now: now)) != nil)
+        #expect(failure(verifier().verify(rs256(["iat": now - 100, "exp": now - 100 + 86_401]), now: now)) == .lifetimeTooLong)
+        #expect(failure(verifier().verify(rs256(["iat": now - 86_400 * 365]), now: now)) == .lifetimeTooLong)
+        // A 10-year token minted a second ago: fresh, validly signed, and still refused.
+        #expect(failure(verifier().verify(rs256(["iat": now - 1, "exp": now + 86_400 * 3650]), now: now)) == .lifetimeTooLong)
+        // A configured maximum, to the second; skew does not stretch it (both ends come from the token).
+        let hour = verifier(maxLifetime: 3600)
+        #expect(value(hour.verify(rs256(["iat": now - 10, "exp": now + 3590]), now: now)) != nil)
+        #expect(failure(hour.verify(rs256(["iat": now - 10, "exp": now + 3590.5]), now: now)) == .lifetimeTooLong)
+        #expect(failure(hour.verify(rs256(["iat": now - 10, "exp": now + 3591]), now: now)) == .lifetimeTooLong)
+    }
+
+    @Test func aTokenWithoutIssuedAtIsRefused() {
+        // Its lifetime cannot be bounded; every issuer we document (Firebase, Apple, Auth0, Cognito) sets iat.
+        #expect(failure(verifier().verify(rs256(["iat": NSNull()]), now: now)) == .missingIssuedAt)
+        #expect(failure(verifier().verify(hs256(["iat": NSNull(), "nbf": NSNull()]), now: now)) == .missingIssuedAt)
+        #expect(failure(verifier(maxLifetime: 366 * 86_400).verify(es256(["iat": NSNull()]), now: now)) == .missingIssuedAt)
     }
 
     @Test func registeredClaimsOfTheWrongTypeAreMalformed() {
@@ -334,6 +357,14 @@ import Testing
         #expect(throws: AuthConfigurationError.invalidSkew) {
             try JWTVerifier(settings: settings([.rs256], skew: .infinity))
         }
+        for bad in [0, -1, Double.nan, .infinity] {
+            #expect(throws: AuthConfigurationError.invalidMaxLifetime) {
+                try JWTVerifier(settings: settings([.rs256], maxLifetime: bad))
+            }
+        }
+        #expect(throws: AuthConfigurationError.invalidIssuer("https://a.example|b")) {
+            try JWTVerifier(settings: .init(algorithms: [.rs256], issuers: [issuer, "https://a.example|b"], audiences: [audience]))
+        }
         #expect(throws: AuthConfigurationError.missingHMACSecret) {
             try JWTVerifier(settings: settings([.hs256]))
         }
@@ -360,5 +391,41 @@ import Testing
         #expect(failure(empty.verify(rs256(), now: now)) == .unknownKey)
         #expect(value(empty.replacingKeys(Fixtures.jwks).verify(rs256(), now: now)) != nil)
         #expect(value(empty.replacingKeys(Fixtures.jwks).verify(hs256(), now: now)) != nil)
+    }
+}
+
+/// RFC 7519 section 4.1.2: `sub` is unique only within its issuer. With several issuers accepted, the identity (the
+/// key rate limits count by) is `issuer|sub`, so two issuers' users never share a budget.
+@Suite struct IssuerQualifiedIdentityTests {
+    static let other = "https://other-issuer.example"
+
+    @Test func severalIssuersQualifyTheSubject() throws {
+        let a = try #require(value(verifier().verify(rs256(), now: now))).identity
+        let b = try #require(value(verifier().verify(rs256(["iss": Self.other]), now: now))).identity
+        #expect(a == Identity(id: "user-42", kind: .jwt, issuer: issuer))
+        #expect(a.key == "jwt:\(issuer)|user-42")
+        #expect(b.key == "jwt:\(Self.other)|user-42")
+        #expect(a.key != b.key)
+        #expect("\(a)" == a.key)
+    }
+
+    @Test func oneIssuerKeepsTheBareSubject() throws {
+        let single = try JWTVerifier(settings: .init(algorithms: [.rs256], issuers: [issuer], audiences: [audience]), keys: Fixtures.jwks)
+        let identity = try #require(value(single.verify(rs256(), now: now))).identity
+        #expect(identity == Identity(id: "user-42", kind: .jwt))
+        #expect(identity.key == "jwt:user-42")
+    }
+
+    @Test func aSubjectWithTheSeparatorCannotImpersonateAnotherIssuer() throws {
+        // Issuers cannot contain "|", so the first "|" always ends the issuer: no (iss, sub) pair can spell
+        // another pair's key.
+        let crafted = try #require(value(verifier().verify(rs256(["iss": Self.other, "sub": "x|user-42"]), now: now))).identity
+        let plain = try #require(value(verifier().verify(rs256(), now: now))).identity
+        #expect(crafted.key == "jwt:\(Self.other)|x|user-42")
+        #expect(crafted.key != plain.key)
+    }
+
+    @Test func staticTokenKeys() {
+        #expect(Identity(id: "ios-app", kind: .staticToken).key == "static:ios-app")
     }
 }

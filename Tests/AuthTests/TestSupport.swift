@@ -131,15 +131,16 @@ func hs256(_ overrides: [String: Any] = [:], signer: Signer = .secret) -> String
     token(header: header("HS256"), payload: claims(overrides), signer: signer)
 }
 
-func settings(_ algorithms: Set<JWTAlgorithm> = Set(JWTAlgorithm.allCases), skew: Double = skew) -> JWTVerifier.Settings {
+func settings(_ algorithms: Set<JWTAlgorithm> = Set(JWTAlgorithm.allCases), skew: Double = skew,
+              maxLifetime: Double = JWTVerifier.Settings.defaultMaxLifetimeSeconds) -> JWTVerifier.Settings {
     JWTVerifier.Settings(algorithms: algorithms, issuers: [issuer, "https://other-issuer.example"],
-                         audiences: [audience, "second-app"], skewSeconds: skew)
+                         audiences: [audience, "second-app"], skewSeconds: skew, maxLifetimeSeconds: maxLifetime)
 }
 
 func verifier(_ algorithms: Set<JWTAlgorithm> = Set(JWTAlgorithm.allCases), keys: JWKSet = Fixtures.jwks,
-              skew: Double = skew) -> JWTVerifier {
+              skew: Double = skew, maxLifetime: Double = JWTVerifier.Settings.defaultMaxLifetimeSeconds) -> JWTVerifier {
     let secret = algorithms.contains(.hs256) ? Secret(hmacSecretText) : nil
-    return try! JWTVerifier(settings: settings(algorithms, skew: skew), hmacSecret: secret, keys: keys)
+    return try! JWTVerifier(settings: settings(algorithms, skew: skew, maxLifetime: maxLifetime), hmacSecret: secret, keys: keys)
 }
 
 func failure<T>(_ result: Result<T, AuthError>) -> AuthError? {

@@ -175,7 +175,7 @@ struct ChunkedEncodingTests {
     @Test("framed chunks parse back to the same payload")
     func roundTrip() {
         var rng = SplitMix64(seed: 7)
-        var wire = b("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+        var wire = b("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n")
         var payload: [UInt8] = []
         for _ in 0..<50 {
             let piece = (0..<Int.random(in: 1...700, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }

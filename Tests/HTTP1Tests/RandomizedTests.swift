@@ -11,6 +11,7 @@ struct RandomizedTests {
 
     private static let tokenChars = b("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~")
     private static let targetChars = b("abcdefghijklmnopqrstuvwxyz0123456789-._~/%=&+:@!$'()*,;")
+    private static let hostChars = b("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:[]%")
     private static let valueChars = b("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 \t\"(),/:;<=>?@[\\]{}!#$%&'*+-.^_`|~")
 
     private static func pick(_ chars: [UInt8], _ count: Int, _ rng: inout SplitMix64) -> [UInt8] {
@@ -29,6 +30,12 @@ struct RandomizedTests {
         wire += b("\(method) \(target) \(version == .http1_1 ? "HTTP/1.1" : "HTTP/1.0")") + eol(&rng)
 
         var fields: [(String, String)] = []
+        // RFC 9112 §3.2: Host is required on 1.1 and optional on 1.0.
+        if version == .http1_1 || Bool.random(using: &rng) {
+            let value = String(decoding: pick(hostChars, Int.random(in: 0...20, using: &rng), &rng), as: UTF8.self)
+            fields.append(("Host", value))
+            wire += b("Host: \(value)") + eol(&rng)
+        }
         for _ in 0..<Int.random(in: 0...12, using: &rng) {
             let name = "X-" + String(decoding: pick(tokenChars, Int.random(in: 1...12, using: &rng), &rng), as: UTF8.self)
             var valueBytes = pick(valueChars, Int.random(in: 0...40, using: &rng), &rng)
@@ -63,13 +70,14 @@ struct RandomizedTests {
                 sizeLine.removeLast(2)
                 if Int.random(in: 0..<2, using: &rng) == 0 { sizeLine = b(String(decoding: sizeLine, as: UTF8.self).uppercased()) }
                 if Int.random(in: 0..<3, using: &rng) == 0 { sizeLine += b(" ;ext=") + pick(tokenChars, Int.random(in: 0...10, using: &rng), &rng) }
-                bodyWire += sizeLine + eol(&rng) + chunk + eol(&rng)
+                // Chunked framing is CRLF only (RFC 9112 §7.1); bare LF is tolerated in the head alone.
+                bodyWire += sizeLine + b("\r\n") + chunk + b("\r\n")
             }
-            bodyWire += b("0") + eol(&rng)
+            bodyWire += b("0\r\n")
             for _ in 0..<Int.random(in: 0...2, using: &rng) {
-                bodyWire += b("X-Trailer-") + pick(tokenChars, 4, &rng) + b(": ") + pick(valueChars, 5, &rng) + b("z") + eol(&rng)
+                bodyWire += b("X-Trailer-") + pick(tokenChars, 4, &rng) + b(": ") + pick(valueChars, 5, &rng) + b("z\r\n")
             }
-            bodyWire += eol(&rng)
+            bodyWire += b("\r\n")
         }
         wire += eol(&rng) + bodyWire
 

@@ -15,12 +15,13 @@ struct RejectCase: Sendable, CustomTestStringConvertible {
     var testDescription: String { name }
 }
 
-private func req(_ fields: String, line: String = "GET / HTTP/1.1") -> [UInt8] {
-    b(line + "\r\n" + fields + "\r\n")
+/// A request with `fields` after a valid Host field (RFC 9112 §3.2), so each row fails on the rule it names.
+private func req(_ fields: String, line: String = "GET / HTTP/1.1", host: Bool = true) -> [UInt8] {
+    b(line + "\r\n" + (host ? "Host: h\r\n" : "") + fields + "\r\n")
 }
 
 private func chunked(_ body: String) -> [UInt8] {
-    b("POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
+    b("POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
 }
 
 /// One row per validation rule of the spec. Header values carry "SECRET" to check messages never echo them.
@@ -33,9 +34,25 @@ let rejectCases: [RejectCase] = [
     RejectCase(name: "space after version", input: b("GET / HTTP/1.1 \r\n\r\n"), status: 400),
     RejectCase(name: "tab instead of space", input: b("GET\t/ HTTP/1.1\r\n\r\n"), status: 400),
     RejectCase(name: "target not origin-form", input: b("GET index.html HTTP/1.1\r\n\r\n"), status: 400),
-    RejectCase(name: "absolute-form target", input: b("GET http://example.com/ HTTP/1.1\r\n\r\n"), status: 400),
-    RejectCase(name: "authority-form target", input: b("CONNECT example.com:443 HTTP/1.1\r\n\r\n"), status: 400),
-    RejectCase(name: "asterisk-form with GET", input: b("GET * HTTP/1.1\r\n\r\n"), status: 400),
+    RejectCase(name: "authority-form target", input: b("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"), status: 400, message: "CONNECT is not supported"),
+    RejectCase(name: "CONNECT with an origin-form target", input: b("CONNECT /v1/x HTTP/1.1\r\nHost: h\r\n\r\n"), status: 400, message: "CONNECT is not supported"),
+    RejectCase(name: "authority-form target without CONNECT", input: b("GET example.com:443 HTTP/1.1\r\nHost: h\r\n\r\n"), status: 400),
+    RejectCase(name: "asterisk-form with GET", input: b("GET * HTTP/1.1\r\nHost: h\r\n\r\n"), status: 400),
+    RejectCase(name: "asterisk-form with POST", input: b("POST * HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n"), status: 400),
+    // Absolute-form (RFC 9112 §3.2.2) is accepted for http and https only, with a host and no userinfo.
+    RejectCase(name: "absolute-form with an ftp scheme", input: b("GET ftp://h/v1/x HTTP/1.1\r\nHost: h\r\n\r\n"), status: 400),
+    RejectCase(name: "absolute-form with a ws scheme", input: b("GET ws://h/v1/x HTTP/1.1\r\nHost: h\r\n\r\n"), status: 400),
+    RejectCase(name: "absolute-form with a scheme that only starts like http", input: b("GET httpx://h/v1/x HTTP/1.1\r\nHost: h\r\n\r\n"), status: 400),
+    RejectCase(name: "URN target", input: b("GET urn:isbn:0 HTTP/1.1\r\nHost: h\r\n\r\n"), status: 400),
+    RejectCase(name: "scheme starting with a digit", input: b("GET 1http://h/ HTTP/1.1\r\nHost: h\r\n\r\n"), status: 400),
+    RejectCase(name: "absolute-form without //", input: b("GET http:/v1/x HTTP/1.1\r\nHost: h\r\n\r\n"), status: 400, message: "absolute-form request-target has no authority"),
+    RejectCase(name: "absolute-form scheme only", input: b("GET http: HTTP/1.1\r\nHost: h\r\n\r\n"), status: 400, message: "absolute-form request-target has no authority"),
+    RejectCase(name: "absolute-form with an empty host", input: b("GET http:///v1/x HTTP/1.1\r\nHost: h\r\n\r\n"), status: 400, message: "absolute-form request-target has no host"),
+    RejectCase(name: "absolute-form with a port and no host", input: b("GET http://:80/v1/x HTTP/1.1\r\nHost: h\r\n\r\n"), status: 400, message: "absolute-form request-target has no host"),
+    RejectCase(name: "absolute-form with userinfo", input: b("GET http://SECRET:pw@h/v1/x HTTP/1.1\r\nHost: h\r\n\r\n"), status: 400, message: "userinfo in request-target"),
+    RejectCase(name: "absolute-form with an invalid authority byte", input: b("GET http://a<b/v1/x HTTP/1.1\r\nHost: h\r\n\r\n"), status: 400, message: "invalid authority in request-target"),
+    RejectCase(name: "absolute-form target longer than maxURIBytes", input: b("GET http://h/" + String(repeating: "u", count: 24) + " HTTP/1.1\r\nHost: h\r\n\r\n"), status: 414),
+    RejectCase(name: "absolute-form on HTTP/1.1 still needs Host", input: b("GET http://h/v1/x HTTP/1.1\r\n\r\n"), status: 400, message: "missing Host field"),
     RejectCase(name: "control byte in target", input: b("GET /a\u{01}b HTTP/1.1\r\n\r\n"), status: 400),
     RejectCase(name: "DEL in target", input: b("GET /a\u{7F}b HTTP/1.1\r\n\r\n"), status: 400),
     RejectCase(name: "non-ASCII byte in target", input: b("GET /caf") + [0xE9] + b(" HTTP/1.1\r\n\r\n"), status: 400),
@@ -68,7 +85,16 @@ let rejectCases: [RejectCase] = [
     RejectCase(name: "DEL in field value", input: req("X-A: SEC\u{7F}RET\r\n"), status: 400),
     RejectCase(name: "more than maxHeaderCount fields", input: req((1...6).map { "X-\($0): v\r\n" }.joined()), status: 431),
     RejectCase(name: "head larger than maxHeadBytes", input: req("X-A: " + String(repeating: "v", count: 240) + "\r\n"), status: 431),
-    RejectCase(name: "several Host fields", input: req("Host: a\r\nHost: a\r\n"), status: 400),
+    // Host (RFC 9112 §3.2)
+    RejectCase(name: "no Host on HTTP/1.1", input: req("Accept: x\r\n", host: false), status: 400, message: "missing Host field"),
+    RejectCase(name: "no Host on HTTP/1.1, bare LF head", input: b("GET / HTTP/1.1\nAccept: x\n\n"), status: 400, message: "missing Host field"),
+    RejectCase(name: "several Host fields", input: req("Host: a\r\nHost: a\r\n", host: false), status: 400, message: "multiple Host fields"),
+    RejectCase(name: "several Host fields with different values", input: req("Host: a\r\nX-A: 1\r\nhost: SECRET\r\n", host: false), status: 400, message: "multiple Host fields"),
+    RejectCase(name: "several Host fields on HTTP/1.0", input: req("Host: a\r\nHost: b\r\n", line: "GET / HTTP/1.0", host: false), status: 400, message: "multiple Host fields"),
+    RejectCase(name: "Host with userinfo", input: req("Host: SECRET@h\r\n", host: false), status: 400, message: "invalid Host field"),
+    RejectCase(name: "Host with a path", input: req("Host: h/SECRET\r\n", host: false), status: 400, message: "invalid Host field"),
+    RejectCase(name: "Host with inner whitespace", input: req("Host: a SECRET\r\n", host: false), status: 400, message: "invalid Host field"),
+    RejectCase(name: "Host with non-ASCII bytes", input: b("GET / HTTP/1.1\r\nHost: caf") + [0xE9] + b("\r\n\r\n"), status: 400, message: "invalid Host field"),
     // Content-Length / Transfer-Encoding
     RejectCase(name: "Content-Length with Transfer-Encoding", input: req("Content-Length: 3\r\nTransfer-Encoding: chunked\r\n", line: "POST / HTTP/1.1") + b("3\r\nabc\r\n0\r\n\r\n"), status: 400),
     RejectCase(name: "two equal Content-Length fields", input: req("Content-Length: 3\r\nContent-Length: 3\r\n", line: "POST / HTTP/1.1") + b("abc"), status: 400),
@@ -101,6 +127,16 @@ let rejectCases: [RejectCase] = [
     RejectCase(name: "chunk data followed by CR and junk", input: chunked("3\r\nabc\rX0\r\n\r\n"), status: 400, headsBefore: 1),
     RejectCase(name: "chunk larger than maxBodyBytes", input: chunked("65\r\n"), status: 413, headsBefore: 1),
     RejectCase(name: "chunks adding up above maxBodyBytes", input: chunked("3c\r\n" + String(repeating: "a", count: 60) + "\r\n3c\r\n"), status: 413, headsBefore: 1),
+    // Bare LF in chunked framing (RFC 9112 §7.1 says CRLF; §2.2's bare-LF leniency covers the head only).
+    RejectCase(name: "bare LF ending a chunk size line", input: chunked("3\nabc\r\n0\r\n\r\n"), status: 400, headsBefore: 1, message: "bare LF in chunk size line"),
+    RejectCase(name: "bare LF ending a chunk size line with an extension", input: chunked("3;a=b\nabc\r\n0\r\n\r\n"), status: 400, headsBefore: 1, message: "bare LF in chunk size line"),
+    RejectCase(name: "bare LF ending the last-chunk line", input: chunked("3\r\nabc\r\n0\n\r\n"), status: 400, headsBefore: 1, message: "bare LF in chunk size line"),
+    RejectCase(name: "bare LF ending the first chunk size line", input: chunked("0\n\r\n"), status: 400, headsBefore: 1, message: "bare LF in chunk size line"),
+    RejectCase(name: "bare LF after chunk data", input: chunked("3\r\nabc\n0\r\n\r\n"), status: 400, headsBefore: 1, message: "missing CRLF after chunk data"),
+    RejectCase(name: "LF CR after chunk data", input: chunked("3\r\nabc\n\r0\r\n\r\n"), status: 400, headsBefore: 1, message: "missing CRLF after chunk data"),
+    RejectCase(name: "bare LF ending a trailer field", input: chunked("0\r\nX-T: v\n\r\n"), status: 400, headsBefore: 1, message: "bare LF in trailer section"),
+    RejectCase(name: "bare LF as the empty line ending the trailers", input: chunked("0\r\nX-T: v\r\n\n"), status: 400, headsBefore: 1, message: "bare LF in trailer section"),
+    RejectCase(name: "bare LF as the empty line after the last chunk", input: chunked("3\r\nabc\r\n0\r\n\n"), status: 400, headsBefore: 1, message: "bare LF in trailer section"),
     RejectCase(name: "malformed trailer field", input: chunked("0\r\nBad Trailer: SECRET\r\n\r\n"), status: 400, headsBefore: 1),
     RejectCase(name: "too many trailer fields", input: chunked("0\r\n" + (1...6).map { "T-\($0): v\r\n" }.joined() + "\r\n"), status: 431, headsBefore: 1),
     RejectCase(name: "trailer section too large", input: chunked("0\r\nT: " + String(repeating: "v", count: 260) + "\r\n\r\n"), status: 431, headsBefore: 1),
@@ -134,8 +170,8 @@ struct ValidationTests {
     @Test("a limit is inclusive: exactly at each limit is accepted")
     func limitsAreInclusive() throws {
         let target = "/" + String(repeating: "u", count: 31)          // 32 bytes == maxURIBytes
-        // 3 numbered fields + Content-Length + padding = 5 == maxHeaderCount; padded to 256 == maxHeadBytes.
-        var input = b("POST \(target) HTTP/1.1\r\n" + (1...3).map { "X-\($0): v\r\n" }.joined() + "Content-Length: 100\r\n")
+        // Host + 2 numbered fields + Content-Length + padding = 5 == maxHeaderCount; padded to 256 == maxHeadBytes.
+        var input = b("POST \(target) HTTP/1.1\r\nHost: h\r\n" + (1...2).map { "X-\($0): v\r\n" }.joined() + "Content-Length: 100\r\n")
         let pad = 256 - input.count - b("X-P: \r\n\r\n").count
         input += b("X-P: " + String(repeating: "p", count: pad) + "\r\n\r\n")
         #expect(input.count == 256)
@@ -152,7 +188,7 @@ struct ValidationTests {
 
     @Test("a chunked body of exactly maxBodyBytes is accepted")
     func chunkedAtBodyLimit() {
-        let input = b("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n32\r\n" + String(repeating: "a", count: 50)
+        let input = b("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n32\r\n" + String(repeating: "a", count: 50)
             + "\r\n32\r\n" + String(repeating: "b", count: 50) + "\r\n0\r\n\r\n")
         let outcome = parseThreeWays(input, limits: smallLimits)
         #expect(outcome.error == nil)
@@ -204,7 +240,7 @@ struct EarlyLimitTests {
     @Test("trailer limit fires while the trailer section is incomplete")
     func trailerLimitOnPartialTrailers() throws {
         var parser = RequestParser(limits: RequestLimits(maxHeadBytes: 64))
-        parser.append(b("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: "))
+        parser.append(b("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: "))
         #expect(try parser.next() != nil)
         #expect(try parser.next() == nil)
         parser.append([UInt8](repeating: 0x76, count: 61))
@@ -216,7 +252,7 @@ struct EarlyLimitTests {
     @Test("an endless chunk size line is refused before its end arrives")
     func chunkLineLimitOnPartialLine() throws {
         var parser = RequestParser(limits: RequestLimits(maxHeadBytes: 64))
-        parser.append(b("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;"))
+        parser.append(b("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;"))
         #expect(try parser.next() != nil)
         #expect(try parser.next() == nil)
         parser.append([UInt8](repeating: 0x65, count: 200))

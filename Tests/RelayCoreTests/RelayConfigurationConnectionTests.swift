@@ -286,7 +286,8 @@ private func environmentProblems(
         #expect(c.workers == 8)
         #expect(c.admin == nil)
         try c.applyEnvironment(["SSE_RELAY_ADMIN_PORT": "9100"])
-        #expect(c.admin == RelayConfiguration.Listen(host: "0.0.0.0", port: 9100))
+        // No admin block: the admin listener stays on loopback even though the public one is on 0.0.0.0.
+        #expect(c.admin == RelayConfiguration.Listen(host: "127.0.0.1", port: 9100))
         #expect(c.listen == RelayConfiguration.Listen(host: "0.0.0.0", port: 8443), "the public listener is untouched")
     }
 
@@ -299,7 +300,7 @@ private func environmentProblems(
         #expect(c.listen == RelayConfiguration.Listen(host: "::", port: 0))
         #expect(c.logLevel == .error)
         #expect(c.workers == 0)
-        #expect(c.admin == RelayConfiguration.Listen(host: "0.0.0.0", port: 65535))
+        #expect(c.admin == RelayConfiguration.Listen(host: "127.0.0.1", port: 65535))
     }
 
     @Test func theBoundsAreInclusive() throws {

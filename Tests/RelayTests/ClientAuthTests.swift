@@ -124,6 +124,8 @@ struct ClientAuthTests {
             (Self.jwt(alg: "none"), ""),
             (Self.jwt(kid: "rsa-1", key: "rsa-2.pem"), "token_bad_signature"),
             (Self.jwt(kid: "rsa-9"), "token_unknown_key"),
+            (Self.jwt(["exp": Self.now + 86_400 * 30]), "token_lifetime_too_long"),
+            (Self.jwt(["iat": NSNull()]), "token_missing_issued_at"),
         ]
         var clients = [ok.client]
         for (token, expected) in cases {
@@ -176,6 +178,35 @@ struct ClientAuthTests {
         #expect(limited.head.header("Retry-After") == "30")
         #expect(Self.code(limited.body) == "rate_limit_exceeded")
         #expect(requests.count == 2)
+    }
+
+    @Test("JWT with several issuers: the same sub from two issuers has two budgets (identity issuer|sub)")
+    func issuersDoNotShareBudgets() throws {
+        let requests = Mailbox<RecordedRequest>()
+        let second = "https://issuer.example/project-2"
+        let relay = try Self.relay(try Self.upstream(requests)) { config in
+            config.clients.jwt?.settings.issuers = [Self.issuer, second]
+            config.perIdentityLimits = RateLimits(requestsPerMinute: 1, burst: 1)
+        }
+        let path = "/jwt/v1/chat/completions"
+        #expect(try Self.post(relay, path: path, bearer: Self.jwt()).head.status == 200)
+        #expect(try Self.post(relay, path: path, bearer: Self.jwt(["iss": second])).head.status == 200)
+        let limited = try Self.post(relay, path: path, bearer: Self.jwt())
+        #expect(limited.head.status == 429)
+        #expect(Self.code(limited.body) == "rate_limit_exceeded")
+        #expect(requests.count == 2)
+        try relay.waitUntilIdle()
+        #expect(relay.logs.lines.contains { $0.contains(#""identity":"jwt:\#(Self.issuer)|user-42""#) })
+        #expect(relay.logs.lines.contains { $0.contains(#""identity":"jwt:\#(second)|user-42""#) })
+    }
+
+    @Test("JWT with one issuer: the identity is the bare sub")
+    func oneIssuerIdentity() throws {
+        let requests = Mailbox<RecordedRequest>()
+        let relay = try Self.relay(try Self.upstream(requests))
+        #expect(try Self.post(relay, path: "/jwt/v1/chat/completions", bearer: Self.jwt()).head.status == 200)
+        try relay.waitUntilIdle()
+        #expect(relay.logs.lines.contains { $0.contains(#""identity":"jwt:user-42""#) })
     }
 
     @Test("concurrent streams per address are capped; a finished stream frees its slot")

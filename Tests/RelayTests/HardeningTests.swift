@@ -167,15 +167,17 @@ struct HardeningTests {
     }
 
     @Test("hostile requests get their 4xx while another client's stream goes on byte-exact", arguments: [
-        Hostile(name: "CL and TE", bytes: "POST /v1/x HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", status: 400),
-        Hostile(name: "two Content-Lengths", bytes: "POST /v1/x HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", status: 400),
-        Hostile(name: "body too large", bytes: "POST /v1/x HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n", status: 413),
+        Hostile(name: "CL and TE", bytes: "POST /v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", status: 400),
+        Hostile(name: "two Content-Lengths", bytes: "POST /v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", status: 400),
+        Hostile(name: "body too large", bytes: "POST /v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n", status: 413),
         Hostile(name: "URI too long", bytes: "GET /v1/" + String(repeating: "a", count: 9000) + " HTTP/1.1\r\n\r\n", status: 414),
         Hostile(name: "head too large", bytes: "GET /v1/x HTTP/1.1\r\n" + String(repeating: "X-Pad: \(String(repeating: "p", count: 1000))\r\n", count: 40) + "\r\n", status: 431),
         Hostile(name: "HTTP/2.0", bytes: "GET /v1/x HTTP/2.0\r\n\r\n", status: 505),
         Hostile(name: "NUL in a header", bytes: "GET /v1/x HTTP/1.1\r\nX-A: a\u{0}b\r\n\r\n", status: 400),
         Hostile(name: "obsolete folding", bytes: "GET /v1/x HTTP/1.1\r\nX-A: a\r\n b\r\n\r\n", status: 400),
-        Hostile(name: "bad chunk size", bytes: "POST /v1/x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", status: 400),
+        Hostile(name: "bad chunk size", bytes: "POST /v1/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", status: 400),
+        Hostile(name: "no Host on HTTP/1.1", bytes: "GET /v1/x HTTP/1.1\r\n\r\n", status: 400),
+        Hostile(name: "bare LF in chunked framing", bytes: "POST /v1/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\nz\r\n0\r\n\r\n", status: 400),
         Hostile(name: "garbage", bytes: "\u{16}\u{03}\u{01}\u{02}\u{00}\u{01}\u{00}\u{01}\u{fc}\u{03}\u{03}\r\n\r\n", status: 400),
     ])
     func hostileBesideAStream(_ hostile: Hostile) throws {

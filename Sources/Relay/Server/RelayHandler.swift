@@ -9,9 +9,10 @@ import Upstream
 struct RelayHandler: RequestHandler {
     /// Which endpoints a listener serves.
     enum Mode: Sendable {
-        /// The public port when there is no admin port: provider routes plus every built-in endpoint.
+        /// The public port when it is loopback and there is no admin port: provider routes plus every built-in
+        /// endpoint (`RelayConfiguration.publicListenerServesMetrics`).
         case everything
-        /// The public port when an admin port exists: /metrics is not exposed here.
+        /// The public port otherwise: /metrics is not exposed here (an admin port serves it, or nothing does).
         case publicWithoutMetrics
         /// The admin port: built-in endpoints only.
         case adminOnly
@@ -113,7 +114,7 @@ struct RelayHandler: RequestHandler {
             reject(error.relayError, context, reason: "unauthorized", detail: error.code)
             return nil
         }
-        context.identity = identity.map { "\($0.kind.rawValue):\($0.id)" }
+        context.identity = identity?.key
         guard admitted(server.perIdentityLimiter, context.identity) else { return nil }
 
         let hasBody: Bool

@@ -55,7 +55,8 @@ public final class RelayServer: @unchecked Sendable {
 
     /// Binds and starts accepting (and the admin listener, if configured). Throws if an address cannot be bound.
     public func start() throws {
-        let listener = try makeListener(configuration.listen, handler: RelayHandler(server: self, admin: configuration.admin != nil ? .publicWithoutMetrics : .everything))
+        let publicMode: RelayHandler.Mode = configuration.publicListenerServesMetrics ? .everything : .publicWithoutMetrics
+        let listener = try makeListener(configuration.listen, handler: RelayHandler(server: self, admin: publicMode))
         var admin: Listener?
         if let adminListen = configuration.admin {
             admin = try makeListener(adminListen, handler: RelayHandler(server: self, admin: .adminOnly))
@@ -82,6 +83,10 @@ public final class RelayServer: @unchecked Sendable {
         if configuration.listen.proxyProtocol { fields.append(("proxy_protocol", .bool(true))) }
         if let admin { fields.append(("admin_port", .int(admin.port))) }
         logger.info("relay listening", fields)
+        if admin == nil && !configuration.publicListenerServesMetrics {
+            logger.info("/metrics is not served: the public listener is not loopback and no admin listener is configured",
+                        [("host", .string(configuration.listen.host))])
+        }
     }
 
     private func makeListener(_ listen: RelayConfiguration.Listen, handler: RelayHandler) throws -> Listener {

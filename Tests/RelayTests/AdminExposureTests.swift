@@ -1,0 +1,67 @@
+import Foundation
+import Relay
+import Testing
+
+/// Metrics and admin endpoints never listen beyond the host the operator chose (issue: /metrics on a public
+/// listener, SSE_RELAY_ADMIN_PORT binding 0.0.0.0). Only loopback listeners are started here; the non-loopback
+/// decisions are covered by RelayConfigurationExposureTests.
+@Suite("Admin and metrics exposure")
+struct AdminExposureTests {
+    /// Local addresses (hex, as the kernel prints them) of the sockets listening on `port`, from /proc/net/tcp*.
+    static func listeningAddresses(port: Int) -> [String]? {
+        #if os(Linux)
+        var found: [String] = []
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let columns = line.split(separator: " ")
+                guard columns.count > 3, columns[3] == "0A" else { continue }   // TCP_LISTEN
+                let local = columns[1].split(separator: ":")
+                if local.count == 2, Int(local[1], radix: 16) == port { found.append(String(local[0])) }
+            }
+        }
+        return found
+        #else
+        return nil
+        #endif
+    }
+
+    @Test("SSE_RELAY_ADMIN_PORT without an admin block: the admin listener is on loopback and serves /metrics; the public one does not")
+    func adminPortFromTheEnvironment() throws {
+        let upstream = try ScriptedUpstream { _ in }
+        let relay = try RelayFixture(upstream: upstream) { config in
+            do { try config.applyEnvironment(["SSE_RELAY_ADMIN_PORT": "0"]) } catch { Issue.record("\(error)") }
+        }
+        #expect(relay.server.configuration.admin == RelayConfiguration.Listen(host: "127.0.0.1", port: 0))
+        let admin = try #require(relay.server.adminPort)
+        if let addresses = Self.listeningAddresses(port: admin) {
+            #expect(addresses == ["0100007F"], "the admin port listens on \(addresses), not only 127.0.0.1")
+        }
+        let metrics = try OperationsTests.get(admin, "/metrics")
+        #expect(metrics.status == 200)
+        #expect(metrics.body.contains("sse_relay_active_connections"))
+        #expect(try OperationsTests.get(relay.port, "/metrics").status == 404)
+        #expect(try OperationsTests.get(relay.port, "/healthz").status == 200)
+        #expect(upstream.acceptedConnections == 0)
+    }
+
+    @Test("a public listener the relay cannot prove to be loopback serves no /metrics without an admin block")
+    func unprovenLoopbackServesNoMetrics() throws {
+        // "127.1" is 127.0.0.1 to getaddrinfo (inet_aton shorthand), so this stays a loopback socket, but it is
+        // not a canonical loopback address: the relay takes the safe reading, exactly as for 0.0.0.0.
+        let relay = try RelayFixture(upstream: try ScriptedUpstream { _ in }) { $0.listen.host = "127.1" }
+        #expect(!relay.server.configuration.publicListenerServesMetrics)
+        #expect(relay.server.adminPort == nil)
+        #expect(try OperationsTests.get(relay.port, "/metrics").status == 404)
+        #expect(try OperationsTests.get(relay.port, "/healthz").status == 200)
+        #expect(relay.logs.lines.contains { $0.contains("/metrics is not served") })
+    }
+
+    @Test("a loopback public listener without an admin block still serves /metrics")
+    func loopbackPublicListenerServesMetrics() throws {
+        let relay = try RelayFixture(upstream: try ScriptedUpstream { _ in })
+        #expect(relay.server.adminPort == nil)
+        #expect(try OperationsTests.get(relay.port, "/metrics").status == 200)
+        #expect(!relay.logs.lines.contains { $0.contains("/metrics is not served") })
+    }
+}
