@@ -19,6 +19,11 @@ public struct RelayConfiguration: Sendable {
         public var key: Secret?
         public var keyHeader: String
         public var keyPrefix: String
+        /// A pooled connection idle longer than this is closed instead of reused: below the keep-alive limits
+        /// providers and their load balancers commonly apply (AWS ALB 60 s, nginx 75 s), so the relay, not the
+        /// provider, retires an idle connection, and a request never races the provider's close. Such a race
+        /// is answered 502 `upstream_connection_reset` (never a second send of a chat request).
+        public var idleConnectionSeconds = 30
         public init(name: String, baseURL: String, key: Secret?, keyHeader: String = "Authorization", keyPrefix: String = "Bearer ") {
             self.name = name
             var url = baseURL
@@ -218,7 +223,7 @@ struct ConfigReader {
             for name in ups.keys.sorted() {
                 let path = "upstreams.\(name)"
                 guard let u = ups[name] as? [String: Any] else { problem(path, "must be an object"); continue }
-                checkKnown(u, ["baseURL", "key", "keyHeader", "keyPrefix"], path)
+                checkKnown(u, ["baseURL", "key", "keyHeader", "keyPrefix", "idleConnectionSeconds"], path)
                 guard let base = string(u, "baseURL", "\(path).baseURL") else {
                     if u["baseURL"] == nil { problem("\(path).baseURL", "is required") }
                     continue
@@ -234,6 +239,9 @@ struct ConfigReader {
                 if !isToken(header) { problem("\(path).keyHeader", "must be a header name") }
                 let prefix = string(u, "keyPrefix", "\(path).keyPrefix") ?? (header.lowercased() == "authorization" ? "Bearer " : "")
                 config.upstreams[name] = .init(name: name, baseURL: base, key: key, keyHeader: header, keyPrefix: prefix)
+                if let v = int(u, "idleConnectionSeconds", "\(path).idleConnectionSeconds", min: 1, max: 3600) {
+                    config.upstreams[name]?.idleConnectionSeconds = v
+                }
             }
         } else {
             problem("upstreams", "at least one upstream is required")

@@ -72,8 +72,7 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         loop.assertOnLoop()
         let transfer = Transfer(driver: self, request: request, delegate: delegate)
         guard !isShutDown, transfer.configure() else {
-            let failure = UpstreamFailure.other(isShutDown ? "relay shutting down" : "could not configure transfer")
-            loop.queue.async { [transfer] in transfer.delegate?.transfer(transfer, didCompleteWith: .failure(failure)) }
+            failLater(transfer, .other(isShutDown ? "relay shutting down" : "could not configure transfer"))
             return transfer
         }
         transfers[transfer.easy] = transfer
@@ -82,11 +81,20 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         curlDepth -= 1
         if rc != CURLM_OK {
             transfers[transfer.easy] = nil
-            transfer.cleanup()
-            let failure = UpstreamFailure.other("curl_multi_add_handle: \(rc.rawValue)")
-            loop.queue.async { [transfer] in transfer.delegate?.transfer(transfer, didCompleteWith: .failure(failure)) }
+            failLater(transfer, .other("curl_multi_add_handle: \(rc.rawValue)"))
         }
         return transfer
+    }
+
+    /// A transfer that never reached curl completes on a later turn (the caller holds it by then), unless it was
+    /// cancelled meanwhile: `didComplete` never follows a cancel.
+    private func failLater(_ transfer: Transfer, _ failure: UpstreamFailure) {
+        transfer.cleanup()
+        loop.queue.async { [transfer] in
+            guard transfer.state == .running else { return }
+            transfer.state = .completed
+            transfer.delegate?.transfer(transfer, didCompleteWith: .failure(failure))
+        }
     }
 
     /// Removes the transfer: its connection is closed (curl does not cache a connection removed mid-response),
@@ -103,7 +111,9 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
 
     private func remove(_ transfer: Transfer) {
         let key = transfer.easy
-        guard transfers[key] != nil else { return }
+        // Identity, not presence: a transfer that never reached curl gave its handle back, and the handle may
+        // now serve another transfer under the same key.
+        guard transfers[key] === transfer else { return }
         curlDepth += 1
         curl_multi_remove_handle(multi, transfer.easy)
         curlDepth -= 1
@@ -116,7 +126,6 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         guard transfer.state == .running else { return }
         var mask: Int32 = 0
         if transfer.receivePaused { mask |= ccurl_pause_recv }
-        if transfer.sendPaused { mask |= Int32(CURLPAUSE_SEND) }
         curlDepth += 1
         curl_easy_pause(transfer.easy, mask)
         curlDepth -= 1

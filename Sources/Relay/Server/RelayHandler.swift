@@ -94,27 +94,27 @@ struct RelayHandler: RequestHandler {
             }
         }
 
-        let hasBody: Bool
-        let bodyLength: Int?
-        switch head.framing {
-        case .none: (hasBody, bodyLength) = (false, nil)
-        case .contentLength(let n): (hasBody, bodyLength) = (true, n)
-        case .chunked: (hasBody, bodyLength) = (true, nil)
+        // GET and HEAD carry no body here (see RelayError.bodyNotAllowed); `Content-Length: 0` is no body.
+        let bodyless = head.method == "GET" || head.method == "HEAD"
+        if bodyless && head.framing != .none && head.framing != .contentLength(0) {
+            release()
+            reject(.bodyNotAllowed, context, reason: "body_not_allowed")
+            return nil
         }
         let request = UpstreamRequest(
             url: RequestRewriter.upstreamURL(baseURL: upstream.baseURL, route: route, target: head.target),
             method: head.method,
             headers: RequestRewriter.upstreamHeaders(from: head.headers, upstream: upstream,
                                                      clientAddress: writer.clientAddress, requestID: requestID),
-            hasBody: hasBody, bodyLength: bodyLength,
-            connectTimeoutSeconds: configuration.timeouts.upstreamConnectSeconds)
+            body: head.framing == .none || bodyless ? nil : [],   // filled when the request is whole
+            connectTimeoutSeconds: configuration.timeouts.upstreamConnectSeconds,
+            idleConnectionSeconds: upstream.idleConnectionSeconds)
         var extra = HTTPHeaders()
         for (name, value) in context.corsHeaders { extra.add(name: name, value: value) }
-        var settings = ExchangeStateMachine.Settings(
+        let settings = ExchangeStateMachine.Settings(
             requestMethod: head.method, clientVersion: head.version, keepAlive: head.keepAlive && !server.isDraining,
             requestID: requestID, firstByteTimeoutSeconds: configuration.timeouts.upstreamFirstByteSeconds,
             idleTimeoutSeconds: configuration.timeouts.upstreamIdleSeconds, extraResponseHeaders: extra)
-        settings.awaitsRequestBody = hasBody
         let machine = ExchangeStateMachine(settings: settings, now: now)
         let record = ExchangeRecord(requestID: requestID, method: head.method, path: head.path, route: route.prefix,
                                     upstream: upstream.name, clientAddress: writer.clientAddress, startedAt: now)
@@ -134,11 +134,7 @@ struct RelayHandler: RequestHandler {
         }
         exchange.leases = leases
         state.exchanges[ObjectIdentifier(exchange)] = exchange
-        if route.bodyPolicy.isActive && hasBody {
-            exchange.startAfterBody(request, driver: state.driver, policy: route.bodyPolicy)
-        } else {
-            exchange.start(request, driver: state.driver)
-        }
+        exchange.start(request, driver: state.driver, policy: route.bodyPolicy)
         return exchange
     }
 
