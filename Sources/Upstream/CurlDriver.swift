@@ -39,7 +39,9 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         let me = Unmanaged.passUnretained(self).toOpaque()
         // curl's default cache keeps 4 idle connections per handle *currently added*: with short requests the
         // count drops between bursts and good keep-alive connections were closed (TIME_WAIT piling up on the
-        // relay's side). Keep plenty; idle ones cost a descriptor each and the provider closes them in time.
+        // relay's side). Keep plenty; idle ones cost a descriptor each, the provider closes them in time, and
+        // none idle longer than its upstream's `idleConnectionSeconds` is reused (CURLOPT_MAXAGE_CONN, per
+        // transfer): curl closes it when the next transfer looks for a connection.
         ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 4096)
         ccurl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
         ccurl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, me)
