@@ -25,6 +25,7 @@ public final class Transfer: @unchecked Sendable {
     /// The request body while curl may still ask for it: released once sent whole if the request may not be
     /// sent again, else at the first response byte (curl resends only before one).
     private var body: [UInt8]
+    private let hasBody: Bool
     private let bodyLength: Int
     private var bodyOffset = 0
     private let replayable: Bool
@@ -45,12 +46,15 @@ public final class Transfer: @unchecked Sendable {
 
     init(driver: CurlDriver, request: UpstreamRequest, delegate: any TransferDelegate) {
         self.driver = driver
-        self.request = request
         self.delegate = delegate
         self.easy = driver.takeEasyHandle()
+        self.hasBody = request.body != nil
         self.body = request.body ?? []
         self.bodyLength = request.body?.count ?? 0
         self.replayable = request.isReplayable
+        var withoutBody = request
+        withoutBody.body = nil   // `body` is the one reference, so releasing it frees the bytes
+        self.request = withoutBody
         errorBuffer.initialize(to: 0)
     }
 
@@ -103,7 +107,7 @@ public final class Transfer: @unchecked Sendable {
         if !configureResends(me) { ok = false }
 
         let method = request.method
-        if request.body != nil {
+        if hasBody {
             check(ccurl_easy_setopt_long(easy, CURLOPT_POST, 1))
             check(ccurl_easy_setopt_data_callback(easy, CURLOPT_READFUNCTION, transferRead))
             check(ccurl_easy_setopt_ptr(easy, CURLOPT_READDATA, me))
@@ -143,7 +147,7 @@ public final class Transfer: @unchecked Sendable {
         var ok = ccurl_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, max(1, request.idleConnectionSeconds)) == CURLE_OK
         ok = ok && ccurl_easy_setopt_prereq_callback(easy, transferPrerequest) == CURLE_OK
         ok = ok && ccurl_easy_setopt_ptr(easy, CURLOPT_PREREQDATA, me) == CURLE_OK
-        if request.body != nil {
+        if hasBody {
             ok = ok && ccurl_easy_setopt_seek_callback(easy, transferSeek) == CURLE_OK
             ok = ok && ccurl_easy_setopt_ptr(easy, CURLOPT_SEEKDATA, me) == CURLE_OK
         }
