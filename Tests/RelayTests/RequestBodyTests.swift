@@ -40,6 +40,22 @@ struct RequestBodyTests {
         #expect(upstream.requests.count == 20)
     }
 
+    @Test("a client that leaves mid-body cancels nothing: the provider was never called")
+    func clientLeavingMidBody() throws {
+        let upstream = try ScriptedUpstream { connection in _ = try connection.readRequest() }
+        let relay = try RelayFixture(upstream: upstream)
+        let client = try relay.client()
+        try client.send(Array(Self.head(length: Self.body.count).utf8) + Self.body[..<10])
+        try relay.waitUntil("holding the exchange") { $0.exchanges == 1 }
+        client.reset()
+        try relay.waitUntilIdle()
+        relay.server.shutdown()
+        try upstream.waitForScriptsToFinish()
+        #expect(upstream.acceptedConnections == 0)
+        #expect(!relay.server.metrics.render().contains("sse_relay_cancellations_total{"))
+        #expect(relay.logs.lines.contains { $0.contains(#""outcome":"client_cancelled""#) })
+    }
+
     @Test("a chunked body goes upstream with its length, never chunked")
     func chunkedBodyGetsALength() throws {
         let requests = Mailbox<RecordedRequest>()

@@ -85,7 +85,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     func clientClosed() {
         let phase = machine.phase
         let actions = machine.clientClosed()
-        if !actions.isEmpty { metrics.cancelled(phase: phase == .awaitingUpstreamHead ? "before_head" : "streaming") }
+        // Only a call that was made can be cancelled: a client gone mid-body never reached the provider.
+        if !actions.isEmpty && transfer != nil {
+            metrics.cancelled(phase: phase == .awaitingUpstreamHead ? "before_head" : "streaming")
+        }
         perform(actions)
     }
 
