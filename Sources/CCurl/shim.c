@@ -10,6 +10,7 @@ CURLcode ccurl_easy_setopt_closesocket_callback(CURL *handle, ccurl_closesocket_
 CURLcode ccurl_easy_setopt_sockopt_callback(CURL *handle, ccurl_sockopt_callback callback) { return curl_easy_setopt(handle, CURLOPT_SOCKOPTFUNCTION, callback); }
 
 CURLcode ccurl_easy_setopt_seek_callback(CURL *handle, ccurl_seek_callback callback) { return curl_easy_setopt(handle, CURLOPT_SEEKFUNCTION, callback); }
+CURLcode ccurl_easy_setopt_prereq_callback(CURL *handle, ccurl_prereq_callback callback) { return curl_easy_setopt(handle, CURLOPT_PREREQFUNCTION, callback); }
 
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) { return curl_easy_getinfo(handle, info, value); }
 CURLcode ccurl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value) { return curl_easy_getinfo(handle, info, value); }

@@ -32,6 +32,11 @@ public struct RelayConfiguration: Sendable {
         public var httpVersion: UpstreamHTTPVersion = .http1_1
         /// `caFile`: a PEM bundle of certificate authorities trusted for this provider instead of the system's.
         public var caFile: String?
+        /// A pooled connection idle longer than this is closed instead of reused: below the keep-alive limits
+        /// providers and their load balancers commonly apply (AWS ALB 60 s, nginx 75 s), so the relay, not the
+        /// provider, retires an idle connection, and a request never races the provider's close. Such a race
+        /// is answered 502 `upstream_connection_reset` (never a second send of a chat request).
+        public var idleConnectionSeconds = 30
         public init(name: String, baseURL: String, key: Secret?, keyHeader: String = "Authorization", keyPrefix: String = "Bearer ") {
             self.name = name
             var url = baseURL
@@ -244,7 +249,7 @@ struct ConfigReader {
             for name in ups.keys.sorted() {
                 let path = "upstreams.\(name)"
                 guard let u = ups[name] as? [String: Any] else { problem(path, "must be an object"); continue }
-                checkKnown(u, ["baseURL", "key", "keyHeader", "keyPrefix", "httpVersion", "caFile"], path)
+                checkKnown(u, ["baseURL", "key", "keyHeader", "keyPrefix", "httpVersion", "caFile", "idleConnectionSeconds"], path)
                 guard let base = string(u, "baseURL", "\(path).baseURL") else {
                     if u["baseURL"] == nil { problem("\(path).baseURL", "is required") }
                     continue
@@ -274,6 +279,9 @@ struct ConfigReader {
                     } else {
                         problem("\(path).caFile", "cannot read a PEM certificate from \"\(caFile)\"")
                     }
+                }
+                if let v = int(u, "idleConnectionSeconds", "\(path).idleConnectionSeconds", min: 1, max: 3600) {
+                    upstream.idleConnectionSeconds = v
                 }
                 config.upstreams[name] = upstream
             }

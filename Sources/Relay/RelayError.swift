@@ -61,6 +61,19 @@ public struct RelayError: Error, Equatable, Sendable {
         status: 504, type: "upstream_error", code: "upstream_timeout",
         message: "The provider did not start answering in time.")
 
+    /// The provider closed or reset the connection after the request may have reached it, before any byte of
+    /// an answer. Such a request is not sent again unless it is replayable (GET, HEAD, OPTIONS, TRACE, or an
+    /// `Idempotency-Key`): for a chat completion a second send is a second bill and a second generation.
+    public static let upstreamConnectionReset = RelayError(
+        status: 502, type: "upstream_error", code: "upstream_connection_reset",
+        message: "the provider closed the connection before answering; the request may have been processed")
+
+    /// A GET or HEAD with a body (RFC 9110 §9.3.1: a body there has no defined meaning, and some servers
+    /// ignore it while others read it: a request-smuggling gap). Rejected rather than forwarded.
+    public static let bodyNotAllowed = RelayError(
+        status: 400, type: "invalid_request_error", code: "invalid_request",
+        message: "GET and HEAD requests must not carry a body.")
+
     public static let requestTimeout = RelayError(
         status: 408, type: "invalid_request_error", code: "request_timeout",
         message: "The request was not received in time.")

@@ -39,7 +39,9 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         let me = Unmanaged.passUnretained(self).toOpaque()
         // curl's default cache keeps 4 idle connections per handle *currently added*: with short requests the
         // count drops between bursts and good keep-alive connections were closed (TIME_WAIT piling up on the
-        // relay's side). Keep plenty; idle ones cost a descriptor each and the provider closes them in time.
+        // relay's side). Keep plenty; idle ones cost a descriptor each, the provider closes them in time, and
+        // none idle longer than its upstream's `idleConnectionSeconds` is reused (CURLOPT_MAXAGE_CONN, per
+        // transfer): curl closes it when the next transfer looks for a connection.
         ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 4096)
         ccurl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
         ccurl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, me)
@@ -72,8 +74,7 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         loop.assertOnLoop()
         let transfer = Transfer(driver: self, request: request, delegate: delegate)
         guard !isShutDown, transfer.configure() else {
-            let failure = UpstreamFailure.other(isShutDown ? "relay shutting down" : "could not configure transfer")
-            loop.queue.async { [transfer] in transfer.delegate?.transfer(transfer, didCompleteWith: .failure(failure)) }
+            failLater(transfer, .other(isShutDown ? "relay shutting down" : "could not configure transfer"))
             return transfer
         }
         transfers[transfer.easy] = transfer
@@ -82,11 +83,20 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         curlDepth -= 1
         if rc != CURLM_OK {
             transfers[transfer.easy] = nil
-            transfer.cleanup()
-            let failure = UpstreamFailure.other("curl_multi_add_handle: \(rc.rawValue)")
-            loop.queue.async { [transfer] in transfer.delegate?.transfer(transfer, didCompleteWith: .failure(failure)) }
+            failLater(transfer, .other("curl_multi_add_handle: \(rc.rawValue)"))
         }
         return transfer
+    }
+
+    /// A transfer that never reached curl completes on a later turn (the caller holds it by then), unless it was
+    /// cancelled meanwhile: `didComplete` never follows a cancel.
+    private func failLater(_ transfer: Transfer, _ failure: UpstreamFailure) {
+        transfer.cleanup()
+        loop.queue.async { [transfer] in
+            guard transfer.state == .running else { return }
+            transfer.state = .completed
+            transfer.delegate?.transfer(transfer, didCompleteWith: .failure(failure))
+        }
     }
 
     /// Removes the transfer: its connection is closed (curl does not cache a connection removed mid-response),
@@ -103,7 +113,9 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
 
     private func remove(_ transfer: Transfer) {
         let key = transfer.easy
-        guard transfers[key] != nil else { return }
+        // Identity, not presence: a transfer that never reached curl gave its handle back, and the handle may
+        // now serve another transfer under the same key.
+        guard transfers[key] === transfer else { return }
         let resetsStream = transfer.state == .cancelled && transfer.request.httpVersion == .http2
         if resetsStream {
             // A stream removed from a multiplexed connection is not closed by curl: it submits RST_STREAM and

@@ -7,11 +7,12 @@ import Glibc
 import Darwin
 #endif
 
-/// One upstream request on a curl easy handle: configuration, callbacks, pause state.
+/// One upstream request on a curl easy handle: configuration, callbacks, pause state, and the request body
+/// (whole before the call starts), which it hands to curl and takes back when no resend can need it.
 ///
 /// Owned by its driver's loop queue. The driver holds it (strongly) from `start` until the handle has been
 /// removed and cleaned up, which is what keeps the `Unmanaged` pointers given to curl as WRITEDATA, HEADERDATA,
-/// READDATA valid for as long as curl can call back.
+/// READDATA, SEEKDATA, PREREQDATA valid for as long as curl can call back.
 public final class Transfer: @unchecked Sendable {
     // Invariant: everything is touched on the driver's loop queue only.
     enum State { case running, completed, cancelled }
@@ -21,7 +22,18 @@ public final class Transfer: @unchecked Sendable {
     let easy: UnsafeMutableRawPointer
     var state = State.running
     var receivePaused = false
-    var sendPaused = false
+    /// The request body while curl may still ask for it: released once sent whole if the request may not be
+    /// sent again, else at the first response byte (curl resends only before one).
+    private var body: [UInt8]
+    private let hasBody: Bool
+    private let bodyLength: Int
+    private var bodyOffset = 0
+    private let replayable: Bool
+    /// How many times curl was about to send the request (its pre-request callback runs once per attempt).
+    private var attempts = 0
+    /// curl wanted to send the request again and was refused: the transfer fails with `connectionReset`.
+    private var resendRefused = false
+    private var sawResponseBytes = false
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
     private var headStatus = 0
@@ -34,9 +46,15 @@ public final class Transfer: @unchecked Sendable {
 
     init(driver: CurlDriver, request: UpstreamRequest, delegate: any TransferDelegate) {
         self.driver = driver
-        self.request = request
         self.delegate = delegate
         self.easy = driver.takeEasyHandle()
+        self.hasBody = request.body != nil
+        self.body = request.body ?? []
+        self.bodyLength = request.body?.count ?? 0
+        self.replayable = request.isReplayable
+        var withoutBody = request
+        withoutBody.body = nil   // `body` is the one reference, so releasing it frees the bytes
+        self.request = withoutBody
         errorBuffer.initialize(to: 0)
     }
 
@@ -57,7 +75,7 @@ public final class Transfer: @unchecked Sendable {
 
     /// The pause state as `curl_easy_pause` takes it.
     var pauseMask: Int32 {
-        (receivePaused ? ccurl_pause_recv : 0) | (sendPaused ? Int32(CURLPAUSE_SEND) : 0)
+        receivePaused ? ccurl_pause_recv : 0
     }
 
     /// Scheme, host and port of the URL: transfers with the same origin may share an HTTP/2 connection.
@@ -66,13 +84,6 @@ public final class Transfer: @unchecked Sendable {
         guard let scheme = url.range(of: "://") else { return url[...] }
         return url[..<(url[scheme.upperBound...].firstIndex(of: "/") ?? url.endIndex)]
     }()
-
-    /// The request body source has more bytes (or its end) to give.
-    public func resumeSending() {
-        guard sendPaused else { return }
-        sendPaused = false
-        driver.updatePause(self)
-    }
 
     public var isRunning: Bool { state == .running }
 
@@ -113,14 +124,14 @@ public final class Transfer: @unchecked Sendable {
         if request.httpVersion == .http2 { check(ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)) }
         if let caFile = request.caFile { check(ccurl_easy_setopt_str(easy, CURLOPT_CAINFO, caFile)) }
 
+        if !configureResends(me) { ok = false }
+
         let method = request.method
-        if request.hasBody {
+        if hasBody {
             check(ccurl_easy_setopt_long(easy, CURLOPT_POST, 1))
             check(ccurl_easy_setopt_data_callback(easy, CURLOPT_READFUNCTION, transferRead))
             check(ccurl_easy_setopt_ptr(easy, CURLOPT_READDATA, me))
-            check(ccurl_easy_setopt_seek_callback(easy, transferSeek))
-            check(ccurl_easy_setopt_ptr(easy, CURLOPT_SEEKDATA, me))
-            check(ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.bodyLength ?? -1)))
+            check(ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bodyLength)))
             if method != "POST" { check(ccurl_easy_setopt_str(easy, CURLOPT_CUSTOMREQUEST, method)) }
         } else if method == "HEAD" {
             check(ccurl_easy_setopt_long(easy, CURLOPT_NOBODY, 1))
@@ -138,7 +149,6 @@ public final class Transfer: @unchecked Sendable {
         // Headers curl would add on its own: none of them may reach the provider unless the client sent them.
         // (Removing Expect also makes curl send the body at once instead of waiting up to a second for 100.)
         for name in ["Expect", "Accept", "Content-Type", "Transfer-Encoding"] where !request.headers.contains(name) {
-            if name == "Transfer-Encoding" && request.hasBody && request.bodyLength == nil { continue }
             list = curl_slist_append(list, "\(name):")
         }
         headerList = list
@@ -146,9 +156,33 @@ public final class Transfer: @unchecked Sendable {
         return ok
     }
 
+    /// libcurl sends a request again by itself when a reused connection dies before the first response byte
+    /// (lib/transfer.c `Curl_retry_request`, up to five times): through the seek callback when some of the body
+    /// had been sent, and silently when none had (a request without a body, or one that died before its body
+    /// went out), so refusing the rewind alone is not enough. The pre-request callback runs before every send,
+    /// the resends included (lib/multi.c, MSTATE_DO): a request that is not replayable is sent once, a
+    /// replayable one at most twice. The race this retry covers (the provider closes an idle connection just as
+    /// it is reused) is narrowed instead by never reusing a connection idle longer than `idleConnectionSeconds`.
+    private func configureResends(_ me: UnsafeMutableRawPointer) -> Bool {
+        var ok = ccurl_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, max(1, request.idleConnectionSeconds)) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_prereq_callback(easy, transferPrerequest) == CURLE_OK
+        ok = ok && ccurl_easy_setopt_ptr(easy, CURLOPT_PREREQDATA, me) == CURLE_OK
+        if hasBody {
+            ok = ok && ccurl_easy_setopt_seek_callback(easy, transferSeek) == CURLE_OK
+            ok = ok && ccurl_easy_setopt_ptr(easy, CURLOPT_SEEKDATA, me) == CURLE_OK
+        }
+        return ok
+    }
+
     func result(for code: CURLcode) -> Result<Void, UpstreamFailure> {
         if code == CURLE_OK { return .success(()) }
+        if resendRefused {
+            return .failure(.connectionReset("the connection died before an answer; the request is not sent again"))
+        }
         let detail = errorBuffer.pointee == 0 ? String(cString: curl_easy_strerror(code)) : String(cString: errorBuffer)
+        if !sawResponseBytes && (code == CURLE_GOT_NOTHING || code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR) {
+            return .failure(.connectionReset(detail))
+        }
         switch code {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_CONNECT,
              CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
@@ -169,6 +203,7 @@ public final class Transfer: @unchecked Sendable {
     /// One header line as curl hands it over (status line, field, or the blank line ending a head), parsed on
     /// the bytes: this runs for every field of every response.
     fileprivate func onHeaderLine(_ line: UnsafeRawBufferPointer) {
+        respondedAtAll()
         guard state == .running, !headDelivered else { return }   // trailers after the body are ignored
         var end = line.count
         while end > 0 && (line[end - 1] == 0x0A || line[end - 1] == 0x0D) { end -= 1 }
@@ -206,6 +241,7 @@ public final class Transfer: @unchecked Sendable {
     }
 
     fileprivate func onBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        respondedAtAll()
         guard state == .running, let delegate else { return 0 }   // 0 aborts the transfer
         if !headDelivered {
             headDelivered = true
@@ -221,16 +257,44 @@ public final class Transfer: @unchecked Sendable {
         return ccurl_writefunc_pause
     }
 
+    /// A response byte arrived: curl never resends after one, so the body is no longer needed.
+    private func respondedAtAll() {
+        guard !sawResponseBytes else { return }
+        sawResponseBytes = true
+        body = []
+    }
+
     fileprivate func onRead(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
-        guard state == .running, let delegate else { return ccurl_readfunc_abort }
-        switch delegate.transfer(self, readBodyInto: buffer) {
-        case .bytes(let n): return n
-        case .end: return 0
-        case .wait:
-            guard state == .running else { return ccurl_readfunc_abort }
-            sendPaused = true
-            return ccurl_readfunc_pause
+        guard state == .running else { return ccurl_readfunc_abort }
+        let n = min(bodyLength - bodyOffset, buffer.count)
+        guard n > 0 else { return 0 }
+        guard body.count == bodyLength else { return ccurl_readfunc_abort }   // released: never read again
+        body.withUnsafeBytes { bytes in
+            buffer.baseAddress!.copyMemory(from: bytes.baseAddress! + bodyOffset, byteCount: n)
         }
+        bodyOffset += n
+        if bodyOffset == bodyLength && !replayable { body = [] }
+        return n
+    }
+
+    /// curl is about to send the request (again, if this is not the first attempt).
+    fileprivate func onPrerequest() -> Bool {
+        attempts += 1
+        guard state == .running, attempts == 1 || (attempts == 2 && replayable) else {
+            resendRefused = true
+            return false
+        }
+        return true
+    }
+
+    /// curl wants the body from its start for a resend, which comes before that send's pre-request call.
+    fileprivate func onRewind() -> Bool {
+        guard state == .running, replayable, attempts == 1, body.count == bodyLength else {
+            resendRefused = true
+            return false
+        }
+        bodyOffset = 0
+        return true
     }
 }
 
@@ -250,10 +314,13 @@ private let transferHeader: ccurl_data_callback = { pointer, size, count, userda
 private let transferSeek: ccurl_seek_callback = { userdata, offset, origin in
     guard let userdata, offset == 0, origin == SEEK_SET else { return Int32(CURL_SEEKFUNC_CANTSEEK) }
     let transfer = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
-    guard transfer.state == .running, let delegate = transfer.delegate, delegate.transferRewindBody(transfer) else {
-        return Int32(CURL_SEEKFUNC_CANTSEEK)
-    }
-    return Int32(CURL_SEEKFUNC_OK)
+    return transfer.onRewind() ? Int32(CURL_SEEKFUNC_OK) : Int32(CURL_SEEKFUNC_CANTSEEK)
+}
+
+private let transferPrerequest: ccurl_prereq_callback = { userdata, _, _, _, _ in
+    guard let userdata else { return Int32(CURL_PREREQFUNC_ABORT) }
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
+    return transfer.onPrerequest() ? Int32(CURL_PREREQFUNC_OK) : Int32(CURL_PREREQFUNC_ABORT)
 }
 
 private let transferRead: ccurl_data_callback = { pointer, size, count, userdata in

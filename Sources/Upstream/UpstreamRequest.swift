@@ -5,22 +5,36 @@ public struct UpstreamRequest: Sendable {
     public var url: String
     public var method: String
     public var headers: HTTPHeaders
-    /// The request body's length when known; nil when the body's size is unknown (sent chunked).
-    public var bodyLength: Int?
-    public var hasBody: Bool
+    /// The whole request body, read from the client before the call starts (so its length is always known and
+    /// a slow client never holds a provider connection); nil for a request without one.
+    public var body: [UInt8]?
     public var connectTimeoutSeconds: Double
     /// The HTTP version offered to an https:// provider (ALPN); http:// always speaks HTTP/1.1.
     public var httpVersion: UpstreamHTTPVersion = .http1_1
     /// A PEM bundle of certificate authorities to trust instead of the system's (nil: the system's).
     public var caFile: String?
+    /// A pooled connection idle longer than this is not reused (`CURLOPT_MAXAGE_CONN`): it must be closed by us
+    /// before the provider's keep-alive limit closes it under a request.
+    public var idleConnectionSeconds: Int
 
-    public init(url: String, method: String, headers: HTTPHeaders, hasBody: Bool, bodyLength: Int?, connectTimeoutSeconds: Double = 10) {
+    public init(url: String, method: String, headers: HTTPHeaders, body: [UInt8]? = nil,
+                connectTimeoutSeconds: Double = 10, idleConnectionSeconds: Int = 30) {
         self.url = url
         self.method = method
         self.headers = headers
-        self.hasBody = hasBody
-        self.bodyLength = bodyLength
+        self.body = body
         self.connectTimeoutSeconds = connectTimeoutSeconds
+        self.idleConnectionSeconds = idleConnectionSeconds
+    }
+
+    /// Whether the request may be sent a second time after a connection died under it. Go's `http.Transport`
+    /// rule (`isReplayable`): safe methods (RFC 9110 §9.2.1), or a request whose client made it idempotent with
+    /// an `Idempotency-Key` / `X-Idempotency-Key`. A chat completion is neither: a second send is a second bill.
+    public var isReplayable: Bool {
+        switch method {
+        case "GET", "HEAD", "OPTIONS", "TRACE": return true
+        default: return headers.contains("Idempotency-Key") || headers.contains("X-Idempotency-Key")
+        }
     }
 }
 
@@ -38,6 +52,9 @@ public enum UpstreamFailure: Error, Equatable, Sendable {
     case connectFailed(String)
     /// TCP + TLS did not complete within the connect timeout.
     case connectTimeout
+    /// The provider closed or reset the connection before any byte of an answer, after the request may have
+    /// reached it. Never retried unless the request is replayable: the provider may be processing it.
+    case connectionReset(String)
     /// The upstream sent something that is not HTTP, or closed or reset the connection mid-response.
     case brokenResponse(String)
     /// Any other transfer error.
@@ -48,6 +65,7 @@ public enum UpstreamFailure: Error, Equatable, Sendable {
         switch self {
         case .connectFailed: "connect_failed"
         case .connectTimeout: "connect_timeout"
+        case .connectionReset: "connection_reset"
         case .brokenResponse: "broken_response"
         case .other: "other"
         }
@@ -57,20 +75,11 @@ public enum UpstreamFailure: Error, Equatable, Sendable {
         switch self {
         case .connectFailed(let m): "upstream connection failed: \(m)"
         case .connectTimeout: "upstream connect timed out"
+        case .connectionReset(let m): "upstream closed the connection before answering: \(m)"
         case .brokenResponse(let m): "upstream response broken: \(m)"
         case .other(let m): "upstream transfer failed: \(m)"
         }
     }
-}
-
-/// What the request-body source had to give.
-public enum BodyRead: Equatable, Sendable {
-    /// This many bytes were copied into the buffer (more than zero).
-    case bytes(Int)
-    /// Nothing buffered yet; the transfer pauses its upload until `resumeSending()`.
-    case wait
-    /// The body is complete.
-    case end
 }
 
 /// Receives one transfer's events, on its event loop's queue.
@@ -81,9 +90,5 @@ public protocol TransferDelegate: AnyObject {
     /// The bytes exactly as received. Return false to refuse them for now: the transfer pauses, keeps them, and
     /// offers them again after `resumeReceiving()`.
     func transfer(_ transfer: Transfer, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool
-    func transfer(_ transfer: Transfer, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> BodyRead
-    /// curl wants to send the body again from its start (it retries a request whose reused connection turned
-    /// out to be closed by the provider). Return false if the start is no longer available.
-    func transferRewindBody(_ transfer: Transfer) -> Bool
     func transfer(_ transfer: Transfer, didCompleteWith result: Result<Void, UpstreamFailure>)
 }

@@ -11,15 +11,36 @@ import Upstream
 
     // MARK: Start
 
-    @Test func startsAwaitingTheHeadWithTheFirstByteDeadline() {
-        let m = newMachine()
+    @Test func startsAwaitingTheHeadWithNoDeadlineWhileTheBodyArrives() {
+        let m = newMachine(requestComplete: false)
         #expect(m.phase == .awaitingUpstreamHead)
         #expect(!m.isTerminal)
         #expect(m.outcome == nil)
         #expect(m.status == nil)
         #expect(!m.upstreamPaused)
         #expect(!m.requestComplete)
-        #expect(m.nextDeadline == at(firstByteSeconds))
+        // The provider is not called before the request is whole: no first-byte clock yet.
+        #expect(m.nextDeadline == nil)
+    }
+
+    @Test func theFirstByteClockStartsWhenTheRequestIsWhole() {
+        var m = newMachine(requestComplete: false)
+        #expect(m.deadlinePassed(now: at(firstByteSeconds * 10)) == [])
+        m.requestBodyComplete(now: at(5))
+        #expect(m.requestComplete)
+        #expect(m.nextDeadline == at(5 + firstByteSeconds))
+        // A second call (a late duplicate) does not move the clock.
+        m.requestBodyComplete(now: at(7))
+        #expect(m.nextDeadline == at(5 + firstByteSeconds))
+        #expect(m.deadlinePassed(now: justBefore(5 + firstByteSeconds)) == [])
+        #expect(m.deadlinePassed(now: at(5 + firstByteSeconds)) == [.cancelUpstream, .respondError(.upstreamTimeout)])
+    }
+
+    @Test func clientLeavingWhileTheBodyArrivesEndsTheExchange() {
+        var m = newMachine(requestComplete: false)
+        #expect(m.clientClosed() == [.cancelUpstream])
+        #expect(m.phase == .clientGone)
+        #expect(m.nextDeadline == nil)
     }
 
     // MARK: awaitingUpstreamHead → streaming
@@ -94,6 +115,7 @@ import Upstream
         FailureCase(failure: .connectFailed("Could not resolve host"), code: "upstream_unreachable", outcome: .upstreamError),
         FailureCase(failure: .connectTimeout, code: "upstream_connect_timeout", outcome: .upstreamTimeout),
         FailureCase(failure: .brokenResponse("Weird server reply"), code: "upstream_bad_response", outcome: .upstreamError),
+        FailureCase(failure: .connectionReset("Empty reply from server"), code: "upstream_connection_reset", outcome: .upstreamError),
         FailureCase(failure: .other("Out of memory"), code: "upstream_error", outcome: .upstreamError),
     ]
 
@@ -156,6 +178,7 @@ import Upstream
     @Test func firstByteTimeoutWithAManualClock() {
         let clock = ManualClock()
         var m = ExchangeStateMachine(settings: exchangeSettings(), now: clock.now())
+        m.requestBodyComplete(now: clock.now())
         clock.advance(bySeconds: 9.5)
         #expect(m.deadlinePassed(now: clock.now()) == [])
         clock.advance(bySeconds: 0.5)
@@ -211,7 +234,7 @@ import Upstream
 
     @Test(arguments: keepAliveCases)
     func finishKeepsTheConnectionOnlyWhenTheRequestCompletedAndTheClientAsked(_ c: KeepAliveCase) {
-        var m = newMachine(version: c.version, keepAlive: c.clientKeepAlive)
+        var m = newMachine(version: c.version, keepAlive: c.clientKeepAlive, requestComplete: false)
         var upstream = headers([("Content-Type", c.upstream[0])])
         if c.upstream.count > 1 { upstream.add(name: "Content-Length", value: c.upstream[1]) }
         #expect(m.upstreamHead(status: 200, headers: upstream, now: at(1)).count == 1)

@@ -117,6 +117,15 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
         #expect(try load(minimal(upstream: #", "httpVersion": "1.1""#)).upstreams["openai"]?.httpVersion == .http1_1)
     }
 
+    @Test func idleConnectionSecondsDefaultsTo30AndIsRangeChecked() throws {
+        #expect(try load(minimal()).upstreams["openai"]?.idleConnectionSeconds == 30)
+        #expect(try load(minimal(upstream: #", "idleConnectionSeconds": 4"#)).upstreams["openai"]?.idleConnectionSeconds == 4)
+        for bad in ["0", "1.5", "3601", "\"30\"", "true"] {
+            #expect(problems(minimal(upstream: #", "idleConnectionSeconds": \#(bad)"#))
+                    == ["upstreams.openai.idleConnectionSeconds: must be a whole number from 1 to 3600"])
+        }
+    }
+
     @Test func theEnvironmentKeyIsTrimmed() throws {
         let c = try load(minimal(), env: ["OPENAI_API_KEY": "  sk-padded\n"])
         #expect(c.upstreams["openai"]?.key?.revealForHeader() == "sk-padded")

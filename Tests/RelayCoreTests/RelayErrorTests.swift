@@ -78,6 +78,15 @@ private func envelope(_ bytes: [UInt8], sourceLocation: SourceLocation = #_sourc
         #expect(RelayError.shuttingDown.code == "shutting_down")
     }
 
+    @Test func connectionResetSaysTheRequestMayHaveBeenProcessed() {
+        let e = RelayError.upstreamConnectionReset
+        #expect(e.status == 502)
+        #expect(e.code == "upstream_connection_reset")
+        #expect(e.message == "the provider closed the connection before answering; the request may have been processed")
+        #expect(RelayError.bodyNotAllowed.status == 400)
+        #expect(RelayError.bodyNotAllowed.code == "invalid_request")
+    }
+
     @Test func equalityIncludesExtraHeaders() {
         let a = RelayError(status: 429, type: "t", code: "c", message: "m", extraHeaders: [("Retry-After", "1")])
         var b = a

@@ -37,10 +37,15 @@ func exchangeSettings(
         firstByteTimeoutSeconds: Double(firstByteSeconds), idleTimeoutSeconds: Double(idleSeconds))
 }
 
+/// A machine whose request was read whole at `now` (so the provider is being called), unless `requestComplete`
+/// is false (its body is still arriving).
 func newMachine(
-    method: String = "POST", version: HTTPVersion = .http1_1, keepAlive: Bool = true, now: Support.Instant = t0
+    method: String = "POST", version: HTTPVersion = .http1_1, keepAlive: Bool = true, now: Support.Instant = t0,
+    requestComplete: Bool = true
 ) -> ExchangeStateMachine {
-    ExchangeStateMachine(settings: exchangeSettings(method: method, version: version, keepAlive: keepAlive), now: now)
+    var m = ExchangeStateMachine(settings: exchangeSettings(method: method, version: version, keepAlive: keepAlive), now: now)
+    if requestComplete { m.requestBodyComplete(now: now) }
+    return m
 }
 
 /// A machine that has received an SSE head at `t0 + 1 s` and is streaming.

@@ -34,12 +34,18 @@ final class RelayFixture: Sendable {
 
     /// Waits (bounded) until the relay holds no exchange and no curl transfer: the end of every cleanup path.
     func waitUntilIdle(timeout: Double = 2) throws {
+        try waitUntil("idle", timeout: timeout) { $0.exchanges == 0 && $0.transfers == 0 }
+    }
+
+    /// Waits (bounded) until the relay's live counts satisfy `condition`.
+    func waitUntil(_ what: String, timeout: Double = 2,
+                   _ condition: ((connections: Int, exchanges: Int, transfers: Int)) -> Bool) throws {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
             let counts = server.liveCounts()
-            if counts.exchanges == 0 && counts.transfers == 0 { return }
+            if condition(counts) { return }
             if Date() > deadline {
-                throw HarnessError.socket("relay not idle: \(counts)")
+                throw HarnessError.socket("relay not \(what): \(counts)")
             }
             usleep(1000)
         }

@@ -110,7 +110,9 @@ struct RelayChatTests {
         try #require(reports.count == 2, "\(run.stderr)")
         let (warm, end) = (reports[0], reports[1])
         #expect(end["live_streams"] == 0)
-        #expect(end["fds"]! <= warm["fds"]! + 1, "descriptors: \(warm["fds"]!) after warm-up, \(end["fds"]!) after 100 cycles")
+        // A socket of the last cycle may still be closing on URLSession's queue (seen under load); a leak per
+        // cycle would add ~100.
+        #expect(end["fds"]! <= warm["fds"]! + 4, "descriptors: \(warm["fds"]!) after warm-up, \(end["fds"]!) after 100 cycles")
         // URLSession's Dispatch workers come and go; a leak per cycle would add ~100.
         #expect(end["threads"]! <= warm["threads"]! + 4, "threads: \(warm["threads"]!) after warm-up, \(end["threads"]!) after 100 cycles")
         try relay.waitUntilIdle()

@@ -13,6 +13,7 @@
 typedef size_t (*ccurl_data_callback)(char *buffer, size_t size, size_t count, void *userdata);
 typedef int (*ccurl_closesocket_callback)(void *clientp, curl_socket_t socket);
 typedef int (*ccurl_seek_callback)(void *userp, curl_off_t offset, int origin);
+typedef int (*ccurl_prereq_callback)(void *clientp, char *primary_ip, char *local_ip, int primary_port, int local_port);
 typedef int (*ccurl_sockopt_callback)(void *clientp, curl_socket_t socket, curlsocktype purpose);
 typedef int (*ccurl_socket_callback)(CURL *easy, curl_socket_t socket, int what, void *userp, void *socketp);
 typedef int (*ccurl_timer_callback)(CURLM *multi, long timeout_ms, void *userp);
@@ -26,6 +27,7 @@ CURLcode ccurl_easy_setopt_data_callback(CURL *handle, CURLoption option, ccurl_
 CURLcode ccurl_easy_setopt_closesocket_callback(CURL *handle, ccurl_closesocket_callback callback);
 CURLcode ccurl_easy_setopt_sockopt_callback(CURL *handle, ccurl_sockopt_callback callback);
 CURLcode ccurl_easy_setopt_seek_callback(CURL *handle, ccurl_seek_callback callback);
+CURLcode ccurl_easy_setopt_prereq_callback(CURL *handle, ccurl_prereq_callback callback);
 
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode ccurl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value);

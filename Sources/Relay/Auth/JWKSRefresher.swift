@@ -86,8 +86,7 @@ final class JWKSRefresher: TransferDelegate, @unchecked Sendable {
         body = []
         var headers = HTTPHeaders()
         headers.add(name: "Accept", value: "application/json")
-        transfer = driver.start(UpstreamRequest(url: url, method: "GET", headers: headers, hasBody: false, bodyLength: nil,
-                                                connectTimeoutSeconds: 10), delegate: self)
+        transfer = driver.start(UpstreamRequest(url: url, method: "GET", headers: headers, connectTimeoutSeconds: 10), delegate: self)
     }
 
     func transfer(_ transfer: Transfer, didReceiveHead status: Int, headers: HTTPHeaders) {
@@ -103,8 +102,6 @@ final class JWKSRefresher: TransferDelegate, @unchecked Sendable {
         return true
     }
 
-    func transfer(_ transfer: Transfer, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> BodyRead { .end }
-    func transferRewindBody(_ transfer: Transfer) -> Bool { true }
 
     func transfer(_ transfer: Transfer, didCompleteWith result: Result<Void, UpstreamFailure>) {
         if case .success = result, status == 200 { finish(ok: true) } else { finish(ok: false) }

@@ -6,8 +6,9 @@ import Upstream
 /// own (every event carries `now`), so every path, including the timeouts, is tested without I/O.
 ///
 /// Phases and the transitions allowed:
-/// - `awaitingUpstreamHead` → `streaming` (head arrived), `upstreamFailed` (connect error, first-byte timeout,
-///   no head), `clientGone` (client left first).
+/// - `awaitingUpstreamHead` (first the request body arrives, with no upstream call yet; the call starts when
+///   it is whole) → `streaming` (head arrived), `upstreamFailed` (connect error, connection reset, first-byte
+///   timeout, no head), `clientGone` (client left first).
 /// - `streaming` → `finished` (upstream completed), `upstreamFailed` (died or went idle mid-body),
 ///   `clientGone`.
 /// - `awaitingUpstreamHead` → `rejected` (a policy refused the request body before the upstream was called).
@@ -55,9 +56,6 @@ public struct ExchangeStateMachine: Sendable {
         public var idleTimeoutSeconds: Double
         /// Added to the client's response head (CORS headers for an allowed origin).
         public var extraResponseHeaders: HTTPHeaders
-        /// The request has a body: the first-byte clock starts when it has been read to its end (a slow upload
-        /// is the client's doing, covered by the body-read timeout, not the provider's).
-        public var awaitsRequestBody: Bool = false
         public init(requestMethod: String, clientVersion: HTTPVersion, keepAlive: Bool, requestID: String,
                     firstByteTimeoutSeconds: Double, idleTimeoutSeconds: Double, extraResponseHeaders: HTTPHeaders = HTTPHeaders()) {
             self.extraResponseHeaders = extraResponseHeaders
@@ -94,9 +92,10 @@ public struct ExchangeStateMachine: Sendable {
     /// When `deadlinePassed` should next be called, or nil if no timer is needed.
     public var nextDeadline: Instant? {
         switch phase {
+        // The provider is called once the request is whole; until then a slow client is the body-read
+        // timeout's business (the connection's), not the provider's.
         case .awaitingUpstreamHead:
-            settings.awaitsRequestBody && !requestComplete
-                ? nil : firstByteClockStart.advanced(bySeconds: settings.firstByteTimeoutSeconds)
+            requestComplete ? firstByteClockStart.advanced(bySeconds: settings.firstByteTimeoutSeconds) : nil
         // While the relay itself holds the upstream paused (the client is not reading), the provider is not
         // idle: the idle clock restarts when the client drains.
         case .streaming: upstreamPaused ? nil : lastBodyAt.advanced(bySeconds: settings.idleTimeoutSeconds)
@@ -104,8 +103,10 @@ public struct ExchangeStateMachine: Sendable {
         }
     }
 
-    /// The client's request body has been read to its end (a connection can only be reused after that).
+    /// The client's request has been read to its end (a connection can only be reused after that), and the
+    /// provider is called now: the first-byte clock starts.
     public mutating func requestBodyComplete(now: Instant? = nil) {
+        guard !requestComplete else { return }
         requestComplete = true
         if let now, phase == .awaitingUpstreamHead { firstByteClockStart = now }
     }
@@ -208,6 +209,8 @@ public struct ExchangeStateMachine: Sendable {
         case .connectTimeout:
             RelayError(status: 502, type: "upstream_error", code: "upstream_connect_timeout",
                        message: "Connecting to the provider timed out.")
+        case .connectionReset:
+            .upstreamConnectionReset
         case .brokenResponse:
             RelayError(status: 502, type: "upstream_error", code: "upstream_bad_response",
                        message: "The provider's response was broken or cut off.")

@@ -4,8 +4,10 @@ import Transport
 import Upstream
 
 /// The shell around one `ExchangeStateMachine`: it carries the machine's actions out on the client connection
-/// and the curl transfer, and feeds it their events. It also buffers the request body for curl's read callback,
-/// so a large body streams upstream as it arrives (bounded by `limits.maxBodyBytes`).
+/// and the curl transfer, and feeds it their events. It reads the whole request body before calling the
+/// provider (nginx's `proxy_request_buffering on`, bounded by `limits.maxBodyBytes` and
+/// `timeouts.bodyReadSeconds`): a slow client then costs a socket, never a provider connection, the body's
+/// length is always known, and the first-byte clock measures the provider alone.
 ///
 /// Owned by the connection's loop queue (the transfer's driver runs on the same queue).
 final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendable {
@@ -13,12 +15,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private var machine: ExchangeStateMachine
     private let writer: ServerConnection
     private var transfer: Transfer?
-    /// The request body as received. Kept whole (it is bounded by `limits.maxBodyBytes`) until the response
-    /// head arrives, so curl can send it again when it retries on a fresh connection; `uploadOffset` is how far
-    /// curl has read.
-    private var uploadBody: [UInt8] = []
-    private var uploadOffset = 0
-    private var requestEnded = false
+    /// The call to make once the request is whole; nil once made (or refused).
+    private var pendingCall: (request: UpstreamRequest, driver: CurlDriver, policy: BodyPolicy)?
+    /// The request body as it arrives; handed to the transfer at the request's end.
+    private var body: [UInt8] = []
     private let clock: any Clock
     private var timer: LoopTimer?
     private var armedDeadline: Instant?
@@ -41,19 +41,12 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         self.onEnd = onEnd
     }
 
-    func start(_ request: UpstreamRequest, driver: CurlDriver) {
-        transfer = driver.start(request, delegate: self)
-        armTimer()
+    /// Calls the provider with `request` once the request has been read to its end (at once for a request
+    /// without a body: its end follows the head). A request with a body (`request.body` non-nil) gets the body
+    /// as received, after `policy` accepted it (model allowlist, max-tokens ceiling; a clamp may change it).
+    func start(_ request: UpstreamRequest, driver: CurlDriver, policy: BodyPolicy) {
+        pendingCall = (request, driver, policy)
     }
-
-    /// Starts the upstream transfer only when the whole body is in and `policy` accepts it (model allowlist,
-    /// max-tokens ceiling); a clamp may change the body, and the request's length with it.
-    func startAfterBody(_ request: UpstreamRequest, driver: CurlDriver, policy: BodyPolicy) {
-        pendingStart = (request, driver, policy)
-        armTimer()
-    }
-
-    private var pendingStart: (request: UpstreamRequest, driver: CurlDriver, policy: BodyPolicy)?
 
     /// Rate-limiter leases (concurrent-stream slots) given back when the exchange ends.
     var leases: [(RateLimiter, RateLimiterState.Lease)] = []
@@ -65,36 +58,40 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     func requestBody(_ bytes: [UInt8]) {
         record.bytesIn += bytes.count
         metrics.bytesToUpstream.wrappingAdd(bytes.count, ordering: .relaxed)
-        uploadBody.append(contentsOf: bytes)
-        transfer?.resumeSending()
+        body.append(contentsOf: bytes)
     }
 
     func requestEnd() {
-        requestEnded = true
         machine.requestBodyComplete(now: clock.now())
-        armTimer()   // the first-byte clock starts now for a request with a body
-        if let pending = pendingStart {
-            pendingStart = nil
-            switch pending.policy.evaluate(uploadBody) {
-            case .reject(let error):
-                record.rejection = error.code
-                metrics.rejected(reason: error.code)
-                perform(machine.rejected(error))
-            case .forward(let body, let changed):
-                var request = pending.request
-                if changed { uploadBody = body }
-                request.bodyLength = uploadBody.count   // known now, even for a chunked client body
-                transfer = pending.driver.start(request, delegate: self)
+        guard let call = pendingCall, machine.phase == .awaitingUpstreamHead else { return }
+        pendingCall = nil
+        var request = call.request
+        if request.body != nil {
+            if call.policy.isActive {
+                switch call.policy.evaluate(body) {
+                case .reject(let error):
+                    record.rejection = error.code
+                    metrics.rejected(reason: error.code)
+                    perform(machine.rejected(error))
+                    return
+                case .forward(let forwarded, let changed):
+                    if changed { body = forwarded }
+                }
             }
-            return
+            request.body = body
+            body = []
         }
-        transfer?.resumeSending()
+        transfer = call.driver.start(request, delegate: self)
+        armTimer()   // the first-byte clock starts with the call
     }
 
     func clientClosed() {
         let phase = machine.phase
         let actions = machine.clientClosed()
-        if !actions.isEmpty { metrics.cancelled(phase: phase == .awaitingUpstreamHead ? "before_head" : "streaming") }
+        // Only a call that was made can be cancelled: a client gone mid-body never reached the provider.
+        if !actions.isEmpty && transfer != nil {
+            metrics.cancelled(phase: phase == .awaitingUpstreamHead ? "before_head" : "streaming")
+        }
         perform(actions)
     }
 
@@ -108,10 +105,6 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         record.upstreamHeadAt = clock.now()
         if !(200..<300).contains(status), let key = providerKey {
             masker = SecretMasker(secret: Array(key.revealForHeader().utf8))
-        }
-        if requestEnded && uploadOffset == uploadBody.count {
-            uploadBody = []   // sent, and no retry can follow a response head
-            uploadOffset = 0
         }
         perform(machine.upstreamHead(status: status, headers: headers, now: clock.now()))
     }
@@ -134,23 +127,6 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         case .drop:
             return true
         }
-    }
-
-    func transfer(_ transfer: Transfer, readBodyInto buffer: UnsafeMutableRawBufferPointer) -> BodyRead {
-        let available = uploadBody.count - uploadOffset
-        if available == 0 { return requestEnded ? .end : .wait }
-        let n = min(available, buffer.count)
-        uploadBody.withUnsafeBytes { bytes in
-            buffer.baseAddress!.copyMemory(from: bytes.baseAddress! + uploadOffset, byteCount: n)
-        }
-        uploadOffset += n
-        return .bytes(n)
-    }
-
-    func transferRewindBody(_ transfer: Transfer) -> Bool {
-        guard machine.phase == .awaitingUpstreamHead else { return false }
-        uploadOffset = 0
-        return true
     }
 
     func transfer(_ transfer: Transfer, didCompleteWith result: Result<Void, UpstreamFailure>) {

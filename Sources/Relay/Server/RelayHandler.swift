@@ -117,29 +117,29 @@ struct RelayHandler: RequestHandler {
         context.identity = identity?.key
         guard admitted(server.perIdentityLimiter, context.identity) else { return nil }
 
-        let hasBody: Bool
-        let bodyLength: Int?
-        switch head.framing {
-        case .none: (hasBody, bodyLength) = (false, nil)
-        case .contentLength(let n): (hasBody, bodyLength) = (true, n)
-        case .chunked: (hasBody, bodyLength) = (true, nil)
+        // GET and HEAD carry no body here (see RelayError.bodyNotAllowed); `Content-Length: 0` is no body.
+        let bodyless = head.method == "GET" || head.method == "HEAD"
+        if bodyless && head.framing != .none && head.framing != .contentLength(0) {
+            release()
+            reject(.bodyNotAllowed, context, reason: "body_not_allowed")
+            return nil
         }
         var request = UpstreamRequest(
             url: RequestRewriter.upstreamURL(baseURL: upstream.baseURL, route: route, path: requestPath),
             method: head.method,
             headers: RequestRewriter.upstreamHeaders(from: head.headers, upstream: upstream,
                                                      client: writer.client, requestID: requestID),
-            hasBody: hasBody, bodyLength: bodyLength,
-            connectTimeoutSeconds: configuration.timeouts.upstreamConnectSeconds)
+            body: head.framing == .none || bodyless ? nil : [],   // filled when the request is whole
+            connectTimeoutSeconds: configuration.timeouts.upstreamConnectSeconds,
+            idleConnectionSeconds: upstream.idleConnectionSeconds)
         request.httpVersion = upstream.httpVersion
         request.caFile = upstream.caFile
         var extra = HTTPHeaders()
         for (name, value) in context.corsHeaders { extra.add(name: name, value: value) }
-        var settings = ExchangeStateMachine.Settings(
+        let settings = ExchangeStateMachine.Settings(
             requestMethod: head.method, clientVersion: head.version, keepAlive: head.keepAlive && !server.isDraining,
             requestID: requestID, firstByteTimeoutSeconds: configuration.timeouts.upstreamFirstByteSeconds,
             idleTimeoutSeconds: configuration.timeouts.upstreamIdleSeconds, extraResponseHeaders: extra)
-        settings.awaitsRequestBody = hasBody
         let machine = ExchangeStateMachine(settings: settings, now: now)
         let record = ExchangeRecord(requestID: requestID, method: head.method, path: head.path, route: route.prefix,
                                     upstream: upstream.name, clientAddress: writer.clientAddress, startedAt: now)
@@ -160,11 +160,7 @@ struct RelayHandler: RequestHandler {
         exchange.leases = leases
         exchange.providerKey = upstream.key
         state.exchanges[ObjectIdentifier(exchange)] = exchange
-        if route.bodyPolicy.isActive && hasBody {
-            exchange.startAfterBody(request, driver: state.driver, policy: route.bodyPolicy)
-        } else {
-            exchange.start(request, driver: state.driver)
-        }
+        exchange.start(request, driver: state.driver, policy: route.bodyPolicy)
         return exchange
     }
 
