@@ -6,14 +6,11 @@ CURLcode ccurl_easy_setopt_ptr(CURL *handle, CURLoption option, void *value) { r
 CURLcode ccurl_easy_setopt_str(CURL *handle, CURLoption option, const char *value) { return curl_easy_setopt(handle, option, value); }
 CURLcode ccurl_easy_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value) { return curl_easy_setopt(handle, option, value); }
 CURLcode ccurl_easy_setopt_data_callback(CURL *handle, CURLoption option, ccurl_data_callback callback) { return curl_easy_setopt(handle, option, callback); }
-CURLcode ccurl_easy_setopt_closesocket_callback(CURL *handle, ccurl_closesocket_callback callback) { return curl_easy_setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, callback); }
-CURLcode ccurl_easy_setopt_sockopt_callback(CURL *handle, ccurl_sockopt_callback callback) { return curl_easy_setopt(handle, CURLOPT_SOCKOPTFUNCTION, callback); }
 
 CURLcode ccurl_easy_setopt_seek_callback(CURL *handle, ccurl_seek_callback callback) { return curl_easy_setopt(handle, CURLOPT_SEEKFUNCTION, callback); }
 CURLcode ccurl_easy_setopt_prereq_callback(CURL *handle, ccurl_prereq_callback callback) { return curl_easy_setopt(handle, CURLOPT_PREREQFUNCTION, callback); }
 
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) { return curl_easy_getinfo(handle, info, value); }
-CURLcode ccurl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value) { return curl_easy_getinfo(handle, info, value); }
 
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) { return curl_multi_setopt(multi, option, value); }
 CURLMcode ccurl_multi_setopt_ptr(CURLM *multi, CURLMoption option, void *value) { return curl_multi_setopt(multi, option, value); }

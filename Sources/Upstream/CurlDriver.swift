@@ -24,15 +24,13 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
     /// (CURLM_RECURSIVE_API_CALL), so cancellations made then are deferred until the outermost call returns.
     private var curlDepth = 0
     private var deferredRemovals: [Transfer] = []
-    private let logger: Logger
     private var isShutDown = false
 
     public var activeTransferCount: Int { transfers.count }
 
-    public init(loop: EventLoop, logger: Logger) {
+    public init(loop: EventLoop) {
         CurlDriver.globalInit
         self.loop = loop
-        self.logger = logger
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed") }
         self.multi = multi
         timer = DispatchSource.makeTimerSource(queue: loop.queue)
@@ -283,3 +281,8 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
     }
 }
 
+extension CurlDriver: UpstreamClient {
+    public func call(_ request: UpstreamRequest, delegate: any TransferDelegate) -> any UpstreamCall {
+        start(request, delegate: delegate)
+    }
+}

@@ -13,7 +13,7 @@ import Darwin
 /// Owned by its driver's loop queue. The driver holds it (strongly) from `start` until the handle has been
 /// removed and cleaned up, which is what keeps the `Unmanaged` pointers given to curl as WRITEDATA, HEADERDATA,
 /// READDATA, SEEKDATA, PREREQDATA valid for as long as curl can call back.
-public final class Transfer: @unchecked Sendable {
+public final class Transfer: UpstreamCall, @unchecked Sendable {
     // Invariant: everything is touched on the driver's loop queue only.
     enum State { case running, completed, cancelled }
     unowned let driver: CurlDriver
@@ -84,8 +84,6 @@ public final class Transfer: @unchecked Sendable {
         guard let scheme = url.range(of: "://") else { return url[...] }
         return url[..<(url[scheme.upperBound...].firstIndex(of: "/") ?? url.endIndex)]
     }()
-
-    public var isRunning: Bool { state == .running }
 
     func cleanup() {
         guard !cleanedUp else { return }

@@ -11,9 +11,9 @@ struct CurlDriverTests {
     /// Touched on the loop's queue only (the test reads it through `queue.sync`).
     final class Recorder: TransferDelegate, @unchecked Sendable {
         var completions: [String] = []
-        func transfer(_ transfer: Transfer, didReceiveHead status: Int, headers: HTTPHeaders) { completions.append("head") }
-        func transfer(_ transfer: Transfer, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool { true }
-        func transfer(_ transfer: Transfer, didCompleteWith result: Result<Void, UpstreamFailure>) {
+        func transfer(_ transfer: any UpstreamCall, didReceiveHead status: Int, headers: HTTPHeaders) { completions.append("head") }
+        func transfer(_ transfer: any UpstreamCall, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool { true }
+        func transfer(_ transfer: any UpstreamCall, didCompleteWith result: Result<Void, UpstreamFailure>) {
             switch result {
             case .success: completions.append("success")
             case .failure(let failure): completions.append(failure.summary)
@@ -24,7 +24,7 @@ struct CurlDriverTests {
     @Test("a transfer cancelled before its deferred failure is delivered never completes")
     func cancelBeforeDeferredFailure() throws {
         let loop = EventLoop(index: 0)
-        let driver = CurlDriver(loop: loop, logger: Logger(label: "test", sink: MemoryLogSink()))
+        let driver = CurlDriver(loop: loop)
         let cancelled = Recorder(), kept = Recorder()
         let request = UpstreamRequest(url: "http://127.0.0.1:9/v1/x", method: "POST", headers: HTTPHeaders(), body: [1, 2])
         loop.queue.sync {

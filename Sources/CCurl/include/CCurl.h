@@ -5,16 +5,9 @@
 
 #include <curl/curl.h>
 
-#ifdef __linux__
-// The upstream socket poller uses epoll directly; Glibc's Swift module does not export it.
-#include <sys/epoll.h>
-#endif
-
 typedef size_t (*ccurl_data_callback)(char *buffer, size_t size, size_t count, void *userdata);
-typedef int (*ccurl_closesocket_callback)(void *clientp, curl_socket_t socket);
 typedef int (*ccurl_seek_callback)(void *userp, curl_off_t offset, int origin);
 typedef int (*ccurl_prereq_callback)(void *clientp, char *primary_ip, char *local_ip, int primary_port, int local_port);
-typedef int (*ccurl_sockopt_callback)(void *clientp, curl_socket_t socket, curlsocktype purpose);
 typedef int (*ccurl_socket_callback)(CURL *easy, curl_socket_t socket, int what, void *userp, void *socketp);
 typedef int (*ccurl_timer_callback)(CURLM *multi, long timeout_ms, void *userp);
 
@@ -24,13 +17,10 @@ CURLcode ccurl_easy_setopt_ptr(CURL *handle, CURLoption option, void *value);
 CURLcode ccurl_easy_setopt_str(CURL *handle, CURLoption option, const char *value);
 CURLcode ccurl_easy_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value);
 CURLcode ccurl_easy_setopt_data_callback(CURL *handle, CURLoption option, ccurl_data_callback callback);
-CURLcode ccurl_easy_setopt_closesocket_callback(CURL *handle, ccurl_closesocket_callback callback);
-CURLcode ccurl_easy_setopt_sockopt_callback(CURL *handle, ccurl_sockopt_callback callback);
 CURLcode ccurl_easy_setopt_seek_callback(CURL *handle, ccurl_seek_callback callback);
 CURLcode ccurl_easy_setopt_prereq_callback(CURL *handle, ccurl_prereq_callback callback);
 
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
-CURLcode ccurl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value);
 
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
 CURLMcode ccurl_multi_setopt_ptr(CURLM *multi, CURLMoption option, void *value);
@@ -38,9 +28,7 @@ CURLMcode ccurl_multi_setopt_socket_callback(CURLM *multi, ccurl_socket_callback
 CURLMcode ccurl_multi_setopt_timer_callback(CURLM *multi, ccurl_timer_callback callback);
 
 static const size_t ccurl_writefunc_pause = CURL_WRITEFUNC_PAUSE;
-static const size_t ccurl_readfunc_pause = CURL_READFUNC_PAUSE;
 static const size_t ccurl_readfunc_abort = CURL_READFUNC_ABORT;
-static const int ccurl_pause_cont = CURLPAUSE_CONT;
 static const int ccurl_pause_recv = CURLPAUSE_RECV;
 static const curl_socket_t ccurl_socket_timeout = CURL_SOCKET_TIMEOUT;
 

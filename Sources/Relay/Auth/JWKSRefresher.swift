@@ -89,21 +89,21 @@ final class JWKSRefresher: TransferDelegate, @unchecked Sendable {
         transfer = driver.start(UpstreamRequest(url: url, method: "GET", headers: headers, connectTimeoutSeconds: 10), delegate: self)
     }
 
-    func transfer(_ transfer: Transfer, didReceiveHead status: Int, headers: HTTPHeaders) {
+    func transfer(_ transfer: any UpstreamCall, didReceiveHead status: Int, headers: HTTPHeaders) {
         self.status = status
         if let cc = headers.first("Cache-Control"), let range = cc.range(of: "max-age=") {
             maxAge = Double(cc[range.upperBound...].prefix { $0.isNumber })
         }
     }
 
-    func transfer(_ transfer: Transfer, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool {
+    func transfer(_ transfer: any UpstreamCall, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool {
         if body.count + bytes.count > Self.maxDocumentBytes { transfer.cancel(); finish(ok: false); return true }
         body.append(contentsOf: bytes)
         return true
     }
 
 
-    func transfer(_ transfer: Transfer, didCompleteWith result: Result<Void, UpstreamFailure>) {
+    func transfer(_ transfer: any UpstreamCall, didCompleteWith result: Result<Void, UpstreamFailure>) {
         if case .success = result, status == 200 { finish(ok: true) } else { finish(ok: false) }
     }
 

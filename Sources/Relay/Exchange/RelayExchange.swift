@@ -14,9 +14,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     // Invariant: touched on `writer.loop.queue` only.
     private var machine: ExchangeStateMachine
     private let writer: ServerConnection
-    private var transfer: Transfer?
+    private var transfer: (any UpstreamCall)?
     /// The call to make once the request is whole; nil once made (or refused).
-    private var pendingCall: (request: UpstreamRequest, driver: CurlDriver, policy: BodyPolicy)?
+    private var pendingCall: (request: UpstreamRequest, upstream: any UpstreamClient, policy: BodyPolicy)?
     /// The request body as it arrives; handed to the transfer at the request's end.
     private var body: [UInt8] = []
     private let clock: any Clock
@@ -44,8 +44,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// Calls the provider with `request` once the request has been read to its end (at once for a request
     /// without a body: its end follows the head). A request with a body (`request.body` non-nil) gets the body
     /// as received, after `policy` accepted it (model allowlist, max-tokens ceiling; a clamp may change it).
-    func start(_ request: UpstreamRequest, driver: CurlDriver, policy: BodyPolicy) {
-        pendingCall = (request, driver, policy)
+    func start(_ request: UpstreamRequest, upstream: any UpstreamClient, policy: BodyPolicy) {
+        pendingCall = (request, upstream, policy)
     }
 
     /// Rate-limiter leases (concurrent-stream slots) given back when the exchange ends.
@@ -81,7 +81,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             request.body = body
             body = []
         }
-        transfer = call.driver.start(request, delegate: self)
+        transfer = call.upstream.call(request, delegate: self)
         armTimer()   // the first-byte clock starts with the call
     }
 
@@ -101,7 +101,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     // MARK: TransferDelegate
 
-    func transfer(_ transfer: Transfer, didReceiveHead status: Int, headers: HTTPHeaders) {
+    func transfer(_ transfer: any UpstreamCall, didReceiveHead status: Int, headers: HTTPHeaders) {
         record.upstreamHeadAt = clock.now()
         if !(200..<300).contains(status), let key = providerKey {
             masker = SecretMasker(secret: Array(key.revealForHeader().utf8))
@@ -109,7 +109,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         perform(machine.upstreamHead(status: status, headers: headers, now: clock.now()))
     }
 
-    func transfer(_ transfer: Transfer, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool {
+    func transfer(_ transfer: any UpstreamCall, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool {
         switch machine.upstreamBody(clientPendingBytes: writer.pendingByteCount, highWaterBytes: highWater, now: clock.now()) {
         case .forward:
             if record.firstBodyAt == nil { record.firstBodyAt = clock.now() }
@@ -129,7 +129,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         }
     }
 
-    func transfer(_ transfer: Transfer, didCompleteWith result: Result<Void, UpstreamFailure>) {
+    func transfer(_ transfer: any UpstreamCall, didCompleteWith result: Result<Void, UpstreamFailure>) {
         if case .failure(let failure) = result {
             record.failure = failure.summary
             metrics.upstreamError(kind: failure.kind)

@@ -160,7 +160,7 @@ struct RelayHandler: RequestHandler {
         exchange.leases = leases
         exchange.providerKey = upstream.key
         state.exchanges[ObjectIdentifier(exchange)] = exchange
-        exchange.start(request, driver: state.driver, policy: route.bodyPolicy)
+        exchange.start(request, upstream: state.driver, policy: route.bodyPolicy)
         return exchange
     }
 

@@ -48,7 +48,7 @@ public final class RelayServer: @unchecked Sendable {
         rejectionLog = RejectionLog(logger: logger, clock: clock)
         let workers = configuration.workers > 0 ? configuration.workers : max(1, System.coreCount)
         group = EventLoopGroup(count: workers, clock: clock)
-        loopStates = group.loops.map { LoopState(loop: $0, driver: CurlDriver(loop: $0, logger: logger)) }
+        loopStates = group.loops.map { LoopState(loop: $0, driver: CurlDriver(loop: $0)) }
     }
 
     public var isDraining: Bool { draining.load(ordering: .relaxed) }
