@@ -1,5 +1,6 @@
 import Foundation
 import HTTP1
+import HTTPServer
 import Support
 
 /// Everything the relay needs to run, validated. Built from a JSON file (`RelayConfiguration.load`) or in code

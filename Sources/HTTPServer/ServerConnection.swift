@@ -2,37 +2,11 @@ import HTTP1
 import Support
 import Transport
 
-/// Answers one request: the handler's side of an exchange. Called on the connection's loop only.
-/// `clientClosed` is terminal; after it nothing is called and writes are ignored.
-public protocol RequestResponder: AnyObject {
-    func requestBody(_ bytes: [UInt8])
-    func requestEnd()
-    func clientClosed()
-    /// The client's pending output fell to the low-water mark after having reached the high-water mark.
-    func clientDrained()
-}
-
-/// Decides what to do with each request head. Called on the connection's loop.
-public protocol RequestHandler: Sendable {
-    /// Returns the responder that will see the body and answer, or nil if the request was already answered
-    /// through `writer` (an error, say).
-    func handle(_ head: RequestHead, writer: ServerConnection) -> (any RequestResponder)?
-    /// The connection itself answered an error (malformed request, timeout): for logs and metrics.
-    func connectionRejected(_ error: RelayError, writer: ServerConnection)
-    /// A listener that requires a PROXY protocol header got none, or a malformed one; the connection is closed.
-    func proxyHeaderRejected(_ reason: String, writer: ServerConnection)
-}
-
-extension RequestHandler {
-    public func connectionRejected(_ error: RelayError, writer: ServerConnection) {}
-    public func proxyHeaderRejected(_ reason: String, writer: ServerConnection) {}
-}
-
 /// HTTP/1.1 server side of one client connection: feeds the parser, runs one exchange at a time (pipelined
 /// requests wait their turn, answered in order), frames responses, and keeps or closes the connection.
 ///
 /// Owned by the connection's loop queue; every method is called there.
-public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
+public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchecked Sendable {
     // Invariant: all state is touched on `connection.loop.queue` only.
     public let connection: Connection
     private let handler: any RequestHandler
@@ -223,30 +197,24 @@ public final class ServerConnection: ConnectionDelegate, @unchecked Sendable {
         }
         requestComplete = false
         inExchange = true
-        let relayError = RelayError.badRequest(error)
-        handler.connectionRejected(relayError, writer: self)
-        respond(error: relayError, keepAlive: false)
+        let response = ErrorResponse.badRequest(error)
+        handler.connectionRejected(response, writer: self)
+        respond(error: response, keepAlive: false)
     }
 
     // MARK: Responses (the writer side)
 
     /// Sends a complete JSON error response. `keepAlive` is honoured only if the request was read to its end.
-    public func respond(error: RelayError, requestID: String? = nil, keepAlive: Bool = true) {
-        var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: "application/json")
-        for (name, value) in error.extraHeaders { headers.add(name: name, value: value) }
-        if let requestID { headers.add(name: "X-Request-Id", value: requestID) }
-        respond(status: error.status, headers: headers, body: error.jsonBody, keepAlive: keepAlive)
+    public func respond(error: ErrorResponse, requestID: String? = nil, keepAlive: Bool = true) {
+        respond(status: error.status, headers: error.headerFields(requestID: requestID), body: error.jsonBody, keepAlive: keepAlive)
     }
 
     /// Sends a complete response with a Content-Length body (none for HEAD requests).
     public func respond(status: Int, headers: HTTPHeaders, body: [UInt8], keepAlive: Bool = true) {
         guard !headSent, !closed else { return }
-        var headers = headers
-        headers.add(name: "Content-Length", value: String(body.count))
         let keep = keepAlive && requestCanContinue && !closeAfterResponse
-        if !keep { headers.add(name: "Connection", value: "close") }
-        sendHead(ResponseHead(status: status, headers: headers), mode: requestMethod == "HEAD" ? .none : .contentLength(body.count))
+        sendHead(ResponseHead.complete(status: status, headers: headers, contentLength: body.count, keepAlive: keep),
+                 mode: requestMethod == "HEAD" ? .none : .contentLength(body.count))
         _ = body.withUnsafeBytes { sendBody($0) }
         finish(keepAlive: keep)
     }
