@@ -2,8 +2,10 @@ import HTTP1
 import Support
 import Transport
 
-/// HTTP/1.1 server side of one client connection: feeds the parser, runs one exchange at a time (pipelined
-/// requests wait their turn, answered in order), frames responses, and keeps or closes the connection.
+/// HTTP/1.1 server side of one client connection: the shell around an `HTTPConnectionStateMachine`. It feeds the
+/// parser, reports what happens to the machine and carries out its actions: socket writes, timers, handler calls.
+/// One exchange runs at a time (pipelined requests wait their turn and are answered in order); responses are framed
+/// here, one write per body delivery.
 ///
 /// Owned by the connection's loop queue; every method is called there.
 public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchecked Sendable {
@@ -11,25 +13,11 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     public let connection: Connection
     private let handler: any RequestHandler
     private var parser: RequestParser
+    private var machine: HTTPConnectionStateMachine
     private let logger: Logger
     private let onClose: (ServerConnection) -> Void
-
     private var responder: (any RequestResponder)?
-    private var inExchange = false
-    private var requestComplete = false
-    /// The current request has no body, so its `.end` is already in the parser's hands.
-    private var requestHasNoBody = false
-    private var headSent = false
-    private var responseDone = false
-    private var bodyMode = ResponseBodyMode.none
-    private var requestVersion = HTTPVersion.http1_1
-    private var requestMethod = ""
-    private var closed = false
-    private var pumpScheduled = false
-    /// Bytes a client may send ahead (pipelined) while its current response is still streaming.
-    private let maxReadAhead: Int
     private var sizeLine: [UInt8] = []
-    private var deadlines: ConnectionDeadlines
     private var timer: LoopTimer?
     private var armedDeadline: Instant?
 
@@ -37,7 +25,7 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     public private(set) var peerAddress: String
     private let peerIsTrusted: Bool
     private let clientAddresses: ClientAddressResolver
-    /// Set until the PROXY protocol header is read, on a listener that requires one (`listen.proxyProtocol`).
+    /// Reads the PROXY protocol header while the machine awaits one (`listen.proxyProtocol`); nil after.
     private var proxyHeader: ProxyProtocolParser?
     /// The current request's client (the peer, or whom a trusted proxy names); between requests, the peer.
     public private(set) var client: ClientAddress
@@ -57,10 +45,10 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
         self.client = .direct(connection.peerAddress)
         self.handler = handler
         self.parser = RequestParser(limits: limits)
+        self.machine = HTTPConnectionStateMachine(timeouts: timeouts, acceptedAt: connection.loop.clock.now(),
+                                                  proxyProtocol: proxyProtocol, maxReadAhead: limits.maxHeadBytes + 64 * 1024)
         self.logger = logger
         self.onClose = onClose
-        self.maxReadAhead = limits.maxHeadBytes + 64 * 1024
-        self.deadlines = ConnectionDeadlines(settings: timeouts, acceptedAt: connection.loop.clock.now())
         sizeLine.reserveCapacity(24)
     }
 
@@ -74,45 +62,32 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     public var clientAddress: String { client.address }
     public var pendingByteCount: Int { connection.pendingByteCount }
     public var highWaterMark: Int { connection.highWaterMark }
-    public var isClosed: Bool { closed }
+    public var isClosed: Bool { machine.state == .closed }
     public var debugDescription: String {
-        "fd=\(connection.fd) open=\(connection.isOpen) inExchange=\(inExchange) requestComplete=\(requestComplete) headSent=\(headSent) responseDone=\(responseDone) buffered=\(parser.bufferedByteCount) pending=\(connection.pendingByteCount) phase=\(deadlines.phase)"
+        "fd=\(connection.fd) open=\(connection.isOpen) state=\(machine.state) buffered=\(parser.bufferedByteCount) pending=\(connection.pendingByteCount) phase=\(machine.deadlines.phase)"
     }
 
     // MARK: ConnectionDelegate
 
     public func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
         var bytes = bytes
-        if proxyHeader != nil {
+        if machine.state == .awaitingProxyHeader {
             guard let rest = readProxyHeader(bytes) else { return }
             bytes = rest
         }
+        guard machine.acceptsInput else { return }
         parser.append(bytes)
-        if !inExchange {
-            deadlines.headBytesArrived(now: loop.clock.now())
-            armTimer()
-        }
-        if inExchange && requestComplete {
-            // A pipelined request arrived while the response streams: keep it for later, within a bound.
-            if parser.bufferedByteCount > maxReadAhead { abortConnection() }
-            return
-        }
-        pump()
+        perform(machine.bytesArrived(bufferedBytes: parser.bufferedByteCount, now: loop.clock.now()))
     }
 
     public func connectionDidDrain(_ connection: Connection) {
-        deadlines.writeBufferDrained()
-        armTimer()
-        responder?.clientDrained()
+        perform(machine.writeBufferDrained())
     }
 
     public func connection(_ connection: Connection, didCloseWith reason: ConnectionCloseReason) {
-        closed = true
         timer?.cancel()
         timer = nil
-        let responder = self.responder
-        self.responder = nil
-        if !responseDone || !requestComplete { responder?.clientClosed() }
+        perform(machine.connectionClosed())
         onClose(self)
     }
 
@@ -123,8 +98,7 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
             return nil
         case .invalid(let reason):
             proxyHeader = nil
-            handler.proxyHeaderRejected(reason, writer: self)
-            connection.close()
+            perform(machine.proxyHeaderRejected(reason))
             return nil
         case .header(let header, let consumed):
             proxyHeader = nil
@@ -134,6 +108,7 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
                 peerAddress = source.description
                 client = .direct(peerAddress)
             }
+            machine.proxyHeaderAccepted()
             guard consumed < bytes.count else { return nil }
             return UnsafeRawBufferPointer(rebasing: bytes[consumed...])
         }
@@ -141,65 +116,82 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
 
     // MARK: Requests
 
-    private func pump() {
-        // A connection that is closing takes no new request (it could start an upstream call nobody reads).
-        while !closed && connection.isOpen {
-            if inExchange && requestComplete { return }
+    /// Delivers what the parser holds while the machine takes requests (not while a response streams: the next
+    /// request waits its turn; not once closing: it could start an upstream call nobody reads).
+    private func readRequests() {
+        while machine.isReadingRequests {
             let event: RequestEvent?
             do {
                 event = try parser.next()
             } catch {
-                parseFailed(error)
+                perform(machine.parseFailed(error))
                 return
             }
             guard let event else { return }
             switch event {
             case .head(let head):
-                deadlines.headComplete(now: loop.clock.now(), hasBody: head.framing != .none)
-                armTimer()
-                startExchange(head)
+                perform(machine.requestHead(head, now: loop.clock.now()))
             case .body(let bytes):
-                deadlines.bodyProgress(now: loop.clock.now())
+                machine.requestBodyReceived(now: loop.clock.now())
                 responder?.requestBody(bytes)
             case .end:
-                requestComplete = true
-                deadlines.bodyComplete()
-                responder?.requestEnd()
-                if responseDone { exchangeFinished(keepAlive: lastKeepAlive) }
+                perform(machine.requestEnd(bufferedBytes: parser.bufferedByteCount, now: loop.clock.now()))
             }
         }
     }
 
     private func startExchange(_ head: RequestHead) {
-        inExchange = true
-        requestComplete = false
-        headSent = false
-        responseDone = false
-        bodyMode = .none
-        requestVersion = head.version
-        requestMethod = head.method
-        requestHasNoBody = head.framing == .none
         if peerIsTrusted { client = clientAddresses.resolve(peer: peerAddress, forwardedFor: head.headers.values("X-Forwarded-For")) }
+        // Assigned after `handle` returns: a handler that answered inside it may still return a responder.
         responder = handler.handle(head, writer: self)
-        if responder != nil && !headSent && head.expectsContinue && !closed {
-            connection.write(Self.continueLine)
-        }
+        perform(machine.handlerReturned(hasResponder: responder != nil))
     }
 
-    private func parseFailed(_ error: HTTPParseError) {
-        if let responder, !responseDone {
-            responder.clientClosed()
-            self.responder = nil
+    private func perform(_ actions: [HTTPConnectionStateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .startExchange(let head):
+                startExchange(head)
+            case .writeContinue:
+                connection.write(Self.continueLine)
+            case .readRequests:
+                readRequests()
+            case .scheduleReadRequests:
+                loop.queue.async { [self] in
+                    machine.scheduledReadStarted()
+                    readRequests()
+                }
+            case .deliverRequestEnd:
+                responder?.requestEnd()
+            case .responderClientGone:
+                let gone = responder
+                responder = nil
+                gone?.clientClosed()
+            case .responderDrained:
+                responder?.clientDrained()
+            case .releaseResponder:
+                responder = nil
+            case .exchangeEnded:
+                responder = nil
+                client = .direct(peerAddress)
+            case .writeLastChunk:
+                connection.write(ChunkedEncoding.lastChunk)
+            case .rearmTimer:
+                armTimer()
+            case .reportRejection(let error):
+                handler.connectionRejected(error, writer: self)
+            case .respond(let error):
+                respond(error: error, keepAlive: false)
+            case .reportProxyHeaderRejected(let reason):
+                handler.proxyHeaderRejected(reason, writer: self)
+            case .reportWriteStall:
+                logger.info("client stopped reading; closing", [("client", .string(clientAddress))])
+            case .closeAfterFlush:
+                connection.closeAfterFlush(flushSeconds: machine.deadlines.settings.clientWriteStallSeconds)
+            case .close(let reset):
+                connection.close(reset: reset)
+            }
         }
-        if headSent {
-            abortConnection()
-            return
-        }
-        requestComplete = false
-        inExchange = true
-        let response = ErrorResponse.badRequest(error)
-        handler.connectionRejected(response, writer: self)
-        respond(error: response, keepAlive: false)
     }
 
     // MARK: Responses (the writer side)
@@ -211,31 +203,24 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
 
     /// Sends a complete response with a Content-Length body (none for HEAD requests).
     public func respond(status: Int, headers: HTTPHeaders, body: [UInt8], keepAlive: Bool = true) {
-        guard !headSent, !closed else { return }
-        let keep = keepAlive && requestCanContinue && !closeAfterResponse
-        sendHead(ResponseHead.complete(status: status, headers: headers, contentLength: body.count, keepAlive: keep),
-                 mode: requestMethod == "HEAD" ? .none : .contentLength(body.count))
+        guard let response = machine.completeResponse(keepAlive: keepAlive) else { return }
+        sendHead(ResponseHead.complete(status: status, headers: headers, contentLength: body.count, keepAlive: response.keepAlive),
+                 mode: response.headOnly ? .none : .contentLength(body.count))
         _ = body.withUnsafeBytes { sendBody($0) }
-        finish(keepAlive: keep)
+        finish(keepAlive: response.keepAlive)
     }
 
-    /// Set while the server drains: the current response is the connection's last.
-    public var closeAfterResponse = false
-
-    /// Closes the connection if it sits between requests (used when draining), after what is still pending.
-    public func closeIfIdle() {
-        guard !inExchange && parser.bufferedByteCount == 0 else { return }
-        if connection.pendingByteCount == 0 { connection.close() } else { connection.closeAfterFlush(flushSeconds: flushSeconds) }
+    /// The server drains: the current response (or, if `closeIfIdle` is false, the next) is the connection's last,
+    /// and a connection between requests closes now, after what is still pending. A connection accepted while the
+    /// server drains still answers the request it came with (`closeIfIdle: false`).
+    public func drain(closeIfIdle: Bool = true) {
+        machine.drain()
+        guard closeIfIdle else { return }
+        perform(machine.closeIfIdle(bufferedBytes: parser.bufferedByteCount, pendingBytes: connection.pendingByteCount))
     }
-
-    private var flushSeconds: Double { deadlines.settings.clientWriteStallSeconds }
-
-    private var requestCanContinue: Bool { requestComplete || requestHasNoBody || !inExchange }
 
     public func sendHead(_ head: ResponseHead, mode: ResponseBodyMode) {
-        guard !headSent, !closed else { return }
-        headSent = true
-        bodyMode = mode
+        guard machine.sendHead(mode: mode) else { return }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(512)
         head.serialize(into: &bytes)
@@ -249,8 +234,8 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     /// Writes one body delivery; for chunked framing the size line, payload and CRLF leave in one syscall.
     @discardableResult
     public func sendBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard headSent, !responseDone, !closed, bytes.count > 0 else { return !closed }
-        switch bodyMode {
+        guard let mode = machine.bodyMode, bytes.count > 0 else { return machine.state != .closed }
+        switch mode {
         case .none:
             return true
         case .chunked:
@@ -271,126 +256,42 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     /// The client-write-stall clock starts when the pending buffer reaches the high-water mark.
     @inline(__always)
     private func noteWriteBuffer() {
-        if connection.isAboveHighWater && deadlines.writeStalledSince == nil {
-            deadlines.writeBufferFull(now: loop.clock.now())
-            armTimer()
+        if connection.isAboveHighWater && !machine.writeStallClockRunning {
+            perform(machine.writeBufferFull(now: loop.clock.now()))
         }
     }
-
-    private var lastKeepAlive = true
 
     /// The response is complete. With chunked framing the last chunk goes out; the connection is then kept for
     /// the next request (if `keepAlive` and the request was read to its end) or closed after the flush.
     public func finish(keepAlive: Bool) {
-        guard headSent, !responseDone, !closed else { return }
-        responseDone = true
-        if bodyMode == .chunked { connection.write(ChunkedEncoding.lastChunk) }
-        responder = nil
-        lastKeepAlive = keepAlive && bodyMode != .closeDelimited && !closeAfterResponse
-        if requestComplete || !inExchange {
-            exchangeFinished(keepAlive: lastKeepAlive)
-        } else if requestHasNoBody && lastKeepAlive {
-            // The parser's `.end` for this request follows at once; `pump` then finishes the exchange.
-        } else {
-            // The response ended before the request body did: the rest of the body is unread, so the
-            // connection cannot carry another request.
-            connection.closeAfterFlush(flushSeconds: flushSeconds)
-        }
+        perform(machine.finish(keepAlive: keepAlive, bufferedBytes: parser.bufferedByteCount, now: loop.clock.now()))
     }
 
     /// Ends the response without a clean end: no terminal chunk, the connection closes after what is pending.
     public func abort() {
-        guard !closed else { return }
-        responseDone = true
-        responder = nil
-        if bodyMode == .closeDelimited {
-            // The connection's close is how such a body ends normally: only a reset says it did not.
-            connection.close(reset: true)
-        } else {
-            connection.closeAfterFlush(flushSeconds: flushSeconds)
-        }
-    }
-
-    private func abortConnection() {
-        guard !closed else { return }
-        connection.close(reset: false)
-    }
-
-    private func exchangeFinished(keepAlive: Bool) {
-        inExchange = false
-        responder = nil
-        client = .direct(peerAddress)
-        // The next request starts from a clean response state (a parse error or timeout answers on it).
-        headSent = false
-        responseDone = false
-        bodyMode = .none
-        guard keepAlive else {
-            connection.closeAfterFlush(flushSeconds: flushSeconds)
-            return
-        }
-        let now = loop.clock.now()
-        deadlines.responseComplete(now: now)
-        if parser.bufferedByteCount > 0 { deadlines.headBytesArrived(now: now) }
-        armTimer()
-        // The next pipelined request, on a later turn of the loop (this may run inside a curl callback).
-        if parser.bufferedByteCount > 0 && !pumpScheduled {
-            pumpScheduled = true
-            loop.queue.async { [self] in
-                pumpScheduled = false
-                pump()
-            }
-        }
+        perform(machine.abort())
     }
 
     // MARK: Timeouts
 
     private func armTimer() {
-        guard !closed, let next = deadlines.next else {
+        guard let next = machine.nextDeadline else {
             timer?.cancel()
             timer = nil
             armedDeadline = nil
             return
         }
-        // An armed timer that fires no later than the new deadline stays: when it fires, `expired` says whether
+        // An armed timer that fires no later than the new deadline stays: when it fires, the machine says whether
         // anything is really due, and the timer is armed again for the real deadline. Activity therefore costs
         // no timer work on the hot path.
-        if let armed = armedDeadline, armed <= next.deadline, timer?.isCancelled == false { return }
+        if let armed = armedDeadline, armed <= next, timer?.isCancelled == false { return }
         timer?.cancel()
-        armedDeadline = next.deadline
-        timer = loop.schedule(at: next.deadline) { [weak self] in
+        armedDeadline = next
+        timer = loop.schedule(at: next) { [weak self] in
             guard let self else { return }
             self.timer = nil
             self.armedDeadline = nil
-            self.deadlineReached()
-        }
-    }
-
-    private func deadlineReached() {
-        guard !closed else { return }
-        switch deadlines.expired(now: loop.clock.now()) {
-        case nil:
-            armTimer()
-        case .closeQuietly:
-            connection.close()
-        case .requestTimeout:
-            handler.connectionRejected(.requestTimeout, writer: self)
-            if let responder {
-                self.responder = nil
-                responder.clientClosed()
-            }
-            if headSent {
-                abortConnection()
-            } else {
-                requestComplete = false
-                respond(error: .requestTimeout, keepAlive: false)
-            }
-        case .writeStall:
-            logger.info("client stopped reading; closing", [("client", .string(clientAddress))])
-            if let responder {
-                self.responder = nil
-                responder.clientClosed()
-            }
-            connection.close(reset: true)
+            self.perform(self.machine.deadlineReached(now: self.loop.clock.now()))
         }
     }
 

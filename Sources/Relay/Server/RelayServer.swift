@@ -106,7 +106,7 @@ public final class RelayServer: @unchecked Sendable {
             return .refuse(RelayError.tooManyConnections.response)
         }, onOpen: { [self] server in
             metrics.activeConnections.wrappingAdd(1, ordering: .relaxed)
-            server.closeAfterResponse = isDraining
+            if isDraining { server.drain(closeIfIdle: false) }
             states[server.loop.index].connections[ObjectIdentifier(server)] = server
         }, onClose: { [self] closed in
             states[closed.loop.index].connections[ObjectIdentifier(closed)] = nil
@@ -134,8 +134,7 @@ public final class RelayServer: @unchecked Sendable {
         for state in loopStates {
             state.loop.execute {
                 for server in state.connections.values {
-                    server.closeAfterResponse = true
-                    server.closeIfIdle()
+                    server.drain()
                 }
             }
         }
