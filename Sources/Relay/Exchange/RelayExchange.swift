@@ -12,7 +12,7 @@ import Upstream
 final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendable {
     // Invariant: touched on `writer.loop.queue` only.
     private var machine: ExchangeStateMachine
-    private let writer: ServerConnection
+    private let writer: any ResponseWriter
     private var transfer: Transfer?
     /// The request body as received. Kept whole (it is bounded by `limits.maxBodyBytes`) until the response
     /// head arrives, so curl can send it again when it retries on a fresh connection; `uploadOffset` is how far
@@ -31,7 +31,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     var providerKey: Secret?
     private var masker: SecretMasker?
 
-    init(machine: ExchangeStateMachine, writer: ServerConnection, highWater: Int, clock: any Clock,
+    init(machine: ExchangeStateMachine, writer: any ResponseWriter, highWater: Int, clock: any Clock,
          record: ExchangeRecord, metrics: RelayMetrics, onEnd: @escaping (RelayExchange) -> Void) {
         self.machine = machine
         self.writer = writer
