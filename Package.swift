@@ -26,10 +26,14 @@ let package = Package(
         // epoll's header, which Glibc's Swift module does not export.
         .target(name: "CSystem"),
         .target(name: "Transport", dependencies: ["Support", "CSystem"]),
+        // HTTP/1.1 server side: one connection's lifecycle (a pure state machine plus the socket shell that carries
+        // out its actions), the request-handler and response-writer seams, connection deadlines, client addresses
+        // behind proxies, and `serve`, which both the relay and the dev fake provider listen with. Knows no relay.
+        .target(name: "HTTPServer", dependencies: ["HTTP1", "Transport", "Support"]),
         // libcurl multi driver: one transfer per relayed request, driven on an event loop's queue.
         .target(name: "Upstream", dependencies: ["CCurl", "HTTP1", "Transport", "Support"]),
-        // Configuration, routing, request rewriting, the exchange state machine, the server.
-        .target(name: "Relay", dependencies: ["HTTP1", "Transport", "Upstream", "Support", "Auth"]),
+        // Configuration, routing, policies, request rewriting, the exchange state machine, the composition root.
+        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth"]),
         .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support"]),
         // libFuzzer target for the request parser (`make fuzz`); a normal build replays a corpus instead.
         .executableTarget(name: "relay-fuzz", dependencies: ["HTTP1"]),
@@ -37,10 +41,12 @@ let package = Package(
         .target(name: "CBenchSupport"),
         .executableTarget(name: "relay-bench", dependencies: ["CBenchSupport"]),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"]),
+        // The connection state machine, deadlines and client-address rules, as values: no sockets, no sleeps.
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP1", "Support"]),
         // Pure cores (state machine, rewriting, configuration, timers): no sockets, no sleeps.
-        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support"]),
+        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support"]),
         // The real server on port 0 between a raw test client and a scripted test upstream.
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support", "Auth", "COpenSSL"],
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "COpenSSL"],
                     // The TLS test upstream is a Python script the tests start by path (#filePath), not a resource.
                     exclude: ["Support/tls_upstream.py"]),
         // OpenSSL (libcrypto) behind one small C shim: hashing, HMAC, JWK public keys, RS256/ES256.

@@ -1,3 +1,5 @@
+import HTTPServer
+
 /// `trustedProxies` and `listen.proxyProtocol`: whose word the relay takes for a client's address.
 extension ConfigReader {
     mutating func readTrustedProxies(_ object: [String: Any], into config: inout RelayConfiguration) {

@@ -1,5 +1,6 @@
 import Foundation
 import HTTP1
+import HTTPServer
 import Support
 import Upstream
 

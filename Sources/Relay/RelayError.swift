@@ -1,4 +1,5 @@
 import HTTP1
+import HTTPServer
 import Support
 
 /// An error answered to the client: an HTTP status plus the OpenAI-style JSON body every SDK already knows how
@@ -24,10 +25,17 @@ public struct RelayError: Error, Equatable, Sendable {
             && a.extraHeaders.map { "\($0.0):\($0.1)" } == b.extraHeaders.map { "\($0.0):\($0.1)" }
     }
 
-    public var jsonBody: [UInt8] {
-        let body = "{\"error\":{\"message\":\(JSONLine.quote(message)),\"type\":\(JSONLine.quote(type)),\"code\":\(JSONLine.quote(code))}}"
-        return Array(body.utf8)
+    /// The same error as the server writes it (status, fields, JSON body).
+    public var response: ErrorResponse {
+        ErrorResponse(status: status, type: type, code: code, message: message, headers: extraHeaders)
     }
+
+    public init(_ response: ErrorResponse) {
+        self.init(status: response.status, type: response.type, code: response.code, message: response.message,
+                  extraHeaders: response.headers)
+    }
+
+    public var jsonBody: [UInt8] { response.jsonBody }
 
     public static func notFound(path: String) -> RelayError {
         RelayError(status: 404, type: "invalid_request_error", code: "route_not_found",
@@ -41,21 +49,8 @@ public struct RelayError: Error, Equatable, Sendable {
         message: "The request path is not allowed: it must not contain '.' or '..' segments, '//', backslashes, or encoded '.', '/' or '\\'.")
 
     public static func badRequest(_ error: HTTPParseError) -> RelayError {
-        RelayError(status: error.status, type: "invalid_request_error", code: RelayError.code(for: error.kind),
-                   message: error.message)
+        RelayError(ErrorResponse.badRequest(error))
     }
-
-    static func code(for kind: HTTPParseError.Kind) -> String {
-        switch kind {
-        case .headTooLarge: "request_header_too_large"
-        case .tooManyHeaders: "too_many_headers"
-        case .uriTooLong: "uri_too_long"
-        case .bodyTooLarge: "request_body_too_large"
-        case .badRequest: "bad_request"
-        case .versionNotSupported: "http_version_not_supported"
-        }
-    }
-
 
     public static let upstreamTimeout = RelayError(
         status: 504, type: "upstream_error", code: "upstream_timeout",
@@ -74,9 +69,7 @@ public struct RelayError: Error, Equatable, Sendable {
         status: 400, type: "invalid_request_error", code: "invalid_request",
         message: "GET and HEAD requests must not carry a body.")
 
-    public static let requestTimeout = RelayError(
-        status: 408, type: "invalid_request_error", code: "request_timeout",
-        message: "The request was not received in time.")
+    public static let requestTimeout = RelayError(ErrorResponse.requestTimeout)
 
     public static let tooManyConnections = RelayError(
         status: 503, type: "server_error", code: "too_many_connections",
@@ -92,3 +85,10 @@ public struct RelayError: Error, Equatable, Sendable {
         message: "The relay is shutting down; retry.")
 }
 
+
+extension ResponseWriter {
+    /// Answers `error` as the server's `ErrorResponse` (same status, fields and body bytes).
+    func respond(error: RelayError, requestID: String? = nil, keepAlive: Bool = true) {
+        respond(error: error.response, requestID: requestID, keepAlive: keepAlive)
+    }
+}

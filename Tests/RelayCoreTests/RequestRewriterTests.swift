@@ -1,6 +1,7 @@
 // RequestRewriter: what the provider receives. Credentials and hop-by-hop fields never pass, the relay's key
 // appears exactly once, end-to-end fields keep their order and spelling.
 import HTTP1
+import HTTPServer
 import Relay
 import Support
 import Testing

@@ -1,5 +1,6 @@
 // ResponseRewriter: the head the client receives and how its body is framed.
 import HTTP1
+import HTTPServer
 import Relay
 import Testing
 

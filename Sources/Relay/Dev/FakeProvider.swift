@@ -1,5 +1,6 @@
 import Foundation
 import HTTP1
+import HTTPServer
 import Support
 import Transport
 
@@ -26,22 +27,13 @@ public final class FakeProvider: @unchecked Sendable {
     public var baseURL: String { "http://127.0.0.1:\(listener?.port ?? 0)" }
 
     public func start() throws {
-        let handler = FakeProviderHandler(paceSeconds: paceSeconds)
-        let logger = self.logger
         let connections = self.connections
-        let listener = try Listener(host: "127.0.0.1", port: 0, group: group, logger: logger) { fd, address, loop in
-            let connection = Connection(fd: fd, loop: loop, peerAddress: address)
-            let timeouts = ConnectionDeadlines.Settings(headerReadSeconds: 10, bodyReadSeconds: 30, keepAliveIdleSeconds: 75,
-                                                        clientWriteStallSeconds: 60)
-            let server = ServerConnection(connection: connection, handler: handler, limits: RequestLimits(),
-                                          timeouts: timeouts, logger: logger) { closed in
-                connections.value[ObjectIdentifier(closed)] = nil
-            }
-            connections.value[ObjectIdentifier(server)] = server
-            connection.delegate = server
-            connection.start()
-            server.start()
-        }
+        let settings = ServerSettings(timeouts: ConnectionDeadlines.Settings(headerReadSeconds: 10, bodyReadSeconds: 30,
+                                                                             keepAliveIdleSeconds: 75, clientWriteStallSeconds: 60))
+        let listener = try serve(host: "127.0.0.1", port: 0, group: group, settings: settings,
+                                 handler: FakeProviderHandler(paceSeconds: paceSeconds), logger: logger,
+                                 onOpen: { connections.value[ObjectIdentifier($0)] = $0 },
+                                 onClose: { connections.value[ObjectIdentifier($0)] = nil })
         self.listener = listener
         listener.start()
     }

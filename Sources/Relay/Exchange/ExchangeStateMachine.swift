@@ -1,4 +1,5 @@
 import HTTP1
+import HTTPServer
 import Support
 import Upstream
 

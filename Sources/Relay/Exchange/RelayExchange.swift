@@ -1,4 +1,5 @@
 import HTTP1
+import HTTPServer
 import Support
 import Transport
 import Upstream
@@ -13,7 +14,7 @@ import Upstream
 final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendable {
     // Invariant: touched on `writer.loop.queue` only.
     private var machine: ExchangeStateMachine
-    private let writer: ServerConnection
+    private let writer: any ResponseWriter
     private var transfer: (any UpstreamCall)?
     /// The call to make once the request is whole; nil once made (or refused).
     private var pendingCall: (request: UpstreamRequest, upstream: any UpstreamClient, policy: BodyPolicy)?
@@ -30,7 +31,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     var providerKey: Secret?
     private var masker: SecretMasker?
 
-    init(machine: ExchangeStateMachine, writer: ServerConnection, highWater: Int, clock: any Clock,
+    init(machine: ExchangeStateMachine, writer: any ResponseWriter, highWater: Int, clock: any Clock,
          record: ExchangeRecord, metrics: RelayMetrics, onEnd: @escaping (RelayExchange) -> Void) {
         self.machine = machine
         self.writer = writer

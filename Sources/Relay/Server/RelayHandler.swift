@@ -1,5 +1,6 @@
 import Auth
 import HTTP1
+import HTTPServer
 import Support
 import Transport
 import Upstream
@@ -174,10 +175,15 @@ struct RelayHandler: RequestHandler {
         var corsHeaders: [(String, String)] = []
     }
 
-    func connectionRejected(_ error: RelayError, writer: ServerConnection) {
+    func connectionRejected(_ error: ErrorResponse, writer: ServerConnection) {
         server.metrics.rejected(reason: error.code)
         server.rejectionLog.log(reason: error.code, [("client_ip", .string(writer.clientAddress)), ("status", .int(error.status)),
                                         ("outcome", .string("rejected")), ("reason", .string(error.code))])
+    }
+
+    func untrustedProxyPeerRefused(_ peer: String) {
+        server.metrics.rejected(reason: "proxy_protocol_untrusted")
+        server.logger.debug("connection from an untrusted peer on a PROXY protocol listener; closed", [("peer", .string(peer))])
     }
 
     func proxyHeaderRejected(_ reason: String, writer: ServerConnection) {

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import HTTP1
+import HTTPServer
 import Support
 import Synchronization
 import Transport
@@ -90,65 +91,33 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     private func makeListener(_ listen: RelayConfiguration.Listen, handler: RelayHandler) throws -> Listener {
-        let limits = configuration.limits
-        let buffers = configuration.buffers
         let t = configuration.timeouts
-        let timeouts = ConnectionDeadlines.Settings(headerReadSeconds: t.headerReadSeconds, bodyReadSeconds: t.bodyReadSeconds,
-                                                    keepAliveIdleSeconds: t.keepAliveIdleSeconds,
-                                                    clientWriteStallSeconds: t.clientWriteStallSeconds)
-        let logger = self.logger
+        let settings = ServerSettings(
+            limits: configuration.limits,
+            timeouts: ConnectionDeadlines.Settings(headerReadSeconds: t.headerReadSeconds, bodyReadSeconds: t.bodyReadSeconds,
+                                                   keepAliveIdleSeconds: t.keepAliveIdleSeconds,
+                                                   clientWriteStallSeconds: t.clientWriteStallSeconds),
+            highWaterBytes: configuration.buffers.highWaterBytes, lowWaterBytes: configuration.buffers.lowWaterBytes,
+            clientAddresses: ClientAddressResolver(trustedProxies: configuration.trustedProxies),
+            proxyProtocol: listen.proxyProtocol)
         let states = loopStates
         let maxConnections = configuration.connectionLimits.maxConnections
-        let clientAddresses = ClientAddressResolver(trustedProxies: configuration.trustedProxies)
-        let proxyProtocol = listen.proxyProtocol
-        return try Listener(host: listen.host, port: listen.port, group: group, logger: logger) { [self] fd, address, loop in
-            let state = states[loop.index]
-            if proxyProtocol && !clientAddresses.isTrusted(address) {
-                // Only a trusted balancer may say who the client is; anyone else could name any address.
-                metrics.rejected(reason: "proxy_protocol_untrusted")
-                logger.debug("connection from an untrusted peer on a PROXY protocol listener; closed", [("peer", .string(address))])
-                Syscall.close(fd)
-                return
-            }
-            if openConnections.wrappingAdd(1, ordering: .relaxed).newValue > maxConnections {
-                // Over the limit: a short answer, best effort (one non-blocking send), then close. Existing
-                // streams are not touched.
-                openConnections.wrappingSubtract(1, ordering: .relaxed)
-                metrics.rejected(reason: "too_many_connections")
-                RelayServer.refuse(fd: fd, error: .tooManyConnections)
-                return
-            }
+        return try serve(host: listen.host, port: listen.port, group: group, settings: settings, handler: handler, logger: logger,
+                         admit: { [self] _, _ in
+            guard openConnections.wrappingAdd(1, ordering: .relaxed).newValue > maxConnections else { return .accept }
+            // Over the limit: a short answer, then close. Existing streams are not touched.
+            openConnections.wrappingSubtract(1, ordering: .relaxed)
+            metrics.rejected(reason: "too_many_connections")
+            return .refuse(RelayError.tooManyConnections.response)
+        }, onOpen: { [self] server in
             metrics.activeConnections.wrappingAdd(1, ordering: .relaxed)
-            let connection = Connection(fd: fd, loop: loop, peerAddress: address,
-                                        highWaterMark: buffers.highWaterBytes, lowWaterMark: buffers.lowWaterBytes)
-            let server = ServerConnection(connection: connection, handler: handler, limits: limits, timeouts: timeouts,
-                                          logger: logger, clientAddresses: clientAddresses,
-                                          proxyProtocol: proxyProtocol) { [self] closed in
-                state.connections[ObjectIdentifier(closed)] = nil
-                openConnections.wrappingSubtract(1, ordering: .relaxed)
-                metrics.activeConnections.wrappingSubtract(1, ordering: .relaxed)
-            }
-            server.closeAfterResponse = isDraining
-            state.connections[ObjectIdentifier(server)] = server
-            connection.delegate = server
-            connection.start()
-            server.start()
-        }
-    }
-
-    static func refuse(fd: Int32, error: RelayError) {
-        var bytes: [UInt8] = []
-        var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: "application/json")
-        headers.add(name: "Content-Length", value: String(error.jsonBody.count))
-        headers.add(name: "Connection", value: "close")
-        ResponseHead(status: error.status, headers: headers).serialize(into: &bytes)
-        bytes += error.jsonBody
-        _ = bytes.withUnsafeBytes { raw in
-            var iov = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress), iov_len: raw.count)
-            return withUnsafeMutablePointer(to: &iov) { Syscall.writev(fd, UnsafeMutableBufferPointer(start: $0, count: 1)) }
-        }
-        Syscall.close(fd)
+            if isDraining { server.drain(closeIfIdle: false) }
+            states[server.loop.index].connections[ObjectIdentifier(server)] = server
+        }, onClose: { [self] closed in
+            states[closed.loop.index].connections[ObjectIdentifier(closed)] = nil
+            openConnections.wrappingSubtract(1, ordering: .relaxed)
+            metrics.activeConnections.wrappingSubtract(1, ordering: .relaxed)
+        })
     }
 
     /// The bound port (useful with port 0).
@@ -170,8 +139,7 @@ public final class RelayServer: @unchecked Sendable {
         for state in loopStates {
             state.loop.execute {
                 for server in state.connections.values {
-                    server.closeAfterResponse = true
-                    server.closeIfIdle()
+                    server.drain()
                 }
             }
         }

@@ -1,6 +1,6 @@
 // ClientAddressResolver and CIDR: whose X-Forwarded-For is believed, and which hop is the client.
 import HTTP1
-import Relay
+import HTTPServer
 import Testing
 
 private func resolver(_ blocks: [String]) -> ClientAddressResolver {

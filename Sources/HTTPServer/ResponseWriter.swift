@@ -1,0 +1,27 @@
+import HTTP1
+import Transport
+
+/// What an exchange needs of the client side of its connection: send a head, body deliveries and an end (or an
+/// abort), or one complete error answer. `ServerConnection` is the real one; a test can stand in a fake, so the
+/// exchange logic is tested without sockets.
+///
+/// Called on `loop.queue` only. Calls after the response ended (`finish`, `abort`, `respond`), or after the client
+/// left, are ignored; `sendHead` and `respond` are exclusive (one response per request).
+public protocol ResponseWriter: AnyObject {
+    /// The loop that owns the connection: timers for the exchange are scheduled here.
+    var loop: EventLoop { get }
+    /// The client's address as rate limits key on it and logs show it.
+    var clientAddress: String { get }
+    /// Response bytes accepted but not yet taken by the kernel (the backpressure signal).
+    var pendingByteCount: Int { get }
+    func sendHead(_ head: ResponseHead, mode: ResponseBodyMode)
+    /// One body delivery, framed as `mode` says; false when the client is gone.
+    @discardableResult
+    func sendBody(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// The response is complete; `keepAlive` asks to keep the connection for another request.
+    func finish(keepAlive: Bool)
+    /// Ends the response without a clean end (no terminal chunk): the client sees a truncated body.
+    func abort()
+    /// A complete JSON error answer.
+    func respond(error: ErrorResponse, requestID: String?, keepAlive: Bool)
+}
