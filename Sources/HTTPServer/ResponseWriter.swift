@@ -14,6 +14,9 @@ public protocol ResponseWriter: AnyObject {
     var clientAddress: String { get }
     /// Response bytes accepted but not yet taken by the kernel (the backpressure signal).
     var pendingByteCount: Int { get }
+    /// Whether the pending bytes reached the connection's high-water mark: the upstream must pause until
+    /// `RequestResponder.clientDrained()`. The connection's marks are the only ones.
+    var isAboveHighWater: Bool { get }
     func sendHead(_ head: ResponseHead, mode: ResponseBodyMode)
     /// One body delivery, framed as `mode` says; false when the client is gone.
     @discardableResult

@@ -61,8 +61,7 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     /// The address rate limits key on and logs show (see `client`).
     public var clientAddress: String { client.address }
     public var pendingByteCount: Int { connection.pendingByteCount }
-    public var highWaterMark: Int { connection.highWaterMark }
-    public var isClosed: Bool { machine.state == .closed }
+    public var isAboveHighWater: Bool { connection.isAboveHighWater }
     public var debugDescription: String {
         "fd=\(connection.fd) open=\(connection.isOpen) state=\(machine.state) buffered=\(parser.bufferedByteCount) pending=\(connection.pendingByteCount) phase=\(machine.deadlines.phase)"
     }

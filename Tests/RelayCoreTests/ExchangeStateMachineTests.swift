@@ -201,7 +201,7 @@ import Upstream
     @Test func completionAfterTheHeadFinishesTheResponse() {
         var m = streamingMachine()
         m.requestBodyComplete()
-        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 1024, now: at(2)) == .forward)
+        #expect(m.upstreamBody(clientAboveHighWater: 0 >= 1024, now: at(2)) == .forward)
         #expect(m.upstreamCompleted(.success(()), now: at(3)) == [.finishResponse(keepAlive: true)])
         #expect(m.phase == .finished)
         #expect(m.outcome == .completed)
@@ -269,11 +269,11 @@ import Upstream
 
     @Test func theIdleDeadlineMovesWithEachBodyDelivery() {
         var m = streamingMachine()   // head at t0 + 1 s
-        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 100, now: at(20)) == .forward)
+        #expect(m.upstreamBody(clientAboveHighWater: 0 >= 100, now: at(20)) == .forward)
         #expect(m.nextDeadline == at(20 + idleSeconds))
         // The deadline computed from the head has passed, but a body arrived since: nothing happens.
         #expect(m.deadlinePassed(now: at(1 + idleSeconds)) == [])
-        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 100, now: at(45)) == .forward)
+        #expect(m.upstreamBody(clientAboveHighWater: 0 >= 100, now: at(45)) == .forward)
         #expect(m.nextDeadline == at(45 + idleSeconds))
         #expect(m.deadlinePassed(now: at(20 + idleSeconds)) == [])
         #expect(m.deadlinePassed(now: justBefore(45 + idleSeconds)) == [])
@@ -290,7 +290,7 @@ import Upstream
         for _ in 0..<50 {
             clock.advance(bySeconds: 29)
             #expect(m.deadlinePassed(now: clock.now()) == [])
-            #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 1, now: clock.now()) == .forward)
+            #expect(m.upstreamBody(clientAboveHighWater: 0 >= 1, now: clock.now()) == .forward)
         }
         clock.advance(bySeconds: 30)
         #expect(m.deadlinePassed(now: clock.now()) == [.cancelUpstream, .abortClient])
@@ -311,19 +311,19 @@ import Upstream
 
     @Test func clientLeavingMidStreamCancelsTheUpstream() {
         var m = streamingMachine()
-        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 10, now: at(2)) == .forward)
+        #expect(m.upstreamBody(clientAboveHighWater: 0 >= 10, now: at(2)) == .forward)
         #expect(m.clientClosed() == [.cancelUpstream])
         #expect(m.phase == .clientGone)
         #expect(m.outcome == .clientCancelled)
-        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 10, now: at(3)) == .drop)
+        #expect(m.upstreamBody(clientAboveHighWater: 0 >= 10, now: at(3)) == .drop)
     }
 
     // MARK: Backpressure
 
     @Test func bodyBelowTheHighWaterMarkIsForwarded() {
         var m = streamingMachine()
-        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 100, now: at(2)) == .forward)
-        #expect(m.upstreamBody(clientPendingBytes: 99, highWaterBytes: 100, now: at(2)) == .forward)
+        #expect(m.upstreamBody(clientAboveHighWater: 0 >= 100, now: at(2)) == .forward)
+        #expect(m.upstreamBody(clientAboveHighWater: 99 >= 100, now: at(2)) == .forward)
         #expect(!m.upstreamPaused)
         #expect(m.clientDrained(now: t0) == [])
     }
@@ -331,7 +331,7 @@ import Upstream
     @Test(arguments: [100, 101, 1_000_000])
     func bodyAtOrAboveTheHighWaterMarkIsRefusedAndResumedOnce(pending: Int) {
         var m = streamingMachine()
-        #expect(m.upstreamBody(clientPendingBytes: pending, highWaterBytes: 100, now: at(2)) == .refuse)
+        #expect(m.upstreamBody(clientAboveHighWater: pending >= 100, now: at(2)) == .refuse)
         #expect(m.upstreamPaused)
         #expect(m.phase == .streaming)
         #expect(m.clientDrained(now: t0) == [.resumeUpstream])
@@ -339,14 +339,14 @@ import Upstream
         #expect(m.clientDrained(now: t0) == [])
         #expect(m.clientDrained(now: t0) == [])
         // The refused bytes come again once resumed.
-        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 100, now: at(3)) == .forward)
+        #expect(m.upstreamBody(clientAboveHighWater: 0 >= 100, now: at(3)) == .forward)
     }
 
     /// A client that stops reading is not a provider that went idle: while the relay holds the upstream paused,
     /// no idle deadline runs, and the idle clock restarts from the drain.
     @Test func noIdleTimeoutWhileTheRelayHoldsTheUpstreamPaused() {
         var m = streamingMachine()
-        #expect(m.upstreamBody(clientPendingBytes: 200, highWaterBytes: 100, now: at(2)) == .refuse)
+        #expect(m.upstreamBody(clientAboveHighWater: 200 >= 100, now: at(2)) == .refuse)
         #expect(m.nextDeadline == nil)
         #expect(m.deadlinePassed(now: at(2 + idleSeconds * 10)) == [])
         #expect(m.phase == .streaming)
@@ -358,8 +358,8 @@ import Upstream
 
     @Test func repeatedRefusalsNeedOnlyOneResume() {
         var m = streamingMachine()
-        #expect(m.upstreamBody(clientPendingBytes: 200, highWaterBytes: 100, now: at(2)) == .refuse)
-        #expect(m.upstreamBody(clientPendingBytes: 150, highWaterBytes: 100, now: at(2)) == .refuse)
+        #expect(m.upstreamBody(clientAboveHighWater: 200 >= 100, now: at(2)) == .refuse)
+        #expect(m.upstreamBody(clientAboveHighWater: 150 >= 100, now: at(2)) == .refuse)
         #expect(m.clientDrained(now: t0) == [.resumeUpstream])
         #expect(m.clientDrained(now: t0) == [])
     }
@@ -367,10 +367,10 @@ import Upstream
     @Test func drainOutsideStreamingDoesNothing() {
         var waiting = newMachine()
         #expect(waiting.clientDrained(now: t0) == [])
-        #expect(waiting.upstreamBody(clientPendingBytes: 0, highWaterBytes: 1, now: at(1)) == .drop)
+        #expect(waiting.upstreamBody(clientAboveHighWater: 0 >= 1, now: at(1)) == .drop)
 
         var paused = streamingMachine()
-        #expect(paused.upstreamBody(clientPendingBytes: 10, highWaterBytes: 1, now: at(2)) == .refuse)
+        #expect(paused.upstreamBody(clientAboveHighWater: 10 >= 1, now: at(2)) == .refuse)
         #expect(paused.clientClosed() == [.cancelUpstream])
         #expect(paused.clientDrained(now: t0) == [])
     }
@@ -426,8 +426,8 @@ import Upstream
 
         let far = at(100_000)
         #expect(m.upstreamHead(status: 200, headers: sseHeaders, now: far) == [])
-        #expect(m.upstreamBody(clientPendingBytes: 0, highWaterBytes: 100, now: far) == .drop)
-        #expect(m.upstreamBody(clientPendingBytes: 1000, highWaterBytes: 100, now: far) == .drop)
+        #expect(m.upstreamBody(clientAboveHighWater: 0 >= 100, now: far) == .drop)
+        #expect(m.upstreamBody(clientAboveHighWater: 1000 >= 100, now: far) == .drop)
         #expect(m.clientDrained(now: t0) == [])
         #expect(m.upstreamCompleted(.success(()), now: far) == [])
         #expect(m.upstreamCompleted(.failure(.connectTimeout), now: far) == [])

@@ -125,10 +125,12 @@ public struct ExchangeStateMachine: Sendable {
         return [.sendHead(head, mode)]
     }
 
-    public mutating func upstreamBody(clientPendingBytes: Int, highWaterBytes: Int, now: Instant) -> BodyDecision {
+    /// A body delivery from the provider. `clientAboveHighWater` is the client connection's own judgement (its
+    /// high-water mark is the one place that decides), so a slow reader pauses the upstream.
+    public mutating func upstreamBody(clientAboveHighWater: Bool, now: Instant) -> BodyDecision {
         guard phase == .streaming else { return .drop }
         lastBodyAt = now
-        if clientPendingBytes >= highWaterBytes {
+        if clientAboveHighWater {
             upstreamPaused = true
             return .refuse
         }

@@ -23,7 +23,6 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private let clock: any Clock
     private var timer: LoopTimer?
     private var armedDeadline: Instant?
-    private let highWater: Int
     private let onEnd: (RelayExchange) -> Void
     private let metrics: RelayMetrics
     let record: ExchangeRecord
@@ -31,11 +30,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     var providerKey: Secret?
     private var masker: SecretMasker?
 
-    init(machine: ExchangeStateMachine, writer: any ResponseWriter, highWater: Int, clock: any Clock,
+    init(machine: ExchangeStateMachine, writer: any ResponseWriter, clock: any Clock,
          record: ExchangeRecord, metrics: RelayMetrics, onEnd: @escaping (RelayExchange) -> Void) {
         self.machine = machine
         self.writer = writer
-        self.highWater = highWater
         self.clock = clock
         self.record = record
         self.metrics = metrics
@@ -111,7 +109,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func transfer(_ transfer: any UpstreamCall, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool {
-        switch machine.upstreamBody(clientPendingBytes: writer.pendingByteCount, highWaterBytes: highWater, now: clock.now()) {
+        switch machine.upstreamBody(clientAboveHighWater: writer.isAboveHighWater, now: clock.now()) {
         case .forward:
             if record.firstBodyAt == nil { record.firstBodyAt = clock.now() }
             record.bytesOut += bytes.count

@@ -148,7 +148,7 @@ struct RelayHandler: RequestHandler {
         let logger = server.logger
         let metrics = server.metrics
         metrics.activeStreams.wrappingAdd(1, ordering: .relaxed)
-        let exchange = RelayExchange(machine: machine, writer: writer, highWater: configuration.buffers.highWaterBytes,
+        let exchange = RelayExchange(machine: machine, writer: writer,
                                      clock: loop.clock, record: record, metrics: metrics) { ended in
             state.exchanges[ObjectIdentifier(ended)] = nil
             metrics.activeStreams.wrappingSubtract(1, ordering: .relaxed)
