@@ -120,6 +120,22 @@ public final class RelayServer: @unchecked Sendable {
         })
     }
 
+    /// Bookkeeping of live exchanges, on their loop: counted while they run, logged and measured when they end.
+    func exchangeStarted(_ exchange: RelayExchange, on state: LoopState) {
+        metrics.activeStreams.wrappingAdd(1, ordering: .relaxed)
+        state.exchanges[ObjectIdentifier(exchange)] = exchange
+    }
+
+    func exchangeEnded(_ exchange: RelayExchange, on state: LoopState) {
+        state.exchanges[ObjectIdentifier(exchange)] = nil
+        metrics.activeStreams.wrappingSubtract(1, ordering: .relaxed)
+        let r = exchange.record
+        metrics.exchangeEnded(route: r.route, status: r.status ?? 0, outcome: r.outcome,
+                              firstByteSeconds: r.firstBodyAt.map { $0.seconds(since: r.startedAt) },
+                              durationSeconds: (r.endedAt ?? r.startedAt).seconds(since: r.startedAt))
+        logger.info("exchange", r.logFields)
+    }
+
     /// The bound port (useful with port 0).
     public var port: Int { lifecycle.withLock { $0.listener?.port ?? 0 } }
     public var adminPort: Int? { lifecycle.withLock { $0.admin?.port } }

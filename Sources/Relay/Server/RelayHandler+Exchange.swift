@@ -1,0 +1,45 @@
+import HTTP1
+import HTTPServer
+import Support
+import Upstream
+
+extension RelayHandler {
+    /// Builds the upstream request and the exchange for an admitted request, and starts it (the provider is
+    /// called once the request is whole). The server keeps the exchange until it ends.
+    func startExchange(_ admitted: AdmittedRequest, head: RequestHead, requestID: String, writer: ServerConnection) -> RelayExchange {
+        let configuration = server.configuration
+        let state = server.loopStates[writer.loop.index]
+        let now = writer.loop.clock.now()
+        let route = admitted.route, upstream = admitted.upstream
+        let bodyless = head.framing == .none || head.method == "GET" || head.method == "HEAD"
+        var request = UpstreamRequest(
+            url: RequestRewriter.upstreamURL(baseURL: upstream.baseURL, route: route, path: admitted.path),
+            method: head.method,
+            headers: RequestRewriter.upstreamHeaders(from: head.headers, upstream: upstream,
+                                                     client: writer.client, requestID: requestID),
+            body: bodyless ? nil : [],   // filled when the request is whole
+            connectTimeoutSeconds: configuration.timeouts.upstreamConnectSeconds,
+            idleConnectionSeconds: upstream.idleConnectionSeconds)
+        request.httpVersion = upstream.httpVersion
+        request.caFile = upstream.caFile
+        var extra = HTTPHeaders()
+        for (name, value) in admitted.corsHeaders { extra.add(name: name, value: value) }
+        let settings = ExchangeStateMachine.Settings(
+            requestMethod: head.method, clientVersion: head.version, keepAlive: head.keepAlive && !server.isDraining,
+            requestID: requestID, firstByteTimeoutSeconds: configuration.timeouts.upstreamFirstByteSeconds,
+            idleTimeoutSeconds: configuration.timeouts.upstreamIdleSeconds, extraResponseHeaders: extra)
+        let record = ExchangeRecord(requestID: requestID, method: head.method, path: head.path, route: route.prefix,
+                                    upstream: upstream.name, clientAddress: writer.clientAddress, startedAt: now)
+        record.identity = admitted.identity
+        let server = self.server
+        let exchange = RelayExchange(machine: ExchangeStateMachine(settings: settings, now: now), writer: writer,
+                                     clock: writer.loop.clock, record: record, metrics: server.metrics) { ended in
+            server.exchangeEnded(ended, on: state)
+        }
+        exchange.leases = admitted.leases
+        exchange.providerKey = upstream.key
+        server.exchangeStarted(exchange, on: state)
+        exchange.start(request, upstream: state.driver, policy: route.bodyPolicy)
+        return exchange
+    }
+}
