@@ -75,18 +75,10 @@ extension RequestParser {
         return true
     }
 
-    /// The trailer section after the last chunk, read to its empty line and dropped (RFC 9112 §7.1.2: a recipient
-    /// may discard fields it does not understand, and a relay forwards none of them). True once it is consumed.
+    /// The trailer section after the last chunk, read to its empty line and dropped (RFC 9112 §7.1.2: whoever
+    /// removes the chunked coding may discard trailer fields; the relay forwards none). True once it is consumed.
     mutating func parseTrailers() throws(HTTPParseError) -> Bool {
-        let limits = self.limits
-        guard try parseFieldLines(
-            storing: false,
-            crlfOnly: true,
-            byteLimit: limits.maxHeadBytes,
-            countLimit: limits.maxHeaderCount,
-            tooLarge: HTTPParseError(kind: .headTooLarge, message: "trailer section too large"),
-            tooMany: HTTPParseError(kind: .tooManyHeaders, message: "too many trailer fields")
-        ) else { return false }
+        guard try parseFieldLines(.trailers) else { return false }
         start += line.lineStart
         return true
     }

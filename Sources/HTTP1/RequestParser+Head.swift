@@ -6,15 +6,7 @@ extension RequestParser {
     /// are needed.
     mutating func parseHead() throws(HTTPParseError) -> RequestHead? {
         guard try parseRequestLine() else { return nil }
-        let limits = self.limits
-        guard try parseFieldLines(
-            storing: true,
-            crlfOnly: false,
-            byteLimit: limits.maxHeadBytes,
-            countLimit: limits.maxHeaderCount,
-            tooLarge: HTTPParseError(kind: .headTooLarge, message: "request head too large"),
-            tooMany: HTTPParseError(kind: .tooManyHeaders, message: "too many header fields")
-        ) else { return nil }
+        guard try parseFieldLines(.head) else { return nil }
         return try finishHead()
     }
 
@@ -45,46 +37,67 @@ extension RequestParser {
         case expect(continue: Bool)
     }
 
+    /// The two field sections of a request (RFC 9112 §5 and §7.1.2). Both share the head's size and count limits.
+    enum FieldSection {
+        /// The head's fields: kept, and a bare LF ends a line.
+        case head
+        /// The trailers after a chunked body: dropped, and only CRLF ends a line.
+        case trailers
+
+        var tooLarge: HTTPParseError {
+            switch self {
+            case .head: HTTPParseError(kind: .headTooLarge, message: "request head too large")
+            case .trailers: HTTPParseError(kind: .headTooLarge, message: "trailer section too large")
+            }
+        }
+
+        var tooMany: HTTPParseError {
+            switch self {
+            case .head: HTTPParseError(kind: .tooManyHeaders, message: "too many header fields")
+            case .trailers: HTTPParseError(kind: .tooManyHeaders, message: "too many trailer fields")
+            }
+        }
+    }
+
     /// Reads field lines until the empty line (true) or until more bytes are needed (false).
-    mutating func parseFieldLines(
-        storing: Bool, crlfOnly: Bool, byteLimit: Int, countLimit: Int, tooLarge: HTTPParseError, tooMany: HTTPParseError
-    ) throws(HTTPParseError) -> Bool {
+    mutating func parseFieldLines(_ section: FieldSection) throws(HTTPParseError) -> Bool {
         while true {
-            guard let (from, to) = try nextLine(crlfOnly: crlfOnly, byteLimit: byteLimit, tooLarge: tooLarge) else { return false }
+            guard let (from, to) = try nextLine(section) else { return false }
             if from == to { return true }
             line.fieldCount += 1
-            if line.fieldCount > countLimit { throw tooMany }
+            if line.fieldCount > limits.maxHeaderCount { throw section.tooMany }
             let base = start
             let field = try buffer.withUnsafeBufferPointer { (p) throws(HTTPParseError) in
                 try Self.scanFieldLine(p, base + from, base + to)
             }
-            if storing { record(field) }
+            if section == .head { record(field) }
         }
     }
 
     /// The next complete line at `line.lineStart` (terminator excluded), or nil when its LF has not arrived.
     /// In the head a bare LF ends a line too (RFC 9112 §2.2 allows it for the start-line and fields; nginx does
     /// the same, and the relay re-serialises every field it forwards, so no bytes of the client's head reach the
-    /// next hop). `crlfOnly` refuses it: chunked framing, trailers included, is where bare-LF readings differ
+    /// next hop). Trailers refuse it: chunked framing, trailers included, is where bare-LF readings differ
     /// between hops and bodies get smuggled, so there only CRLF ends a line (RFC 9112 §7.1).
-    private mutating func nextLine(crlfOnly: Bool, byteLimit: Int, tooLarge: HTTPParseError) throws(HTTPParseError) -> (Int, Int)? {
+    private mutating func nextLine(_ section: FieldSection) throws(HTTPParseError) -> (Int, Int)? {
+        let byteLimit = limits.maxHeadBytes
         let base = start
         let available = buffer.count - start
         let from = line.scanFrom
         let found = buffer.withUnsafeBufferPointer { p in findByte(LF, in: p, from: base + from, to: base + available) }
         guard let lfAbsolute = found else {
             // Checked on partial input so a client trickling an endless head is cut off at the limit.
-            if available > byteLimit { throw tooLarge }
+            if available > byteLimit { throw section.tooLarge }
             line.scanFrom = available
             return nil
         }
         let lf = lfAbsolute - base
-        if lf >= byteLimit { throw tooLarge }
+        if lf >= byteLimit { throw section.tooLarge }
         let lineFrom = line.lineStart
         var lineTo = lf
         if lineTo > lineFrom && buffer[base + lineTo - 1] == CR {
             lineTo -= 1
-        } else if crlfOnly {
+        } else if section == .trailers {
             throw .bad("bare LF in trailer section")
         }
         line.lineStart = lf + 1

@@ -33,6 +33,8 @@ extension RequestParser {
         var versionEnd = 0
     }
 
+    /// RFC 9112 §3: request-line = method SP request-target SP HTTP-version, scanned from `s.pos` to the end of
+    /// the buffered bytes. One loop over the phases, so the head and URI limits are checked at every byte.
     private static func scanRequestLine(
         _ p: UnsafeBufferPointer<UInt8>, base: Int, count: Int, _ s: inout RequestLineScan, _ limits: RequestLimits
     ) throws(HTTPParseError) {
