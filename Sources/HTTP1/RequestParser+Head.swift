@@ -239,7 +239,7 @@ extension RequestParser {
         return value
     }
 
-    /// RFC 9112 §6.1 and §6.3: exactly one way to find the body's end, or the request is refused.
+    /// The head as an event, once Host and framing are checked; the state moves on to the body, if any.
     private mutating func finishHead() throws(HTTPParseError) -> RequestHead {
         let h = head
         // RFC 9112 §3.2: an HTTP/1.1 request without Host, with more than one, or with an invalid one is a 400.
@@ -247,22 +247,8 @@ extension RequestParser {
         if h.hostCount > 1 { throw .bad("multiple Host fields") }
         if h.hostCount == 0 && h.version == .http1_1 { throw .bad("missing Host field") }
         if !h.hostIsValid { throw .bad("invalid Host field") }
-        let framing: BodyFraming
-        if h.transferEncodingCount > 0 {
-            if h.version == .http1_0 { throw .bad("Transfer-Encoding in an HTTP/1.0 request") }
-            if h.contentLengthCount > 0 { throw .bad("both Content-Length and Transfer-Encoding") }
-            if h.transferEncodingCount > 1 || !h.transferEncodingIsChunked {
-                throw .bad("unsupported Transfer-Encoding")
-            }
-            framing = .chunked
-        } else if h.contentLengthCount > 0 {
-            if h.contentLengthCount > 1 { throw .bad("multiple Content-Length fields") }
-            guard let length = h.contentLength else { throw .bad("invalid Content-Length") }
-            if length > limits.maxBodyBytes { throw HTTPParseError(kind: .bodyTooLarge, message: "request body too large") }
-            framing = .contentLength(length)
-        } else {
-            framing = .none
-        }
+        let framing = try Self.framing(of: h, maxBodyBytes: limits.maxBodyBytes)
+        // RFC 9112 §9.3: 1.1 connections persist unless "close"; 1.0 ones only with "keep-alive" (§C.2.2).
         let keepAlive = h.version == .http1_1 ? !h.connectionClose : (h.connectionKeepAlive && !h.connectionClose)
         let result = RequestHead(
             method: h.method,
@@ -282,5 +268,24 @@ extension RequestParser {
         case .chunked: state = .chunkSizeLine
         }
         return result
+    }
+
+    /// RFC 9112 §6.1 and §6.3: exactly one way to find the body's end, or the request is refused.
+    private static func framing(of h: HeadAccumulator, maxBodyBytes: Int) throws(HTTPParseError) -> BodyFraming {
+        if h.transferEncodingCount > 0 {
+            if h.version == .http1_0 { throw .bad("Transfer-Encoding in an HTTP/1.0 request") }
+            if h.contentLengthCount > 0 { throw .bad("both Content-Length and Transfer-Encoding") }
+            if h.transferEncodingCount > 1 || !h.transferEncodingIsChunked {
+                throw .bad("unsupported Transfer-Encoding")
+            }
+            return .chunked
+        }
+        if h.contentLengthCount > 0 {
+            if h.contentLengthCount > 1 { throw .bad("multiple Content-Length fields") }
+            guard let length = h.contentLength else { throw .bad("invalid Content-Length") }
+            if length > maxBodyBytes { throw HTTPParseError(kind: .bodyTooLarge, message: "request body too large") }
+            return .contentLength(length)
+        }
+        return .none
     }
 }
