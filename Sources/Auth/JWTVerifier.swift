@@ -99,114 +99,186 @@ public struct JWTVerifier: Sendable, CustomStringConvertible {
         verify(token.revealForHeader(), now: now)
     }
 
-    /// Verifies `token` at wall-clock time `now` (seconds since 1970, the unit of `exp`/`nbf`/`iat`).
+    /// Verifies `token` at wall-clock time `now` (seconds since 1970, the unit of `exp`/`nbf`/`iat`). The steps run
+    /// in this order, and the first that fails gives the error: shape, header, signature, then the claims.
     public func verify(_ token: String, now: Double) -> Result<VerifiedToken, AuthError> {
-        let utf8 = token.utf8
-        guard !utf8.isEmpty else { return .failure(.missing) }
-        guard utf8.count <= Self.maxTokenBytes else { return .failure(.malformed) }
-        let bytes = Array(utf8)
+        do throws(AuthError) {
+            let parts = try Self.split(token)
+            let header = try parseHeader(parts.header)
+            try checkSignature(parts, header)
+            let claims = try Self.decodeClaims(parts.payload)
+            let times = try checkTimes(claims, now: now)
+            let issuer = try checkIssuer(claims)
+            let audiences = try checkAudiences(claims)
+            let subject = try Self.subject(claims)
+            return .success(VerifiedToken(
+                subject: subject, issuer: issuer, audiences: audiences, expiresAt: times.exp, notBefore: times.nbf,
+                issuedAt: times.iat, algorithm: header.algorithm, keyID: header.kid, claims: claims,
+                identity: Identity(id: subject, kind: .jwt, issuer: settings.issuers.count > 1 ? issuer : nil)))
+        } catch {
+            return .failure(error)
+        }
+    }
 
-        // Compact serialization: exactly three segments; header and payload must not be empty.
+    /// The three segments of the compact serialization, still base64url-encoded, and the signed bytes.
+    private struct CompactParts {
+        var header: ArraySlice<UInt8>
+        var payload: ArraySlice<UInt8>
+        var signature: ArraySlice<UInt8>
+        /// `header.payload`, what the signature covers (RFC 7515 section 5.2 step 8).
+        var signingInput: ArraySlice<UInt8>
+    }
+
+    /// Compact serialization: exactly three segments; header and payload must not be empty.
+    private static func split(_ token: String) throws(AuthError) -> CompactParts {
+        let utf8 = token.utf8
+        guard !utf8.isEmpty else { throw .missing }
+        guard utf8.count <= Self.maxTokenBytes else { throw .malformed }
+        let bytes = Array(utf8)
         var dots: [Int] = []
         for (index, byte) in bytes.enumerated() where byte == UInt8(ascii: ".") {
             dots.append(index)
-            if dots.count > 2 { return .failure(.malformed) }
+            if dots.count > 2 { throw .malformed }
         }
-        guard dots.count == 2, dots[0] > 0, dots[1] > dots[0] + 1 else { return .failure(.malformed) }
-        let headerPart = bytes[0..<dots[0]]
-        let payloadPart = bytes[(dots[0] + 1)..<dots[1]]
-        let signaturePart = bytes[(dots[1] + 1)...]
-        let signingInput = bytes[0..<dots[1]]
+        guard dots.count == 2, dots[0] > 0, dots[1] > dots[0] + 1 else { throw .malformed }
+        return CompactParts(
+            header: bytes[0..<dots[0]],
+            payload: bytes[(dots[0] + 1)..<dots[1]],
+            signature: bytes[(dots[1] + 1)...],
+            signingInput: bytes[0..<dots[1]])
+    }
 
-        // Header: alg (allowlisted), optional kid, no crit (no extension is understood, RFC 7515 section 4.1.11).
-        guard let headerBytes = Base64URL.decode(bytes: headerPart),
-              let header = JSONValue.parseObject(headerBytes) else { return .failure(.malformed) }
-        guard header["crit"] == nil else { return .failure(.malformed) }
-        guard case .string(let algName)? = header["alg"] else { return .failure(.malformed) }
+    /// What the JOSE header says that verification uses.
+    private struct Header {
+        var algorithm: JWTAlgorithm
+        var kid: String?
+    }
+
+    /// Header: alg (allowlisted), optional kid, no crit (no extension is understood, RFC 7515 section 4.1.11).
+    private func parseHeader(_ part: ArraySlice<UInt8>) throws(AuthError) -> Header {
+        guard let headerBytes = Base64URL.decode(bytes: part),
+              let header = JSONValue.parseObject(headerBytes) else { throw .malformed }
+        guard header["crit"] == nil else { throw .malformed }
+        guard case .string(let algName)? = header["alg"] else { throw .malformed }
         guard let algorithm = JWTAlgorithm(rawValue: algName), settings.algorithms.contains(algorithm) else {
-            return .failure(.unsupportedAlgorithm)
+            throw .unsupportedAlgorithm
         }
-        let kid: String?
         switch header["kid"] {
-        case nil: kid = nil
-        case .string(let value)?: kid = value
-        default: return .failure(.malformed)
+        case nil: return Header(algorithm: algorithm, kid: nil)
+        case .string(let value)?: return Header(algorithm: algorithm, kid: value)
+        default: throw .malformed
         }
+    }
 
-        // Signature, before anything of the payload is looked at.
-        guard let signature = Base64URL.decode(bytes: signaturePart), !signature.isEmpty else {
-            return .failure(.malformed)
-        }
-        switch algorithm {
+    /// Where a signature may come from: the configured HMAC secret for HS256, JWKS keys of the token's type for
+    /// RS256/ES256 (RFC 8725 section 3.1: the algorithm picks the key type, never the other way round).
+    private enum SigningKeys {
+        case hmac(Secret)
+        case jwks([JWK])
+    }
+
+    /// The keys that may have signed a token with this header; `unknownKey` when the key set has none.
+    private func selectKeys(_ header: Header) throws(AuthError) -> SigningKeys {
+        switch header.algorithm {
         case .hs256:
-            guard let hmacSecret else { return .failure(.unsupportedAlgorithm) } // unreachable: init enforces it
-            let expected = Crypto.hmacSHA256(key: hmacSecret.revealForHeader().utf8, message: signingInput)
-            guard Crypto.equal(expected, signature) else { return .failure(.badSignature) }
+            guard let hmacSecret else { throw .unsupportedAlgorithm } // unreachable: init enforces it
+            return .hmac(hmacSecret)
         case .rs256, .es256:
-            let candidates = keys.candidates(for: algorithm, kid: kid)
-            guard !candidates.isEmpty else { return .failure(.unknownKey) }
-            let valid = candidates.contains { jwk in
-                algorithm == .rs256
-                    ? jwk.key.verifyRS256(message: signingInput, signature: signature)
-                    : jwk.key.verifyES256(message: signingInput, signature: signature)
-            }
-            guard valid else { return .failure(.badSignature) }
+            let candidates = keys.candidates(for: header.algorithm, kid: header.kid)
+            guard !candidates.isEmpty else { throw .unknownKey }
+            return .jwks(candidates)
         }
+    }
 
-        // Claims (RFC 7519 section 4.1). A registered claim of the wrong type is malformed.
-        guard let payloadBytes = Base64URL.decode(bytes: payloadPart),
-              let claims = JSONValue.parseObject(payloadBytes) else { return .failure(.malformed) }
+    /// Signature, before anything of the payload is looked at.
+    private func checkSignature(_ parts: CompactParts, _ header: Header) throws(AuthError) {
+        guard let signature = Base64URL.decode(bytes: parts.signature), !signature.isEmpty else { throw .malformed }
+        let valid: Bool
+        switch try selectKeys(header) {
+        case .hmac(let secret):
+            let expected = Crypto.hmacSHA256(key: secret.revealForHeader().utf8, message: parts.signingInput)
+            valid = Crypto.equal(expected, signature)
+        case .jwks(let candidates):
+            valid = candidates.contains { jwk in
+                header.algorithm == .rs256
+                    ? jwk.key.verifyRS256(message: parts.signingInput, signature: signature)
+                    : jwk.key.verifyES256(message: parts.signingInput, signature: signature)
+            }
+        }
+        guard valid else { throw .badSignature }
+    }
+
+    /// The payload as a JSON object: the claims (RFC 7519 section 4). A registered claim of the wrong type is
+    /// malformed, in each check below.
+    private static func decodeClaims(_ part: ArraySlice<UInt8>) throws(AuthError) -> [String: JSONValue] {
+        guard let payloadBytes = Base64URL.decode(bytes: part),
+              let claims = JSONValue.parseObject(payloadBytes) else { throw .malformed }
+        return claims
+    }
+
+    /// `exp` (required), `nbf`, `iat` (required) against `now` within the skew, and the lifetime `exp - iat`.
+    /// Each check is written as "accept only if", so a NaN `now` fails closed.
+    private func checkTimes(
+        _ claims: [String: JSONValue], now: Double
+    ) throws(AuthError) -> (exp: Double, nbf: Double?, iat: Double) {
         let skew = settings.skewSeconds
-        guard case .number(let exp)? = claims["exp"] else { return .failure(.malformed) }
-        // Each check is written as "accept only if", so a NaN `now` fails closed.
-        guard now < exp + skew else { return .failure(.expired) }
+        guard case .number(let exp)? = claims["exp"] else { throw .malformed }
+        guard now < exp + skew else { throw .expired }
         var nbf: Double?
         if let value = claims["nbf"] {
-            guard case .number(let number) = value else { return .failure(.malformed) }
-            guard number <= now + skew else { return .failure(.notYetValid) }
+            guard case .number(let number) = value else { throw .malformed }
+            guard number <= now + skew else { throw .notYetValid }
             nbf = number
         }
         var iat: Double?
         if let value = claims["iat"] {
-            guard case .number(let number) = value else { return .failure(.malformed) }
-            guard number <= now + skew else { return .failure(.issuedInFuture) }
+            guard case .number(let number) = value else { throw .malformed }
+            guard number <= now + skew else { throw .issuedInFuture }
             iat = number
         }
         // The lifetime the issuer gave the token, not what is left of it: no skew, both ends come from the token.
-        guard let issuedAt = iat else { return .failure(.missingIssuedAt) }
-        guard exp - issuedAt <= settings.maxLifetimeSeconds else { return .failure(.lifetimeTooLong) }
-        let issuer: String
+        guard let issuedAt = iat else { throw .missingIssuedAt }
+        guard exp - issuedAt <= settings.maxLifetimeSeconds else { throw .lifetimeTooLong }
+        return (exp, nbf, issuedAt)
+    }
+
+    /// `iss`: required, one of the configured issuers exactly.
+    private func checkIssuer(_ claims: [String: JSONValue]) throws(AuthError) -> String {
         switch claims["iss"] {
-        case nil: return .failure(.wrongIssuer)
+        case nil: throw .wrongIssuer
         case .string(let value)?:
-            guard settings.issuers.contains(value) else { return .failure(.wrongIssuer) }
-            issuer = value
-        default: return .failure(.malformed)
+            guard settings.issuers.contains(value) else { throw .wrongIssuer }
+            return value
+        default: throw .malformed
         }
+    }
+
+    /// `aud`: required, a string or an array of strings, at least one of them a configured audience.
+    private func checkAudiences(_ claims: [String: JSONValue]) throws(AuthError) -> [String] {
         var audiences: [String] = []
         switch claims["aud"] {
-        case nil: return .failure(.wrongAudience)
+        case nil: throw .wrongAudience
         case .string(let value)?: audiences = [value]
         case .array(let values)?:
             for value in values {
-                guard case .string(let audience) = value else { return .failure(.malformed) }
+                guard case .string(let audience) = value else { throw .malformed }
                 audiences.append(audience)
             }
-        default: return .failure(.malformed)
+        default: throw .malformed
         }
-        guard audiences.contains(where: settings.audiences.contains) else { return .failure(.wrongAudience) }
-        let subject: String
+        guard audiences.contains(where: settings.audiences.contains) else { throw .wrongAudience }
+        return audiences
+    }
+
+    /// `sub`: required and not empty, since it becomes the caller's identity.
+    private static func subject(_ claims: [String: JSONValue]) throws(AuthError) -> String {
         switch claims["sub"] {
-        case nil: return .failure(.missingSubject)
+        case nil: throw .missingSubject
         case .string(let value)?:
-            guard !value.isEmpty else { return .failure(.missingSubject) }
-            subject = value
-        default: return .failure(.malformed)
+            guard !value.isEmpty else { throw .missingSubject }
+            return value
+        default: throw .malformed
         }
-        return .success(VerifiedToken(
-            subject: subject, issuer: issuer, audiences: audiences, expiresAt: exp, notBefore: nbf, issuedAt: iat,
-            algorithm: algorithm, keyID: kid, claims: claims,
-            identity: Identity(id: subject, kind: .jwt, issuer: settings.issuers.count > 1 ? issuer : nil)))
     }
 
     public var description: String {

@@ -121,7 +121,7 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
                 break
             }
             var group = 0, digits = 0
-            while index < s.endIndex, let h = hexDigit(s[index]) {
+            while index < s.endIndex, let h = hexValue(s[index]) {
                 group = group << 4 | h
                 digits += 1
                 index += 1
@@ -142,14 +142,5 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
         if sawGap ? count > 7 : count != 8 { return nil }
         let groups = head + [UInt16](repeating: 0, count: 8 - count) + tail
         return groups.flatMap { [UInt8($0 >> 8), UInt8(truncatingIfNeeded: $0)] }
-    }
-
-    private static func hexDigit(_ c: UInt8) -> Int? {
-        switch c {
-        case 0x30...0x39: return Int(c - 0x30)
-        case 0x41...0x46: return Int(c - 0x41 + 10)
-        case 0x61...0x66: return Int(c - 0x61 + 10)
-        default: return nil
-        }
     }
 }
