@@ -1,5 +1,6 @@
 import HTTP1
 import Testing
+import TestSupportCore
 
 /// Random valid requests, serialised, cut at random points and parsed back: the parser must reproduce them exactly.
 @Suite("Randomized round trip")

@@ -1,5 +1,7 @@
 import Foundation
 import Relay
+import RelayTestSupport
+import TestHarness
 import Testing
 
 /// Metrics and admin endpoints never listen beyond the host the operator chose (issue: /metrics on a public

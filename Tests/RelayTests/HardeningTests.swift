@@ -1,5 +1,7 @@
 import Foundation
 import Relay
+import RelayTestSupport
+import TestHarness
 import Testing
 
 /// Hostile or broken clients get a clear answer (or a closed connection), within the configured limits, and

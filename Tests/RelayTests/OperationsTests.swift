@@ -1,6 +1,8 @@
 import Foundation
 import Relay
+import RelayTestSupport
 import Synchronization
+import TestHarness
 import Testing
 
 /// What ops rely on: the relay's own endpoints, its metrics, the access log, and a drain that lets in-flight

@@ -2,6 +2,8 @@
 // a slow client costs a socket, never a provider connection (a body that stops arriving: HardeningTests).
 // GET and HEAD carry no body.
 import Foundation
+import RelayTestSupport
+import TestHarness
 import Testing
 
 @Suite("Request bodies")

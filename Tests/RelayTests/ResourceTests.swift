@@ -1,5 +1,8 @@
 import Foundation
+import RelayTestSupport
+import TestHarness
 import Testing
+import TestSupportCore
 
 /// A thousand streams opened and abandoned in every phase, and a thousand bare connections, leave nothing
 /// behind: the process's open descriptors and the relay's live connections, exchanges and curl transfers return
@@ -98,20 +101,8 @@ struct ResourceTests {
     }
 
     static func waitForNoConnections(_ relay: RelayFixture, timeout: Double = 10) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while relay.server.liveCounts().connections > 0 {
-            if Date() > deadline {
-                let open = relay.server.debugConnections()
-                throw HarnessError.socket("connections still open: \(open.count) \(open.prefix(3))")
-            }
-            usleep(1000)
+        try eventually("without connections: \(relay.server.debugConnections().prefix(3))", timeout: timeout) {
+            relay.server.liveCounts().connections == 0
         }
-    }
-}
-
-extension Gate {
-    /// Waits for `count` signals.
-    func wait(timeout: Double, count: Int) throws {
-        for _ in 0..<count { try wait(timeout: timeout) }
     }
 }

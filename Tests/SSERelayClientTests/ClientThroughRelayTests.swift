@@ -2,10 +2,13 @@ import Auth
 import COpenSSL
 import Foundation
 import Relay
+import RelayTestSupport
 import SSE
 import SSERelayClient
 import Support
+import TestHarness
 import Testing
+import TestSupportCore
 
 /// The client library against the real relay on port 0, in front of either the relay's dev fake provider or a
 /// scripted upstream. Serialized: the leak check reads process-wide counts of the client's streams.
@@ -59,10 +62,8 @@ struct ClientThroughRelayTests {
 
     /// Waits (bounded) until every stream of the client library has released its URLSession.
     static func waitForNoLiveStreams(timeout: Double = 2) async throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while SSERelayClient.liveStreams > 0 {
-            if Date() > deadline { throw HarnessError.timeout }
-            try await Task.sleep(nanoseconds: 1_000_000)
+        try await eventually("every stream released: \(SSERelayClient.liveStreams) live", timeout: timeout) {
+            SSERelayClient.liveStreams == 0
         }
     }
 
