@@ -89,6 +89,9 @@ class H2Connection(Connection):
             if self.close_idle and not self.streams:
                 conn.close_connection(last_stream_id=self.last_stream)
                 self.flush()
+                # Closed before it is reported: a test that sends its next request on seeing the event must
+                # find the connection already closed, never still open for reuse.
+                self.sock.close()
                 emit("idle-closed", now(), self.index)
                 return
             if self.goaway_idle and not self.streams:
@@ -165,6 +168,7 @@ class H1Connection(Connection):
         buf = b""
         while True:
             if self.close_idle and not self.streams and not buf:
+                self.sock.close()
                 emit("idle-closed", now(), self.index)
                 return
             if self.readable(self.next_timeout()):
