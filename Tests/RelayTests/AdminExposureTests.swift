@@ -9,23 +9,9 @@ import Testing
 /// decisions are covered by RelayConfigurationExposureTests.
 @Suite("Admin and metrics exposure")
 struct AdminExposureTests {
-    /// Local addresses (hex, as the kernel prints them) of the sockets listening on `port`, from /proc/net/tcp*.
+    /// Local addresses (hex, as the kernel prints them) of the sockets listening on `port`; nil without /proc.
     static func listeningAddresses(port: Int) -> [String]? {
-        #if os(Linux)
-        var found: [String] = []
-        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
-            for line in text.split(separator: "\n").dropFirst() {
-                let columns = line.split(separator: " ")
-                guard columns.count > 3, columns[3] == "0A" else { continue }   // TCP_LISTEN
-                let local = columns[1].split(separator: ":")
-                if local.count == 2, Int(local[1], radix: 16) == port { found.append(String(local[0])) }
-            }
-        }
-        return found
-        #else
-        return nil
-        #endif
+        tcpSocketTable()?.filter { $0.isListening && $0.localPort == port }.map(\.localAddress)
     }
 
     @Test("SSE_RELAY_ADMIN_PORT without an admin block: the admin listener is on loopback and serves /metrics; the public one does not")

@@ -17,30 +17,10 @@ struct ResourceTests {
     /// listener) or connected to the upstream's port. Other suites run in parallel in this process, so the
     /// process-wide count moves on its own; these sockets belong to this test's relay alone.
     static func relaySocketCount(relayPort: Int, upstreamPort: Int) -> Int {
-        let fdDir = "/proc/self/fd"
-        var inodes = Set<String>()
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: fdDir)) ?? [] {
-            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fdDir)/\(name)"),
-               target.hasPrefix("socket:[") {
-                inodes.insert(String(target.dropFirst(8).dropLast()))
-            }
-        }
-        var count = 0
-        for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
-            // /proc files report size 0: read to the end rather than by the reported size.
-            guard let handle = FileHandle(forReadingAtPath: table) else { continue }
-            let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
-            handle.closeFile()
-            for line in text.split(separator: "\n").dropFirst() {
-                let f = line.split(separator: " ", omittingEmptySubsequences: true)
-                guard f.count > 9, inodes.contains(String(f[9])) else { continue }
-                let local = Int(f[1].split(separator: ":").last ?? "", radix: 16) ?? -1
-                let remote = Int(f[2].split(separator: ":").last ?? "", radix: 16) ?? -1
-                let listening = f[3] == "0A"
-                if (local == relayPort && !listening) || remote == upstreamPort { count += 1 }
-            }
-        }
-        return count
+        (tcpSocketTable() ?? []).filter { socket in
+            socket.isOpenInThisProcess
+                && ((socket.localPort == relayPort && !socket.isListening) || socket.remotePort == upstreamPort)
+        }.count
     }
 
     @Test("1 000 aborted streams per phase and 1 000 abandoned connections leak no descriptor or handle",

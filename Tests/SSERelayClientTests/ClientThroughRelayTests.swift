@@ -377,23 +377,6 @@ struct ClientThroughRelayTests {
 
     /// Open descriptors of this process that are TCP sockets connected to the relay's port (the client's side).
     static func clientSocketCount(relayPort: Int) -> Int {
-        var inodes = Set<String>()
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
-            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)"), target.hasPrefix("socket:[") {
-                inodes.insert(String(target.dropFirst(8).dropLast()))
-            }
-        }
-        var count = 0
-        for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
-            guard let handle = FileHandle(forReadingAtPath: table) else { continue }
-            let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
-            handle.closeFile()
-            for line in text.split(separator: "\n").dropFirst() {
-                let f = line.split(separator: " ", omittingEmptySubsequences: true)
-                guard f.count > 9, inodes.contains(String(f[9])) else { continue }
-                if Int(f[2].split(separator: ":").last ?? "", radix: 16) == relayPort { count += 1 }
-            }
-        }
-        return count
+        (tcpSocketTable() ?? []).filter { $0.isOpenInThisProcess && $0.remotePort == relayPort }.count
     }
 }

@@ -1,5 +1,6 @@
-// Test harness: loopback addresses for tests that need an upstream that is not there or never answers.
-// Must not import the relay's modules.
+// Test harness: loopback addresses for tests that need an upstream that is not there or never answers, and the
+// kernel's view of TCP sockets for leak and exposure checks. Must not import the relay's modules.
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -8,12 +9,9 @@ import Darwin
 
 /// A port on 127.0.0.1 with nothing listening: bound, then closed, so a connect gets ECONNREFUSED.
 public func closedPort() throws -> Int {
-    let fd = socket(AF_INET, HarnessPOSIX.streamType, 0)
-    if fd < 0 { throw HarnessError.socket(HarnessPOSIX.errorString("socket")) }
-    defer { HarnessPOSIX.closeFD(fd) }
-    var address = HarnessPOSIX.loopback(port: 0)
-    guard HarnessPOSIX.bind(fd, &address) == 0 else { throw HarnessError.socket(HarnessPOSIX.errorString("bind")) }
-    return HarnessPOSIX.boundPort(fd, &address)
+    let (fd, address) = try HarnessPOSIX.listenOnLoopback(backlog: 1)
+    HarnessPOSIX.closeFD(fd)
+    return Int(UInt16(bigEndian: address.sin_port))
 }
 
 /// A listening socket on 127.0.0.1 that never accepts, with its accept queue already full: a connect to it
@@ -25,16 +23,10 @@ public final class FullBacklogListener {
     private var isClosed = false
 
     public init() throws {
-        let fd = socket(AF_INET, HarnessPOSIX.streamType, 0)
-        if fd < 0 { throw HarnessError.socket(HarnessPOSIX.errorString("socket")) }
-        self.fd = fd
-        var address = HarnessPOSIX.loopback(port: 0)
-        guard HarnessPOSIX.bind(fd, &address) == 0, listen(fd, 0) == 0 else {
-            let message = HarnessPOSIX.errorString("bind/listen")
-            HarnessPOSIX.closeFD(fd)
-            throw HarnessError.socket(message)
-        }
-        port = HarnessPOSIX.boundPort(fd, &address)
+        let listening = try HarnessPOSIX.listenOnLoopback(backlog: 0)
+        fd = listening.fd
+        var address = listening.address
+        port = Int(UInt16(bigEndian: address.sin_port))
         // Linux admits backlog + 1 connections to the accept queue: the fillers take those places, so the SYNs
         // of later connects are dropped and those connects stay in progress.
         for _ in 0..<4 {
@@ -57,4 +49,49 @@ public final class FullBacklogListener {
         fillers = []
         HarnessPOSIX.closeFD(fd)
     }
+}
+
+/// One row of the kernel's TCP socket tables.
+public struct TCPSocketEntry: Sendable {
+    /// The local address in hex, as the kernel prints it (127.0.0.1 is "0100007F").
+    public var localAddress: String
+    public var localPort: Int
+    public var remotePort: Int
+    public var isListening: Bool
+    /// Whether a descriptor of this test process refers to the socket (other rows belong to other processes, or
+    /// to sockets this process already closed).
+    public var isOpenInThisProcess: Bool
+}
+
+/// Every IPv4 and IPv6 TCP socket of this network namespace, from /proc/self/net/tcp and tcp6; nil where there
+/// is no /proc (not Linux), so a test can skip the check.
+public func tcpSocketTable() -> [TCPSocketEntry]? {
+    let fdDirectory = "/proc/self/fd"
+    guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: fdDirectory) else { return nil }
+    var inodes = Set<Substring>()
+    for name in descriptors {
+        if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fdDirectory)/\(name)"),
+           target.hasPrefix("socket:[") {
+            inodes.insert(Substring(target.dropFirst(8).dropLast()))
+        }
+    }
+    var entries: [TCPSocketEntry] = []
+    for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
+        // /proc files report size 0: read to the end rather than by the reported size.
+        guard let handle = FileHandle(forReadingAtPath: table) else { continue }
+        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        handle.closeFile()
+        for line in text.split(separator: "\n").dropFirst() {
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count > 9 else { continue }
+            let local = fields[1].split(separator: ":"), remote = fields[2].split(separator: ":")
+            guard local.count == 2, remote.count == 2 else { continue }
+            entries.append(TCPSocketEntry(
+                localAddress: String(local[0]), localPort: Int(local[1], radix: 16) ?? -1,
+                remotePort: Int(remote[1], radix: 16) ?? -1, isListening: fields[3] == "0A",
+                isOpenInThisProcess: inodes.contains(fields[9])))
+        }
+    }
+    return entries
 }

@@ -28,7 +28,7 @@ public enum PeerActivity: Sendable, Equatable {
     case closed(PeerClose)
 }
 
-public struct RecordedRequest: Sendable {
+public struct RecordedRequest: Sendable, ReceivedHeaders {
     public var method: String
     public var target: String
     public var version: String
@@ -42,14 +42,6 @@ public struct RecordedRequest: Sendable {
     public var connection: Int
     /// Trailer fields of a chunked body.
     public var trailers: [(name: String, value: String)] = []
-
-    /// First value of the header, case-insensitive.
-    public func header(_ name: String) -> String? { headerValues(name).first }
-
-    public func headerValues(_ name: String) -> [String] {
-        let wanted = name.lowercased()
-        return headers.filter { $0.name.lowercased() == wanted }.map(\.value)
-    }
 }
 
 /// One accepted connection, handed to the script. Writes are immediate (TCP_NODELAY, one send loop per call).
@@ -268,16 +260,8 @@ final class ScriptedUpstreamCore: Sendable {
     init(script: @escaping @Sendable (UpstreamConnection) throws -> Void) throws {
         _ = HarnessPOSIX.ignoreSIGPIPE
         self.script = script
-        let fd = socket(AF_INET, HarnessPOSIX.streamType, 0)
-        if fd < 0 { throw HarnessError.socket(HarnessPOSIX.errorString("socket")) }
-        HarnessPOSIX.setIntOption(fd, SOL_SOCKET, SO_REUSEADDR, 1)
-        var address = HarnessPOSIX.loopback(port: 0)
-        guard HarnessPOSIX.bind(fd, &address) == 0, listen(fd, 128) == 0 else {
-            let message = HarnessPOSIX.errorString("bind/listen")
-            HarnessPOSIX.closeFD(fd)
-            throw HarnessError.socket(message)
-        }
-        port = HarnessPOSIX.boundPort(fd, &address)
+        let (fd, address) = try HarnessPOSIX.listenOnLoopback(backlog: 128)
+        port = Int(UInt16(bigEndian: address.sin_port))
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else {
             let message = HarnessPOSIX.errorString("pipe")

@@ -127,22 +127,26 @@ enum HarnessPOSIX {
         return address
     }
 
-    /// bind() to `address`.
-    static func bind(_ fd: Int32, _ address: inout sockaddr_in) -> Int32 {
-        withUnsafePointer(to: &address) {
+    /// A socket listening on 127.0.0.1 at a port the kernel chose (SO_REUSEADDR, so parallel tests never wait
+    /// for TIME_WAIT), and its address with that port.
+    static func listenOnLoopback(backlog: Int32) throws -> (fd: Int32, address: sockaddr_in) {
+        _ = ignoreSIGPIPE
+        let fd = socket(AF_INET, streamType, 0)
+        if fd < 0 { throw HarnessError.socket(errorString("socket")) }
+        setIntOption(fd, SOL_SOCKET, SO_REUSEADDR, 1)
+        var address = loopback(port: 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bindSocket(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                bind(fd, $0, length) == 0 && listen(fd, backlog) == 0 && getsockname(fd, $0, &length) == 0
             }
         }
-    }
-
-    /// The port the kernel chose for a socket bound to port 0 (`address` is updated with getsockname()).
-    static func boundPort(_ fd: Int32, _ address: inout sockaddr_in) -> Int {
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        guard listening else {
+            let message = errorString("bind/listen")
+            closeFD(fd)
+            throw HarnessError.socket(message)
         }
-        return Int(UInt16(bigEndian: address.sin_port))
+        return (fd, address)
     }
 
     static func setBlocking(_ fd: Int32, _ blocking: Bool) {
@@ -357,14 +361,6 @@ final class HarnessSocket: Sendable {
     }
 }
 
-private func bindSocket(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> Int32 {
-    #if canImport(Glibc)
-    Glibc.bind(fd, address, length)
-    #else
-    Darwin.bind(fd, address, length)
-    #endif
-}
-
 private func connectSocket(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) -> Int32 {
     #if canImport(Glibc)
     Glibc.connect(fd, address, length)
@@ -375,15 +371,12 @@ private func connectSocket(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ le
 
 // MARK: - Response head
 
-public struct ResponseHeadResult: Sendable {
-    public var version: String
-    public var status: Int
-    public var reason: String
-    /// As received: order and case kept.
-    public var headers: [(name: String, value: String)]
-    /// Exact bytes of the head, status line through the empty line's CRLF.
-    public var rawHead: [UInt8]
+/// A message head as the harness received it: fields in their order and spelling, looked up case-insensitively.
+public protocol ReceivedHeaders {
+    var headers: [(name: String, value: String)] { get }
+}
 
+extension ReceivedHeaders {
     /// First value of the header, case-insensitive.
     public func header(_ name: String) -> String? { headerValues(name).first }
 
@@ -391,6 +384,16 @@ public struct ResponseHeadResult: Sendable {
         let wanted = name.lowercased()
         return headers.filter { $0.name.lowercased() == wanted }.map(\.value)
     }
+}
+
+public struct ResponseHeadResult: Sendable, ReceivedHeaders {
+    public var version: String
+    public var status: Int
+    public var reason: String
+    /// As received: order and case kept.
+    public var headers: [(name: String, value: String)]
+    /// Exact bytes of the head, status line through the empty line's CRLF.
+    public var rawHead: [UInt8]
 }
 
 // MARK: - TestClient
