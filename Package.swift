@@ -47,6 +47,8 @@ let package = Package(
         // RelayFixture: the real relay on port 0 in front of the harness's upstream.
         .target(name: "RelayTestSupport", dependencies: ["Relay", "Support", "TestHarness", "TestSupportCore"],
                 path: "Tests/RelayTestSupport"),
+        // The harness against itself (client ↔ scripted upstream), so a relay test failure is the relay's.
+        .testTarget(name: "TestHarnessTests", dependencies: ["TestHarness", "TestSupportCore"]),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "TestSupportCore"]),
         // Pure cores (state machine, rewriting, configuration, timers): no sockets, no sleeps.
         .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support", "TestSupportCore"]),

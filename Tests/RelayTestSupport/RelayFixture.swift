@@ -45,6 +45,13 @@ public final class RelayFixture: Sendable {
         try eventually("relay \(what): \(server.liveCounts())", timeout: timeout) { condition(server.liveCounts()) }
     }
 
+    /// Waits (bounded) until the relay holds no client connection; the error names a few that are still open.
+    public func waitUntilNoConnections(timeout: Double = 2) throws {
+        try eventually("relay without connections: \(server.debugConnections().prefix(3))", timeout: timeout) {
+            server.liveCounts().connections == 0
+        }
+    }
+
     /// Every byte a client could have seen and every log line: the provider key must be in none of them.
     public func assertNoSecretLeaks(clients: [TestClient], secrets: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) {
         let key = Array(Self.providerKey.utf8)
@@ -74,3 +81,13 @@ public let sseHead: [(String, String)] = [("Content-Type", "text/event-stream"),
 
 /// A minimal streaming chat request body.
 public let chatBody = Array(#"{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}"#.utf8)
+
+/// An upstream that answers one request with a one-event SSE stream (`data: x`, 9 bytes).
+public func oneEventUpstream() throws -> ScriptedUpstream {
+    try ScriptedUpstream { connection in
+        _ = try connection.readRequest()
+        try connection.writeHead(status: 200, headers: sseHead)
+        try connection.writeChunk("data: x\n\n")
+        try connection.writeLastChunk()
+    }
+}

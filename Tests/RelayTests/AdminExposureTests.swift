@@ -25,11 +25,11 @@ struct AdminExposureTests {
         if let addresses = Self.listeningAddresses(port: admin) {
             #expect(addresses == ["0100007F"], "the admin port listens on \(addresses), not only 127.0.0.1")
         }
-        let metrics = try OperationsTests.get(admin, "/metrics")
+        let metrics = try TestClient.get(port: admin, path: "/metrics")
         #expect(metrics.status == 200)
         #expect(metrics.body.contains("sse_relay_active_connections"))
-        #expect(try OperationsTests.get(relay.port, "/metrics").status == 404)
-        #expect(try OperationsTests.get(relay.port, "/healthz").status == 200)
+        #expect(try TestClient.get(port: relay.port, path: "/metrics").status == 404)
+        #expect(try TestClient.get(port: relay.port, path: "/healthz").status == 200)
         #expect(upstream.acceptedConnections == 0)
     }
 
@@ -40,8 +40,8 @@ struct AdminExposureTests {
         let relay = try RelayFixture(upstream: try ScriptedUpstream { _ in }) { $0.listen.host = "127.1" }
         #expect(!relay.server.configuration.publicListenerServesMetrics)
         #expect(relay.server.adminPort == nil)
-        #expect(try OperationsTests.get(relay.port, "/metrics").status == 404)
-        #expect(try OperationsTests.get(relay.port, "/healthz").status == 200)
+        #expect(try TestClient.get(port: relay.port, path: "/metrics").status == 404)
+        #expect(try TestClient.get(port: relay.port, path: "/healthz").status == 200)
         #expect(relay.logs.lines.contains { $0.contains("/metrics is not served") })
     }
 
@@ -49,7 +49,7 @@ struct AdminExposureTests {
     func loopbackPublicListenerServesMetrics() throws {
         let relay = try RelayFixture(upstream: try ScriptedUpstream { _ in })
         #expect(relay.server.adminPort == nil)
-        #expect(try OperationsTests.get(relay.port, "/metrics").status == 200)
+        #expect(try TestClient.get(port: relay.port, path: "/metrics").status == 200)
         #expect(!relay.logs.lines.contains { $0.contains("/metrics is not served") })
     }
 }

@@ -436,6 +436,17 @@ public final class TestClient: Sendable {
         HarnessDeadline(seconds: override ?? timeout)
     }
 
+    /// One GET on a new connection: the status, the whole body as text, and the head.
+    public static func get(port: Int, path: String, headers: [(String, String)] = []) throws
+        -> (status: Int, body: String, head: ResponseHeadResult)
+    {
+        let client = try TestClient(port: port)
+        defer { client.close() }
+        try client.sendRequest(method: "GET", path: path, headers: headers)
+        let head = try client.readHead()
+        return (head.status, String(decoding: try client.readBody(head: head), as: UTF8.self), head)
+    }
+
     // MARK: Sending
 
     public func send(_ bytes: [UInt8]) throws {

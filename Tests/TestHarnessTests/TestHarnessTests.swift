@@ -1,4 +1,4 @@
-// Self-tests of the test harness: TestClient ↔ ScriptedUpstream directly, no relay involved.
+// The test harness on its own: TestClient ↔ ScriptedUpstream directly, no relay involved.
 import Dispatch
 import Foundation
 import TestHarness
@@ -15,7 +15,7 @@ private func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
     haystack.contains(subsequence: bytes(needle))
 }
 
-@Suite struct HarnessSelfTests {
+@Suite struct TestHarnessTests {
     // MARK: Requests
 
     @Test func contentLengthRequestRoundTripsWithExactHeadersAndBody() throws {

@@ -7,8 +7,8 @@ import TestSupportCore
 /// A thousand streams opened and abandoned in every phase, and a thousand bare connections, leave nothing
 /// behind: the process's open descriptors and the relay's live connections, exchanges and curl transfers return
 /// to their baseline.
-@Suite("Resources", .serialized)
-struct ResourceTests {
+@Suite("Resource leaks", .serialized)
+struct ResourceLeakTests {
     static func openDescriptorCount() -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
     }
@@ -40,7 +40,7 @@ struct ResourceTests {
         try warm.sendRequest(method: "GET", path: "/healthz")
         _ = try warm.readBody(head: try warm.readHead())
         warm.close()
-        try Self.waitForNoConnections(relay)
+        try relay.waitUntilNoConnections(timeout: 10)
         let baseline = Self.relaySocketCount(relayPort: relay.port, upstreamPort: upstream.port)
 
         let perPhase = 1000, batch = 100
@@ -71,18 +71,12 @@ struct ResourceTests {
         try upstream.waitForScriptsToFinish(timeout: 30)
         #expect(upstream.scriptErrors.isEmpty, "\(upstream.scriptErrors.prefix(3))")
         try relay.waitUntilIdle(timeout: 10)
-        try Self.waitForNoConnections(relay)
+        try relay.waitUntilNoConnections(timeout: 10)
         let counts = relay.server.liveCounts()
         #expect(counts.connections == 0 && counts.exchanges == 0 && counts.transfers == 0)
         let after = Self.relaySocketCount(relayPort: relay.port, upstreamPort: upstream.port)
         #expect(after <= baseline, "relay sockets open: \(baseline) before, \(after) after")
         #expect(after == 0, "relay sockets still open after every client left: \(after)")
         #expect(relay.logs.lines.filter { $0.contains(#""outcome":"client_cancelled""#) }.count == 4 * perPhase)
-    }
-
-    static func waitForNoConnections(_ relay: RelayFixture, timeout: Double = 10) throws {
-        try eventually("without connections: \(relay.server.debugConnections().prefix(3))", timeout: timeout) {
-            relay.server.liveCounts().connections == 0
-        }
     }
 }
