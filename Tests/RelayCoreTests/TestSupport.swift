@@ -66,3 +66,19 @@ extension ExchangeStateMachine.Action {
         return nil
     }
 }
+
+/// The problems a configuration step is refused with; records an issue when the step succeeds or throws
+/// something other than a `ConfigurationError`, whose description must be its problems, one a line.
+func configurationProblems(sourceLocation: SourceLocation = #_sourceLocation, _ step: () throws -> Void) -> [String] {
+    do {
+        try step()
+        Issue.record("expected the configuration to be refused", sourceLocation: sourceLocation)
+        return []
+    } catch let error as ConfigurationError {
+        #expect(error.description == error.problems.joined(separator: "\n"), sourceLocation: sourceLocation)
+        return error.problems
+    } catch {
+        Issue.record("unexpected error \(error)", sourceLocation: sourceLocation)
+        return []
+    }
+}
