@@ -40,15 +40,27 @@ let package = Package(
         // Benchmark (Tests/bench/run.sh, `make bench`): fake upstream + load client on epoll; not part of `make test`.
         .target(name: "CBenchSupport"),
         .executableTarget(name: "relay-bench", dependencies: ["CBenchSupport"]),
-        .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"]),
+        // Test support, in three layers so each test target takes only what it needs. Plain targets (not test
+        // targets) so several test targets can share them; nothing in the products depends on them.
+        // The seeded generator, `eventually`, deadlines: no sockets, for the pure-core tests too.
+        .target(name: "TestSupportCore", path: "Tests/TestSupportCore"),
+        // The outside observer: raw loopback client, scripted HTTP/1.1 upstream, TLS upstream (a Python script
+        // shipped as a resource), Gate and Mailbox. Depends on no relay module, so it cannot share the relay's bugs.
+        .target(name: "TestHarness", dependencies: ["TestSupportCore"], path: "Tests/TestHarness",
+                resources: [.copy("tls_upstream.py")]),
+        // RelayFixture: the real relay on port 0 in front of the harness's upstream.
+        .target(name: "RelayTestSupport", dependencies: ["Relay", "Support", "TestHarness", "TestSupportCore"],
+                path: "Tests/RelayTestSupport"),
+        // The harness against itself (client ↔ scripted upstream), so a relay test failure is the relay's.
+        .testTarget(name: "TestHarnessTests", dependencies: ["TestHarness", "TestSupportCore"]),
+        .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "TestSupportCore"]),
         // The connection state machine, deadlines and client-address rules, as values: no sockets, no sleeps.
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP1", "Support"]),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP1", "Support", "TestSupportCore"]),
         // Pure cores (state machine, rewriting, configuration, timers): no sockets, no sleeps.
-        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support"]),
+        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "TestSupportCore"]),
         // The real server on port 0 between a raw test client and a scripted test upstream.
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "COpenSSL"],
-                    // The TLS test upstream is a Python script the tests start by path (#filePath), not a resource.
-                    exclude: ["Support/tls_upstream.py"]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "COpenSSL",
+                                                      "RelayTestSupport", "TestHarness", "TestSupportCore"]),
         // OpenSSL (libcrypto) behind one small C shim: hashing, HMAC, JWK public keys, RS256/ES256.
         .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         // Client authentication: static bearer tokens and JWTs (HS256/RS256/ES256, JWKS). Pure, no I/O.
@@ -60,11 +72,11 @@ let package = Package(
         .target(name: "SSERelayClient", dependencies: ["SSE"]),
         // `relay-chat --url URL "prompt"`: a terminal chat through the relay, built on the client library.
         .executableTarget(name: "relay-chat", dependencies: ["SSERelayClient"]),
-        .testTarget(name: "SSETests", dependencies: ["SSE"]),
+        .testTarget(name: "SSETests", dependencies: ["SSE", "TestSupportCore"]),
         // The client library against the real relay (dev fake provider, scripted upstream) on port 0.
-        .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "HTTP1", "Support", "Auth", "COpenSSL"],
-                    exclude: ["Support/tls_upstream.py"]),
-        .testTarget(name: "AuthTests", dependencies: ["Auth", "COpenSSL", "Support"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "Support", "Auth", "COpenSSL",
+                                                               "RelayTestSupport", "TestHarness", "TestSupportCore"]),
+        .testTarget(name: "AuthTests", dependencies: ["Auth", "COpenSSL", "Support", "TestSupportCore"], resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]
 )

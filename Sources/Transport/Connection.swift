@@ -74,7 +74,7 @@ public final class Connection: PollerHandler, @unchecked Sendable {
     // MARK: Reading
 
     /// Reads until the socket would block, so a FIN or RST that arrived with the last bytes is seen in the same
-    /// turn (with per-socket Dispatch sources it was once missed entirely: HardeningTests.partialThenClose).
+    /// turn (with per-socket Dispatch sources it was once missed entirely: HostileClientTests.partialThenClose).
     /// A bound on the rounds keeps one fast sender from starving the loop; bytes left behind keep the socket
     /// readable, and the level-triggered poller reports it again.
     private func readable() {

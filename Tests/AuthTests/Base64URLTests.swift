@@ -2,10 +2,11 @@
 import Auth
 import Foundation
 import Testing
+import TestSupportCore
 
 @Suite struct Base64URLTests {
     @Test func roundTripsEveryLengthAndMatchesFoundation() {
-        var generator = SeededGenerator(state: 1)
+        var generator = SplitMix64(seed: 1)
         for length in 0..<80 {
             let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
             let encoded = Base64URL.encode(bytes)
@@ -32,7 +33,7 @@ import Testing
     }
 
     @Test func randomBytesNeverCrash() {
-        var generator = SeededGenerator(state: 2)
+        var generator = SplitMix64(seed: 2)
         for _ in 0..<5000 {
             let length = Int.random(in: 0..<40, using: &generator)
             let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }

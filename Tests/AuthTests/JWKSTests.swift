@@ -2,6 +2,7 @@
 import Auth
 import Foundation
 import Testing
+import TestSupportCore
 
 @Suite struct JWKSTests {
     @Test func theFixtureSetParses() {
@@ -84,7 +85,7 @@ import Testing
     }
 
     @Test func randomDocumentsNeverCrash() {
-        var generator = SeededGenerator(state: 4)
+        var generator = SplitMix64(seed: 4)
         let original = Array(Fixtures.jwksData)
         for _ in 0..<2000 {
             var bytes = original

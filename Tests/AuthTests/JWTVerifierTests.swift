@@ -3,6 +3,7 @@ import Auth
 import Foundation
 import Support
 import Testing
+import TestSupportCore
 
 @Suite struct ValidTokenTests {
     @Test func validHS256() throws {
@@ -316,7 +317,7 @@ import Testing
     }
 
     @Test func randomBytesNeverCrash() {
-        var generator = SeededGenerator(state: 3)
+        var generator = SplitMix64(seed: 3)
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.=+/".utf8)
         let valid = rs256()
         for round in 0..<3000 {

@@ -1,5 +1,6 @@
 import HTTP1
 import Testing
+import TestSupportCore
 
 @Suite("HTTPHeaders")
 struct HeadersTests {

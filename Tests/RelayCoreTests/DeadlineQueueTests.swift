@@ -1,6 +1,7 @@
 // DeadlineQueue: a min-heap popped in deadline order, ties in push order, checked against a sorted reference.
 import Support
 import Testing
+import TestSupportCore
 import Transport
 
 private func ns(_ n: UInt64) -> Support.Instant { Support.Instant(nanoseconds: n) }

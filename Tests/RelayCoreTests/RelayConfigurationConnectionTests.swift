@@ -14,16 +14,7 @@ private func load(_ json: String) throws -> RelayConfiguration {
 
 /// The problems `json` is refused with (records an issue when it loads).
 private func problems(_ json: String, sourceLocation: SourceLocation = #_sourceLocation) -> [String] {
-    do {
-        _ = try load(json)
-        Issue.record("expected the configuration to be refused", sourceLocation: sourceLocation)
-        return []
-    } catch let error as ConfigurationError {
-        return error.problems
-    } catch {
-        Issue.record("unexpected error \(error)", sourceLocation: sourceLocation)
-        return []
-    }
+    configurationProblems(sourceLocation: sourceLocation) { _ = try load(json) }
 }
 
 /// A minimal valid configuration with members spliced into the root, the upstream ("x") and the route.
@@ -41,16 +32,7 @@ private func environmentProblems(
     _ environment: [String: String], sourceLocation: SourceLocation = #_sourceLocation
 ) -> [String] {
     var c = RelayConfiguration()
-    do {
-        try c.applyEnvironment(environment)
-        Issue.record("expected applyEnvironment to throw", sourceLocation: sourceLocation)
-        return []
-    } catch let error as ConfigurationError {
-        return error.problems
-    } catch {
-        Issue.record("unexpected error \(error)", sourceLocation: sourceLocation)
-        return []
-    }
+    return configurationProblems(sourceLocation: sourceLocation) { try c.applyEnvironment(environment) }
 }
 
 @Suite struct RelayConfigurationConnectionTests {

@@ -24,16 +24,7 @@ private func load(_ json: String) throws -> RelayConfiguration {
 }
 
 private func problems(_ json: String, sourceLocation: SourceLocation = #_sourceLocation) -> [String] {
-    do {
-        _ = try load(json)
-        Issue.record("expected the configuration to be refused", sourceLocation: sourceLocation)
-        return []
-    } catch let error as ConfigurationError {
-        return error.problems
-    } catch {
-        Issue.record("unexpected error \(error)", sourceLocation: sourceLocation)
-        return []
-    }
+    configurationProblems(sourceLocation: sourceLocation) { _ = try load(json) }
 }
 
 @Suite struct RelayConfigurationJWTTests {

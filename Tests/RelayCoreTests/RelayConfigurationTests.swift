@@ -44,17 +44,7 @@ private func problems(
     _ json: String, env: [String: String] = env, files: [String: String] = [:],
     sourceLocation: SourceLocation = #_sourceLocation
 ) -> [String] {
-    do {
-        _ = try load(json, env: env, files: files)
-        Issue.record("expected the configuration to be refused", sourceLocation: sourceLocation)
-        return []
-    } catch let error as ConfigurationError {
-        #expect(error.description == error.problems.joined(separator: "\n"), sourceLocation: sourceLocation)
-        return error.problems
-    } catch {
-        Issue.record("unexpected error \(error)", sourceLocation: sourceLocation)
-        return []
-    }
+    configurationProblems(sourceLocation: sourceLocation) { _ = try load(json, env: env, files: files) }
 }
 
 /// The key path each problem names (the text before ": ").

@@ -6,6 +6,7 @@ import Foundation
 import Relay
 import Synchronization
 import Testing
+import TestSupportCore
 
 /// The exposition split on line-feed bytes (what a Prometheus parser does; `String.split` on Characters would
 /// not split a "\r\n" grapheme). The text must end with "\n", so the last element is dropped when empty.

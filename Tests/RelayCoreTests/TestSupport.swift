@@ -67,15 +67,18 @@ extension ExchangeStateMachine.Action {
     }
 }
 
-/// A small deterministic PRNG (SplitMix64) so randomized tests replay exactly from their seed.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+/// The problems a configuration step is refused with; records an issue when the step succeeds or throws
+/// something other than a `ConfigurationError`, whose description must be its problems, one a line.
+func configurationProblems(sourceLocation: SourceLocation = #_sourceLocation, _ step: () throws -> Void) -> [String] {
+    do {
+        try step()
+        Issue.record("expected the configuration to be refused", sourceLocation: sourceLocation)
+        return []
+    } catch let error as ConfigurationError {
+        #expect(error.description == error.problems.joined(separator: "\n"), sourceLocation: sourceLocation)
+        return error.problems
+    } catch {
+        Issue.record("unexpected error \(error)", sourceLocation: sourceLocation)
+        return []
     }
 }

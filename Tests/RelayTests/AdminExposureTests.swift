@@ -1,5 +1,7 @@
 import Foundation
 import Relay
+import RelayTestSupport
+import TestHarness
 import Testing
 
 /// Metrics and admin endpoints never listen beyond the host the operator chose (issue: /metrics on a public
@@ -7,23 +9,9 @@ import Testing
 /// decisions are covered by RelayConfigurationExposureTests.
 @Suite("Admin and metrics exposure")
 struct AdminExposureTests {
-    /// Local addresses (hex, as the kernel prints them) of the sockets listening on `port`, from /proc/net/tcp*.
+    /// Local addresses (hex, as the kernel prints them) of the sockets listening on `port`; nil without /proc.
     static func listeningAddresses(port: Int) -> [String]? {
-        #if os(Linux)
-        var found: [String] = []
-        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
-            for line in text.split(separator: "\n").dropFirst() {
-                let columns = line.split(separator: " ")
-                guard columns.count > 3, columns[3] == "0A" else { continue }   // TCP_LISTEN
-                let local = columns[1].split(separator: ":")
-                if local.count == 2, Int(local[1], radix: 16) == port { found.append(String(local[0])) }
-            }
-        }
-        return found
-        #else
-        return nil
-        #endif
+        tcpSocketTable()?.filter { $0.isListening && $0.localPort == port }.map(\.localAddress)
     }
 
     @Test("SSE_RELAY_ADMIN_PORT without an admin block: the admin listener is on loopback and serves /metrics; the public one does not")
@@ -37,11 +25,11 @@ struct AdminExposureTests {
         if let addresses = Self.listeningAddresses(port: admin) {
             #expect(addresses == ["0100007F"], "the admin port listens on \(addresses), not only 127.0.0.1")
         }
-        let metrics = try OperationsTests.get(admin, "/metrics")
+        let metrics = try TestClient.get(port: admin, path: "/metrics")
         #expect(metrics.status == 200)
         #expect(metrics.body.contains("sse_relay_active_connections"))
-        #expect(try OperationsTests.get(relay.port, "/metrics").status == 404)
-        #expect(try OperationsTests.get(relay.port, "/healthz").status == 200)
+        #expect(try TestClient.get(port: relay.port, path: "/metrics").status == 404)
+        #expect(try TestClient.get(port: relay.port, path: "/healthz").status == 200)
         #expect(upstream.acceptedConnections == 0)
     }
 
@@ -52,8 +40,8 @@ struct AdminExposureTests {
         let relay = try RelayFixture(upstream: try ScriptedUpstream { _ in }) { $0.listen.host = "127.1" }
         #expect(!relay.server.configuration.publicListenerServesMetrics)
         #expect(relay.server.adminPort == nil)
-        #expect(try OperationsTests.get(relay.port, "/metrics").status == 404)
-        #expect(try OperationsTests.get(relay.port, "/healthz").status == 200)
+        #expect(try TestClient.get(port: relay.port, path: "/metrics").status == 404)
+        #expect(try TestClient.get(port: relay.port, path: "/healthz").status == 200)
         #expect(relay.logs.lines.contains { $0.contains("/metrics is not served") })
     }
 
@@ -61,7 +49,7 @@ struct AdminExposureTests {
     func loopbackPublicListenerServesMetrics() throws {
         let relay = try RelayFixture(upstream: try ScriptedUpstream { _ in })
         #expect(relay.server.adminPort == nil)
-        #expect(try OperationsTests.get(relay.port, "/metrics").status == 200)
+        #expect(try TestClient.get(port: relay.port, path: "/metrics").status == 200)
         #expect(!relay.logs.lines.contains { $0.contains("/metrics is not served") })
     }
 }

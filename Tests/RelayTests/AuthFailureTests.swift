@@ -1,7 +1,10 @@
 import Foundation
 import Relay
+import RelayTestSupport
 import Support
+import TestHarness
 import Testing
+import TestSupportCore
 
 /// Failed authentication is paid for: it draws from the address's buckets, and once the failure bucket is empty
 /// the address gets 429 whatever it sends (so a right guess cannot be told from a wrong one). Rejection log
@@ -94,15 +97,10 @@ struct AuthFailureTests {
         #expect(try Self.get(relay, token: "wrong-again").status == 401)
         // The summary comes from the next rejection of that reason or from the once-a-second timer; either way
         // exactly one line carries the count.
-        let deadline = Date().addingTimeInterval(5)
-        var summaries: [String] = []
-        while Date() < deadline {
-            summaries = relay.logs.lines.filter { $0.contains("similar rejections suppressed") }
-            if !summaries.isEmpty { break }
-            usleep(10_000)
-        }
-        #expect(summaries.count == 1)
-        #expect(summaries.first?.contains(#""suppressed":40"#) == true, "\(summaries)")
+        func summaries() -> [String] { relay.logs.lines.filter { $0.contains("similar rejections suppressed") } }
+        try eventually("a suppression summary logged", timeout: 5) { !summaries().isEmpty }
+        #expect(summaries().count == 1)
+        #expect(summaries().first?.contains(#""suppressed":40"#) == true, "\(summaries())")
         #expect(relay.logs.lines.filter { $0.contains(#""status":401"#) }.count == 11)
     }
 }

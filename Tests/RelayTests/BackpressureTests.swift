@@ -1,4 +1,6 @@
 import Foundation
+import RelayTestSupport
+import TestHarness
 import Testing
 
 /// A client that does not read costs the relay a bounded number of bytes: above the high-water mark the curl

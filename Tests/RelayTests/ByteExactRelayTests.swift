@@ -1,4 +1,6 @@
 import Foundation
+import RelayTestSupport
+import TestHarness
 import Testing
 
 /// The bytes the client's HTTP layer hands up equal the bytes the provider sent, for every SSE shape that has

@@ -1,5 +1,8 @@
 import Foundation
+import RelayTestSupport
+import TestHarness
 import Testing
+import TestSupportCore
 
 /// When the client leaves (FIN or RST) the upstream request is cancelled at once, in every phase: the scripted
 /// upstream observes its connection closed, and the relay ends up holding no exchange and no curl handle.
@@ -85,9 +88,8 @@ struct CancellationTests {
         }
         let client = try relay.client()
         try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
-        // Wait (bounded) until the transfer exists, i.e. curl is connecting.
-        let deadline = Date().addingTimeInterval(2)
-        while relay.server.liveCounts().transfers == 0 && Date() < deadline { usleep(1000) }
+        // Once the transfer exists, curl is connecting.
+        try relay.waitUntil("connecting upstream") { $0.transfers > 0 }
         #expect(relay.server.liveCounts().transfers == 1)
         if leave == .fin { client.close() } else { client.reset() }
         try relay.waitUntilIdle(timeout: 1)
@@ -114,38 +116,5 @@ struct CancellationTests {
         try relay.waitUntilIdle()
         let counts = relay.server.liveCounts()
         #expect(counts.exchanges == 0 && counts.transfers == 0)
-    }
-}
-
-/// A listening socket on 127.0.0.1 that never accepts, with its accept queue already full.
-final class FullBacklogListener {
-    let fd: Int32
-    let port: Int
-    private var fillers: [Int32] = []
-
-    init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        self.fd = fd
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        listen(fd, 0)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        port = Int(UInt16(bigEndian: address.sin_port))
-        var fillers: [Int32] = []
-        for _ in 0..<4 {
-            let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            _ = fcntl(filler, F_SETFL, fcntl(filler, F_GETFL, 0) | O_NONBLOCK)
-            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-            fillers.append(filler)
-        }
-        self.fillers = fillers
-    }
-
-    func close() {
-        for filler in fillers { Glibc.close(filler) }
-        Glibc.close(fd)
     }
 }

@@ -1,7 +1,10 @@
 import Foundation
 import HTTPServer
 import Relay
+import RelayTestSupport
+import TestHarness
 import Testing
+import TestSupportCore
 
 /// Who the client is, end to end: from an untrusted peer its own X-Forwarded-For, X-Real-IP and Forwarded change
 /// nothing (rate-limit key, log, what the provider hears); behind a trusted proxy the right-most untrusted hop is

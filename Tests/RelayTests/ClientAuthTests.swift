@@ -3,8 +3,11 @@ import COpenSSL
 import Foundation
 import HTTP1
 import Relay
+import RelayTestSupport
 import Support
+import TestHarness
 import Testing
+import TestSupportCore
 
 /// Only our app can spend the key, and no one can spend it all: authentication (static tokens, JWTs), rate
 /// and concurrency limits, the model allowlist and max-tokens ceiling, the route allowlist and CORS, all

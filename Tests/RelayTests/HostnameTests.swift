@@ -1,4 +1,6 @@
 import Foundation
+import RelayTestSupport
+import TestHarness
 import Testing
 
 /// A provider reached by host name goes through curl's threaded resolver, whose internal socket is closed by

@@ -1,4 +1,6 @@
 import Foundation
+import RelayTestSupport
+import TestHarness
 import Testing
 
 /// A provider (or gateway) that echoes the key it received in an error body must not hand it to the app: every

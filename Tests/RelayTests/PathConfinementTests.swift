@@ -1,6 +1,8 @@
 import Foundation
 import Relay
+import RelayTestSupport
 import Support
+import TestHarness
 import Testing
 
 /// The key goes only where a route allows: a request whose path could be resolved (by curl, a load balancer or

@@ -1,7 +1,9 @@
 // The relay reads the whole request body before it calls the provider (nginx's `proxy_request_buffering on`):
-// a slow client costs a socket, never a provider connection (a body that stops arriving: HardeningTests).
+// a slow client costs a socket, never a provider connection (a body that stops arriving: HostileClientTests).
 // GET and HEAD carry no body.
 import Foundation
+import RelayTestSupport
+import TestHarness
 import Testing
 
 @Suite("Request bodies")

@@ -1,5 +1,8 @@
 import Foundation
+import RelayTestSupport
+import TestHarness
 import Testing
+import TestSupportCore
 
 /// What reaches the provider: the key injected exactly once, no client credential, the body byte-exact, and
 /// the HTTP/1.1 request features a mobile client or curl uses.

@@ -1,4 +1,6 @@
 import Foundation
+import RelayTestSupport
+import TestHarness
 import Testing
 
 /// RFC 9112 §3.2 end to end: an absolute-form target is served on its path and its authority never picks where

@@ -1,6 +1,9 @@
 import Foundation
 import Relay
+import RelayTestSupport
+import TestHarness
 import Testing
+import TestSupportCore
 import Upstream
 
 /// Providers are HTTPS and offer HTTP/2. Against a TLS upstream speaking either version, a client's cancel

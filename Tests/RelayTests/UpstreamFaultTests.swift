@@ -1,4 +1,6 @@
 import Foundation
+import RelayTestSupport
+import TestHarness
 import Testing
 
 /// Provider faults become clear answers before the head (502, 504 with an OpenAI-style JSON body), and a

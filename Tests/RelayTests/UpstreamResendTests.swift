@@ -2,6 +2,8 @@
 // connection dies before the first response byte; the relay lets that happen only for a replayable request
 // (GET, HEAD, OPTIONS, TRACE, or one with an Idempotency-Key), and only once.
 import Foundation
+import RelayTestSupport
+import TestHarness
 import Testing
 
 @Suite("Upstream resends")

@@ -2,10 +2,13 @@ import Auth
 import COpenSSL
 import Foundation
 import Relay
+import RelayTestSupport
 import SSE
 import SSERelayClient
 import Support
+import TestHarness
 import Testing
+import TestSupportCore
 
 /// The client library against the real relay on port 0, in front of either the relay's dev fake provider or a
 /// scripted upstream. Serialized: the leak check reads process-wide counts of the client's streams.
@@ -59,10 +62,8 @@ struct ClientThroughRelayTests {
 
     /// Waits (bounded) until every stream of the client library has released its URLSession.
     static func waitForNoLiveStreams(timeout: Double = 2) async throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while SSERelayClient.liveStreams > 0 {
-            if Date() > deadline { throw HarnessError.timeout }
-            try await Task.sleep(nanoseconds: 1_000_000)
+        try await eventually("every stream released: \(SSERelayClient.liveStreams) live", timeout: timeout) {
+            SSERelayClient.liveStreams == 0
         }
     }
 
@@ -376,23 +377,6 @@ struct ClientThroughRelayTests {
 
     /// Open descriptors of this process that are TCP sockets connected to the relay's port (the client's side).
     static func clientSocketCount(relayPort: Int) -> Int {
-        var inodes = Set<String>()
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
-            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)"), target.hasPrefix("socket:[") {
-                inodes.insert(String(target.dropFirst(8).dropLast()))
-            }
-        }
-        var count = 0
-        for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
-            guard let handle = FileHandle(forReadingAtPath: table) else { continue }
-            let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
-            handle.closeFile()
-            for line in text.split(separator: "\n").dropFirst() {
-                let f = line.split(separator: " ", omittingEmptySubsequences: true)
-                guard f.count > 9, inodes.contains(String(f[9])) else { continue }
-                if Int(f[2].split(separator: ":").last ?? "", radix: 16) == relayPort { count += 1 }
-            }
-        }
-        return count
+        (tcpSocketTable() ?? []).filter { $0.isOpenInThisProcess && $0.remotePort == relayPort }.count
     }
 }

@@ -1,5 +1,7 @@
 import Foundation
 import Relay
+import RelayTestSupport
+import TestHarness
 import Testing
 
 /// The built `relay-chat` executable against the relay in this process (dev fake provider or a scripted upstream): its output and exit

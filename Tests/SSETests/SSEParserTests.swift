@@ -1,5 +1,6 @@
 import SSE
 import Testing
+import TestSupportCore
 
 /// The parser against the WHATWG rules: golden streams fed whole, byte by byte and split at every position;
 /// one row per edge case; and random streams compared with `ReferenceEventStream`, a line-by-line transcription
@@ -328,18 +329,5 @@ enum ReferenceEventStream {
             }
         }
         return (events, lastEventID, reconnection)
-    }
-}
-
-/// A tiny deterministic generator, so a failing random case reproduces.
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE5_E9B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -3,7 +3,7 @@
 
   make bench-tls            (or: python3 Tests/bench/tls_cancel.py .build/release/sse-relay [rounds])
 
-For each version it starts the TLS test upstream (Tests/RelayTests/Support/tls_upstream.py, python3-h2) with a
+For each version it starts the TLS test upstream (Tests/TestHarness/tls_upstream.py, python3-h2) with a
 throwaway CA, and the relay with `httpVersion` and `caFile` set, then runs two cases:
   sequential  one stream at a time: read 2 events, close; the next starts once the cancel was seen
   concurrent  20 streams open together (one HTTP/2 connection), closed one by one while the rest stay open
@@ -20,7 +20,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-UPSTREAM = os.path.join(ROOT, "Tests/RelayTests/Support/tls_upstream.py")
+UPSTREAM = os.path.join(ROOT, "Tests/TestHarness/tls_upstream.py")
 
 
 class Events:

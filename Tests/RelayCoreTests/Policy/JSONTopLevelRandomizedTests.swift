@@ -4,6 +4,7 @@
 import Foundation
 import Relay
 import Testing
+import TestSupportCore
 
 /// Builds random valid JSON objects, keeping what each top-level member should scan to.
 private struct Generator {

@@ -3,6 +3,7 @@
 import Dispatch
 import Foundation
 import Synchronization
+import TestSupportCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -12,7 +13,7 @@ import Darwin
 // MARK: - Errors
 
 /// Every error the harness throws (client side and upstream side).
-enum HarnessError: Error, Equatable, CustomStringConvertible {
+public enum HarnessError: Error, Equatable, CustomStringConvertible {
     /// A wait passed its safety timeout.
     case timeout
     /// The peer closed (FIN) in the middle of a message: before the 0-size chunk, before Content-Length bytes,
@@ -33,7 +34,7 @@ enum HarnessError: Error, Equatable, CustomStringConvertible {
     /// A system call failed.
     case socket(String)
 
-    var description: String {
+    public var description: String {
         switch self {
         case .timeout: "timeout (safety timeout passed)"
         case .truncated: "truncated (peer closed mid-message)"
@@ -47,9 +48,6 @@ enum HarnessError: Error, Equatable, CustomStringConvertible {
         }
     }
 }
-
-/// The name the spec uses for the harness's errors.
-typealias TestClientError = HarnessError
 
 // MARK: - POSIX helpers
 
@@ -127,6 +125,28 @@ enum HarnessPOSIX {
         address.sin_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
         address.sin_addr = in_addr(s_addr: UInt32(0x7F00_0001).bigEndian)
         return address
+    }
+
+    /// A socket listening on 127.0.0.1 at a port the kernel chose (SO_REUSEADDR, so parallel tests never wait
+    /// for TIME_WAIT), and its address with that port.
+    static func listenOnLoopback(backlog: Int32) throws -> (fd: Int32, address: sockaddr_in) {
+        _ = ignoreSIGPIPE
+        let fd = socket(AF_INET, streamType, 0)
+        if fd < 0 { throw HarnessError.socket(errorString("socket")) }
+        setIntOption(fd, SOL_SOCKET, SO_REUSEADDR, 1)
+        var address = loopback(port: 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && listen(fd, backlog) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        guard listening else {
+            let message = errorString("bind/listen")
+            closeFD(fd)
+            throw HarnessError.socket(message)
+        }
+        return (fd, address)
     }
 
     static func setBlocking(_ fd: Int32, _ blocking: Bool) {
@@ -351,34 +371,41 @@ private func connectSocket(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ le
 
 // MARK: - Response head
 
-struct ResponseHeadResult: Sendable {
-    var version: String
-    var status: Int
-    var reason: String
-    /// As received: order and case kept.
-    var headers: [(name: String, value: String)]
-    /// Exact bytes of the head, status line through the empty line's CRLF.
-    var rawHead: [UInt8]
+/// A message head as the harness received it: fields in their order and spelling, looked up case-insensitively.
+public protocol ReceivedHeaders {
+    var headers: [(name: String, value: String)] { get }
+}
 
+extension ReceivedHeaders {
     /// First value of the header, case-insensitive.
-    func header(_ name: String) -> String? { headerValues(name).first }
+    public func header(_ name: String) -> String? { headerValues(name).first }
 
-    func headerValues(_ name: String) -> [String] {
+    public func headerValues(_ name: String) -> [String] {
         let wanted = name.lowercased()
         return headers.filter { $0.name.lowercased() == wanted }.map(\.value)
     }
 }
 
+public struct ResponseHeadResult: Sendable, ReceivedHeaders {
+    public var version: String
+    public var status: Int
+    public var reason: String
+    /// As received: order and case kept.
+    public var headers: [(name: String, value: String)]
+    /// Exact bytes of the head, status line through the empty line's CRLF.
+    public var rawHead: [UInt8]
+}
+
 // MARK: - TestClient
 
 /// A raw HTTP/1.1 client on one connection to 127.0.0.1. Every call waits at most `timeout` seconds in total
-/// (or the call's own `timeout:`) and throws `TestClientError.timeout` instead of hanging.
+/// (or the call's own `timeout:`) and throws `HarnessError.timeout` instead of hanging.
 ///
 /// Thread-safe (state in a Mutex), but reads are serialised: a read call holds the reader for its whole duration.
 /// close()/reset() may be called from any thread and wake a read blocked on this client.
-final class TestClient: Sendable {
-    let port: Int
-    let timeout: Double
+public final class TestClient: Sendable {
+    public let port: Int
+    public let timeout: Double
 
     private struct ReadState: Sendable {
         var reader: HarnessByteReader
@@ -394,7 +421,7 @@ final class TestClient: Sendable {
     private let socket: HarnessSocket
     private let state: Mutex<ReadState>
 
-    init(port: Int, timeout: Double = 5) throws {
+    public init(port: Int, timeout: Double = 5) throws {
         self.port = port
         self.timeout = timeout
         socket = try HarnessSocket.connect(port: port, deadline: HarnessDeadline(seconds: timeout))
@@ -409,13 +436,24 @@ final class TestClient: Sendable {
         HarnessDeadline(seconds: override ?? timeout)
     }
 
+    /// One GET on a new connection: the status, the whole body as text, and the head.
+    public static func get(port: Int, path: String, headers: [(String, String)] = []) throws
+        -> (status: Int, body: String, head: ResponseHeadResult)
+    {
+        let client = try TestClient(port: port)
+        defer { client.close() }
+        try client.sendRequest(method: "GET", path: path, headers: headers)
+        let head = try client.readHead()
+        return (head.status, String(decoding: try client.readBody(head: head), as: UTF8.self), head)
+    }
+
     // MARK: Sending
 
-    func send(_ bytes: [UInt8]) throws {
+    public func send(_ bytes: [UInt8]) throws {
         try socket.sendAll(bytes, deadline: deadline(nil))
     }
 
-    func send(_ string: String) throws {
+    public func send(_ string: String) throws {
         try send(Array(string.utf8))
     }
 
@@ -423,7 +461,7 @@ final class TestClient: Sendable {
     /// Body framing: `chunked: true` adds `Transfer-Encoding: chunked` (unless given) and sends the body as one
     /// chunk plus the last chunk; otherwise `Content-Length` is added (unless given, so a test can lie) when the
     /// body is non-empty or the method is POST/PUT/PATCH.
-    func sendRequest(
+    public func sendRequest(
         method: String = "POST", path: String, headers: [(String, String)] = [], body: [UInt8] = [],
         chunked: Bool = false
     ) throws {
@@ -448,7 +486,7 @@ final class TestClient: Sendable {
     // MARK: Reading
 
     /// The next response head (a 100 Continue is returned as its own head). Resets the body state.
-    func readHead(timeout: Double? = nil) throws -> ResponseHeadResult {
+    public func readHead(timeout: Double? = nil) throws -> ResponseHeadResult {
         let deadline = deadline(timeout)
         return try state.withLock { state in
             let (raw, lines) = try state.reader.readHead(deadline: deadline)
@@ -465,7 +503,7 @@ final class TestClient: Sendable {
     /// The next decoded chunk of a chunked body; nil once the 0-size chunk and its trailer section were read
     /// (and on every later call until the next readHead). Throws `.truncated` if the peer closed (FIN) before the
     /// last chunk, `.connectionReset` on RST, `.malformed` on bad framing, `.timeout`.
-    func readChunk(timeout: Double? = nil) throws -> [UInt8]? {
+    public func readChunk(timeout: Double? = nil) throws -> [UInt8]? {
         let deadline = deadline(timeout)
         return try state.withLock { state in try Self.nextChunk(&state, deadline) }
     }
@@ -484,12 +522,12 @@ final class TestClient: Sendable {
     }
 
     /// Trailer fields of the last chunked body read to its end.
-    var trailers: [(name: String, value: String)] { state.withLock { $0.trailers } }
+    public var trailers: [(name: String, value: String)] { state.withLock { $0.trailers } }
 
     /// The whole (remaining) body per the head's framing: none for 1xx/204/304, chunked, Content-Length, or
     /// until close (a RST then throws `.connectionReset`). Transfer-Encoding other than exactly `chunked`,
     /// both TE and CL, or conflicting/invalid Content-Length throw `.malformed`.
-    func readBody(head: ResponseHeadResult, timeout: Double? = nil) throws -> [UInt8] {
+    public func readBody(head: ResponseHeadResult, timeout: Double? = nil) throws -> [UInt8] {
         let deadline = deadline(timeout)
         let framing = try HarnessHTTP.framing(
             headers: head.headers, noBody: head.status / 100 == 1 || head.status == 204 || head.status == 304,
@@ -517,7 +555,7 @@ final class TestClient: Sendable {
     /// Reads chunks until `marker` appears in the decoded body after the end of the previous call's match;
     /// returns the whole body decoded so far for the current response (for lock-step tests). Throws
     /// `.bodyEnded` if the last chunk comes first, `.truncated` on FIN before the last chunk.
-    func readChunkedBody(until marker: [UInt8], timeout: Double? = nil) throws -> [UInt8] {
+    public func readChunkedBody(until marker: [UInt8], timeout: Double? = nil) throws -> [UInt8] {
         let deadline = deadline(timeout)
         return try state.withLock { state in
             while true {
@@ -530,13 +568,13 @@ final class TestClient: Sendable {
         }
     }
 
-    func readChunkedBody(until marker: String, timeout: Double? = nil) throws -> [UInt8] {
+    public func readChunkedBody(until marker: String, timeout: Double? = nil) throws -> [UInt8] {
         try readChunkedBody(until: Array(marker.utf8), timeout: timeout)
     }
 
     /// Reads until the peer closes; returns the raw bytes not consumed before (buffered ones included) and
     /// whether the close was a RST (`reset: true`) rather than a FIN.
-    func readUntilClose(timeout: Double? = nil) throws -> (bytes: [UInt8], reset: Bool) {
+    public func readUntilClose(timeout: Double? = nil) throws -> (bytes: [UInt8], reset: Bool) {
         let deadline = deadline(timeout)
         return try state.withLock { state in
             let (bytes, kind) = try state.reader.readUntilClose(deadline: deadline)
@@ -545,14 +583,14 @@ final class TestClient: Sendable {
     }
 
     /// Every raw byte received on this connection (for secret scanning). Never blocks on a read in progress.
-    var receivedBytes: [UInt8] { socket.receivedBytes }
+    public var receivedBytes: [UInt8] { socket.receivedBytes }
 
     /// Half-close: FIN, keep reading.
-    func shutdownWrite() { socket.shutdownWrite() }
+    public func shutdownWrite() { socket.shutdownWrite() }
 
     /// FIN.
-    func close() { socket.close(reset: false) }
+    public func close() { socket.close(reset: false) }
 
     /// SO_LINGER {1, 0} + close: RST.
-    func reset() { socket.close(reset: true) }
+    public func reset() { socket.close(reset: true) }
 }

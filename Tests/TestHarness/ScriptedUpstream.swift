@@ -4,59 +4,52 @@
 import Dispatch
 import Foundation
 import Synchronization
+import TestSupportCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
 
-enum PeerCloseKind: Sendable, Equatable {
+public enum PeerCloseKind: Sendable, Equatable {
     case fin
     case reset
 }
 
-struct PeerClose: Sendable, Equatable {
-    var kind: PeerCloseKind
+public struct PeerClose: Sendable, Equatable {
+    public var kind: PeerCloseKind
     /// When it was observed: DispatchTime.now().uptimeNanoseconds (monotonic).
-    var atNanoseconds: UInt64
+    public var atNanoseconds: UInt64
 }
 
 /// What `waitForBytesOrClose` saw first.
-enum PeerActivity: Sendable, Equatable {
+public enum PeerActivity: Sendable, Equatable {
     case bytes([UInt8])
     case closed(PeerClose)
 }
 
-struct RecordedRequest: Sendable {
-    var method: String
-    var target: String
-    var version: String
+public struct RecordedRequest: Sendable, ReceivedHeaders {
+    public var method: String
+    public var target: String
+    public var version: String
     /// As received: order and case kept.
-    var headers: [(name: String, value: String)]
+    public var headers: [(name: String, value: String)]
     /// Exact bytes of the request head, request line through the empty line's CRLF.
-    var rawHead: [UInt8]
+    public var rawHead: [UInt8]
     /// Decoded (Content-Length or chunked).
-    var body: [UInt8]
+    public var body: [UInt8]
     /// Index (accept order, from 0) of the connection it came on.
-    var connection: Int
+    public var connection: Int
     /// Trailer fields of a chunked body.
-    var trailers: [(name: String, value: String)] = []
-
-    /// First value of the header, case-insensitive.
-    func header(_ name: String) -> String? { headerValues(name).first }
-
-    func headerValues(_ name: String) -> [String] {
-        let wanted = name.lowercased()
-        return headers.filter { $0.name.lowercased() == wanted }.map(\.value)
-    }
+    public var trailers: [(name: String, value: String)] = []
 }
 
 /// One accepted connection, handed to the script. Writes are immediate (TCP_NODELAY, one send loop per call).
 /// Reads (readRequest, waitForPeerClose, waitForBytesOrClose) are serialised; close()/reset() may come from any
 /// thread and wake a blocked read.
-final class UpstreamConnection: Sendable {
+public final class UpstreamConnection: Sendable {
     /// Accept order, from 0.
-    let index: Int
+    public let index: Int
     private let socket: HarnessSocket
     private let reader: Mutex<HarnessByteReader>
     private let record: @Sendable (RecordedRequest) -> Void
@@ -72,7 +65,7 @@ final class UpstreamConnection: Sendable {
     /// `requests`. With `autoContinue`, a request with `Expect: 100-continue` and a body gets
     /// `HTTP/1.1 100 Continue` before its body is read. Throws `.connectionClosed` if the peer closed before
     /// a new request started.
-    func readRequest(timeout: Double = 5, autoContinue: Bool = true) throws -> RecordedRequest {
+    public func readRequest(timeout: Double = 5, autoContinue: Bool = true) throws -> RecordedRequest {
         let deadline = HarnessDeadline(seconds: timeout)
         let request = try reader.withLock { reader in
             let (raw, lines) = try reader.readHead(deadline: deadline)
@@ -109,32 +102,32 @@ final class UpstreamConnection: Sendable {
     }
 
     /// Sends all of `bytes` now (one send() loop). Throws `.brokenPipe`/`.connectionReset` if the peer is gone.
-    func write(_ bytes: [UInt8], timeout: Double = 5) throws {
+    public func write(_ bytes: [UInt8], timeout: Double = 5) throws {
         try socket.sendAll(bytes, deadline: HarnessDeadline(seconds: timeout))
     }
 
-    func write(_ string: String, timeout: Double = 5) throws {
+    public func write(_ string: String, timeout: Double = 5) throws {
         try write(Array(string.utf8), timeout: timeout)
     }
 
     /// `size CRLF bytes CRLF` in one write. An empty chunk would be the last chunk, so it throws `.malformed`.
-    func writeChunk(_ bytes: [UInt8]) throws {
+    public func writeChunk(_ bytes: [UInt8]) throws {
         guard !bytes.isEmpty else { throw HarnessError.malformed("writeChunk([]): use writeLastChunk()") }
         try write(ChunkedReader.encodeChunk(bytes))
     }
 
-    func writeChunk(_ string: String) throws {
+    public func writeChunk(_ string: String) throws {
         try writeChunk(Array(string.utf8))
     }
 
     /// `0 CRLF [trailers] CRLF` in one write.
-    func writeLastChunk(trailers: [(String, String)] = []) throws {
+    public func writeLastChunk(trailers: [(String, String)] = []) throws {
         try write(ChunkedReader.encodeLastChunk(trailers: trailers))
     }
 
     /// `HTTP/1.1 <status> <reason>` CRLF, each header CRLF, CRLF, in one write. Nothing is added
     /// (no Content-Length, no Transfer-Encoding: the script decides the framing).
-    func writeHead(status: Int, reason: String? = nil, headers: [(String, String)]) throws {
+    public func writeHead(status: Int, reason: String? = nil, headers: [(String, String)]) throws {
         var text = "HTTP/1.1 \(status) \(reason ?? Self.reasonPhrase(status))\r\n"
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
         text += "\r\n"
@@ -164,7 +157,7 @@ final class UpstreamConnection: Sendable {
 
     /// Waits until the peer closes: recv() == 0 → `.fin`, ECONNRESET → `.reset`. Bytes that arrive meanwhile
     /// (and unread buffered ones) are discarded. If the close was already observed, returns it at once.
-    func waitForPeerClose(timeout: Double = 5) throws -> PeerClose {
+    public func waitForPeerClose(timeout: Double = 5) throws -> PeerClose {
         let deadline = HarnessDeadline(seconds: timeout)
         return try reader.withLock { reader in
             while true {
@@ -177,7 +170,7 @@ final class UpstreamConnection: Sendable {
 
     /// Waits until bytes arrive (returns and consumes all buffered ones) or the peer closes; useful to detect a
     /// cancel while the script is silent without losing data.
-    func waitForBytesOrClose(timeout: Double = 5) throws -> PeerActivity {
+    public func waitForBytesOrClose(timeout: Double = 5) throws -> PeerActivity {
         let deadline = HarnessDeadline(seconds: timeout)
         return try reader.withLock { reader in
             while true {
@@ -189,23 +182,23 @@ final class UpstreamConnection: Sendable {
     }
 
     /// Every raw byte received on this connection.
-    var receivedBytes: [UInt8] { socket.receivedBytes }
+    public var receivedBytes: [UInt8] { socket.receivedBytes }
 
     /// FIN (idempotent; also done when the script returns).
-    func close() { socket.close(reset: false) }
+    public func close() { socket.close(reset: false) }
 
     /// SO_LINGER {1, 0} then close: RST.
-    func reset() { socket.close(reset: true) }
+    public func reset() { socket.close(reset: true) }
 }
 
 /// A scripted upstream on 127.0.0.1:0. Each accepted connection runs `script` on its own Thread; when the script
 /// returns (or throws) the connection is closed with FIN unless the script already closed/reset it.
 /// Script errors are recorded in `scriptErrors` (except those after shutdown()), never crash the process.
-final class ScriptedUpstream: Sendable {
-    let port: Int
+public final class ScriptedUpstream: Sendable {
+    public let port: Int
     private let core: ScriptedUpstreamCore
 
-    init(script: @escaping @Sendable (UpstreamConnection) throws -> Void) throws {
+    public init(script: @escaping @Sendable (UpstreamConnection) throws -> Void) throws {
         core = try ScriptedUpstreamCore(script: script)
         port = core.port
         let core = core
@@ -216,33 +209,33 @@ final class ScriptedUpstream: Sendable {
 
     deinit { core.shutdown() }
 
-    var baseURL: String { "http://127.0.0.1:\(port)" }
+    public var baseURL: String { "http://127.0.0.1:\(port)" }
 
     /// Every request read by any connection's readRequest(), in the order they were read.
-    var requests: [RecordedRequest] { core.state.withLock { $0.requests } }
+    public var requests: [RecordedRequest] { core.state.withLock { $0.requests } }
 
-    var acceptedConnections: Int { core.state.withLock { $0.accepted } }
+    public var acceptedConnections: Int { core.state.withLock { $0.accepted } }
 
     /// Scripts that returned or threw.
-    var finishedScripts: Int { core.state.withLock { $0.finished } }
+    public var finishedScripts: Int { core.state.withLock { $0.finished } }
 
     /// "connection #i: <error>" for each script that threw.
-    var scriptErrors: [String] { core.state.withLock { $0.errors } }
+    public var scriptErrors: [String] { core.state.withLock { $0.errors } }
 
     /// Blocks until `n` connections were accepted (or throws `.timeout`).
-    func waitForConnections(_ n: Int, timeout: Double = 5) throws {
+    public func waitForConnections(_ n: Int, timeout: Double = 5) throws {
         try core.state.wait(timeout: timeout) { $0.accepted >= n ? true : nil }
     }
 
     /// Blocks until every script of the connections accepted so far has returned (or throws `.timeout`).
-    func waitForScriptsToFinish(timeout: Double = 5) throws {
+    public func waitForScriptsToFinish(timeout: Double = 5) throws {
         try core.state.wait(timeout: timeout) { $0.finished >= $0.accepted ? true : nil }
     }
 
     /// Closes the listener and every connection (FIN), waking scripts blocked on a socket read. Waits at most
     /// 2 s for the accept thread to release the port; never joins script threads (one blocked on a Gate keeps
     /// running until its own timeout). Idempotent.
-    func shutdown() { core.shutdown() }
+    public func shutdown() { core.shutdown() }
 }
 
 /// The part shared with the accept and script threads (so ScriptedUpstream's deinit can shut it down).
@@ -267,24 +260,7 @@ final class ScriptedUpstreamCore: Sendable {
     init(script: @escaping @Sendable (UpstreamConnection) throws -> Void) throws {
         _ = HarnessPOSIX.ignoreSIGPIPE
         self.script = script
-        let fd = socket(AF_INET, HarnessPOSIX.streamType, 0)
-        if fd < 0 { throw HarnessError.socket(HarnessPOSIX.errorString("socket")) }
-        HarnessPOSIX.setIntOption(fd, SOL_SOCKET, SO_REUSEADDR, 1)
-        var address = HarnessPOSIX.loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(fd, 128) == 0 else {
-            let message = HarnessPOSIX.errorString("bind/listen")
-            HarnessPOSIX.closeFD(fd)
-            throw HarnessError.socket(message)
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
+        let (fd, address) = try HarnessPOSIX.listenOnLoopback(backlog: 128)
         port = Int(UInt16(bigEndian: address.sin_port))
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else {

@@ -4,44 +4,46 @@
 import Foundation
 
 /// What the TLS upstream reported (see tls_upstream.py for the vocabulary).
-struct TLSUpstreamEvent: Sendable, CustomStringConvertible {
+public struct TLSUpstreamEvent: Sendable, CustomStringConvertible {
     /// "open", "request", "reset", "closed", "done", "idle-closed", "goaway".
-    var kind: String
+    public var kind: String
     /// CLOCK_MONOTONIC nanoseconds, comparable with `monotonicNanoseconds()`.
-    var atNanoseconds: UInt64
-    var connection: Int
+    public var atNanoseconds: UInt64
+    public var connection: Int
     /// The HTTP/2 stream id (1 for HTTP/1.1); -1 for connection events.
-    var stream: Int
+    public var stream: Int
     /// The ALPN protocol for "open", the path for "request", the error code for "reset".
-    var detail: String
+    public var detail: String
 
-    var description: String { "\(kind) c\(connection) s\(stream) \(detail)" }
+    public var description: String { "\(kind) c\(connection) s\(stream) \(detail)" }
 }
 
 /// Starts the upstream on 127.0.0.1:0 and reads its event lines; `shutdown()` (or deinit) stops it.
 ///
 /// Invariant that justifies `@unchecked Sendable`: `process` and `input` are set in `init` and then only used by
 /// `closeIdle()` and `shutdown()`, which the test calls from its own thread; the events live in a `HarnessMonitor`.
-final class TLSUpstream: @unchecked Sendable {
-    let port: Int
+public final class TLSUpstream: @unchecked Sendable {
+    public let port: Int
     /// The PEM file of the test's certificate authority: what `upstreams.NAME.caFile` must name.
-    let caFile: String
+    public let caFile: String
     private let directory: URL
     private let process: Process
     private let input: FileHandle
     private let events = HarnessMonitor<[TLSUpstreamEvent]>([])
     private let portBox = Mailbox<Int>()
 
-    var baseURL: String { "https://127.0.0.1:\(port)" }
+    public var baseURL: String { "https://127.0.0.1:\(port)" }
 
-    init() throws {
+    public init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("tls-upstream-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let dir = directory.path
         caFile = "\(dir)/ca.pem"
         try Self.makeCertificates(in: dir)
 
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("tls_upstream.py").path
+        guard let script = Bundle.module.path(forResource: "tls_upstream", ofType: "py") else {
+            throw HarnessError.socket("tls_upstream.py is not in the TestHarness resource bundle")
+        }
         process = Process()
         // Debian's interpreter: python3-h2 is installed for it (another python3 first on PATH may lack it).
         process.executableURL = URL(fileURLWithPath: FileManager.default.fileExists(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "/bin/python3")
@@ -111,7 +113,7 @@ final class TLSUpstream: @unchecked Sendable {
 
     /// The first event (in arrival order) that `matches`, waiting for it up to `timeout` seconds.
     @discardableResult
-    func waitFor(timeout: Double = 5, _ what: String = "event", _ matches: @escaping (TLSUpstreamEvent) -> Bool) throws -> TLSUpstreamEvent {
+    public func waitFor(timeout: Double = 5, _ what: String = "event", _ matches: @escaping (TLSUpstreamEvent) -> Bool) throws -> TLSUpstreamEvent {
         do {
             return try events.wait(timeout: timeout) { events in events.first(where: matches) }
         } catch {
@@ -119,20 +121,20 @@ final class TLSUpstream: @unchecked Sendable {
         }
     }
 
-    var allEvents: [TLSUpstreamEvent] { events.withLock { $0 } }
+    public var allEvents: [TLSUpstreamEvent] { events.withLock { $0 } }
 
     /// Closes every connection that has no stream in progress, as a provider's keep-alive timeout does
     /// (HTTP/2: GOAWAY, then close).
-    func closeIdle() throws {
+    public func closeIdle() throws {
         try input.write(contentsOf: Data("close-idle\n".utf8))
     }
 
     /// Sends GOAWAY on every idle HTTP/2 connection and keeps it open (a provider draining for a restart).
-    func goAwayIdle() throws {
+    public func goAwayIdle() throws {
         try input.write(contentsOf: Data("goaway-idle\n".utf8))
     }
 
-    func shutdown() {
+    public func shutdown() {
         guard process.isRunning else { return }
         try? input.close()
         process.terminate()

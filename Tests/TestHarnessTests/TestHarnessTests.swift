@@ -1,7 +1,9 @@
-// Self-tests of the test harness: TestClient ↔ ScriptedUpstream directly, no relay involved.
+// The test harness on its own: TestClient ↔ ScriptedUpstream directly, no relay involved.
 import Dispatch
 import Foundation
+import TestHarness
 import Testing
+import TestSupportCore
 
 private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
@@ -10,10 +12,10 @@ private func lines(_ headers: [(name: String, value: String)]) -> [String] {
 }
 
 private func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
-    HarnessHTTP.endOfFirstMatch(of: bytes(needle), in: haystack, from: 0) != nil
+    haystack.contains(subsequence: bytes(needle))
 }
 
-@Suite struct HarnessSelfTests {
+@Suite struct TestHarnessTests {
     // MARK: Requests
 
     @Test func contentLengthRequestRoundTripsWithExactHeadersAndBody() throws {
@@ -185,12 +187,12 @@ private func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         try client.sendRequest(path: "/")
         _ = try client.readHead()
         var chunks: [[UInt8]] = []
-        #expect(throws: TestClientError.truncated) {
+        #expect(throws: HarnessError.truncated) {
             while let chunk = try client.readChunk() { chunks.append(chunk) }
         }
         let complete = prefix.hasPrefix("9\r\ndata: 1\n\n\r\n")
         #expect(chunks == (complete ? [bytes("data: 1\n\n")] : []))
-        #expect(throws: TestClientError.truncated) { try ChunkedReader.decode(bytes(prefix)) }
+        #expect(throws: HarnessError.truncated) { try ChunkedReader.decode(bytes(prefix)) }
     }
 
     @Test func chunkedBodyEndedByResetThrowsConnectionReset() throws {
@@ -209,7 +211,7 @@ private func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         _ = try client.readHead()
         #expect(try client.readChunk() == bytes("abc"))
         gate.signal()
-        #expect(throws: TestClientError.connectionReset) { try client.readChunk() }
+        #expect(throws: HarnessError.connectionReset) { try client.readChunk() }
     }
 
     @Test func silenceIsATimeoutNotATruncationAndTheStreamStillContinues() throws {
@@ -228,7 +230,7 @@ private func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         try client.sendRequest(path: "/")
         _ = try client.readHead()
         #expect(try client.readChunk() == bytes("abc"))
-        #expect(throws: TestClientError.timeout) { try client.readChunk(timeout: 0.2) }
+        #expect(throws: HarnessError.timeout) { try client.readChunk(timeout: 0.2) }
         gate.signal()
         #expect(try client.readChunk() == bytes("def"))
         #expect(try client.readChunk() == nil)
@@ -260,7 +262,7 @@ private func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
             } catch {
                 caught = error
             }
-            guard case .malformed = caught as? TestClientError else {
+            guard case .malformed = caught as? HarnessError else {
                 Issue.record("response \(index): expected .malformed, got \(String(describing: caught))")
                 continue
             }
@@ -277,12 +279,12 @@ private func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         defer { client.close() }
         try client.sendRequest(path: "/")
         let head = try client.readHead()
-        #expect(throws: TestClientError.truncated) { try client.readBody(head: head) }
+        #expect(throws: HarnessError.truncated) { try client.readBody(head: head) }
         // A failed read consumes nothing: the partial body is still there, then the FIN.
         let (rest, wasReset) = try client.readUntilClose()
         #expect(rest == bytes("partial"))
         #expect(!wasReset)
-        #expect(throws: TestClientError.connectionClosed) { try client.readHead() }
+        #expect(throws: HarnessError.connectionClosed) { try client.readHead() }
     }
 
     // MARK: Lock-step
@@ -313,7 +315,7 @@ private func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
             gate.signal()
         }
         #expect(try client.readChunk() == nil)
-        #expect(throws: TestClientError.bodyEnded) { try client.readChunkedBody(until: "never") }
+        #expect(throws: HarnessError.bodyEnded) { try client.readChunkedBody(until: "never") }
         try upstream.waitForScriptsToFinish()
         #expect(upstream.scriptErrors == [])
         #expect(gate.pendingSignals == 0)
@@ -321,17 +323,17 @@ private func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
 
     @Test func gateCountsSignalsAndTimesOut() throws {
         let gate = Gate()
-        #expect(throws: TestClientError.timeout) { try gate.wait(timeout: 0.05) }
+        #expect(throws: HarnessError.timeout) { try gate.wait(timeout: 0.05) }
         gate.signal(2)
         try gate.wait(timeout: 0)
         try gate.wait(timeout: 0)
-        #expect(throws: TestClientError.timeout) { try gate.wait(timeout: 0.05) }
+        #expect(throws: HarnessError.timeout) { try gate.wait(timeout: 0.05) }
         let mailbox = Mailbox<Int>()
         mailbox.put(1)
         mailbox.put(2)
         #expect(try mailbox.take() == 1)
         #expect(try mailbox.take() == 2)
-        #expect(throws: TestClientError.timeout) { try mailbox.take(timeout: 0.05) }
+        #expect(throws: HarnessError.timeout) { try mailbox.take(timeout: 0.05) }
     }
 
     // MARK: Closing
@@ -403,11 +405,11 @@ private func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
 
     @Test func connectionsAreCountedAndScriptErrorsRecorded() throws {
         let upstream = try ScriptedUpstream { connection in
-            if connection.index == 1 { throw TestClientError.malformed("boom") }
+            if connection.index == 1 { throw HarnessError.malformed("boom") }
         }
         defer { upstream.shutdown() }
         #expect(upstream.baseURL == "http://127.0.0.1:\(upstream.port)")
-        #expect(throws: TestClientError.timeout) { try upstream.waitForConnections(1, timeout: 0.05) }
+        #expect(throws: HarnessError.timeout) { try upstream.waitForConnections(1, timeout: 0.05) }
         let first = try TestClient(port: upstream.port)
         let second = try TestClient(port: upstream.port)
         try upstream.waitForConnections(2)
@@ -436,7 +438,7 @@ private func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         #expect(!wasReset)
         try upstream.waitForScriptsToFinish()
         #expect(upstream.scriptErrors == [])
-        #expect(throws: TestClientError.self) { try TestClient(port: upstream.port, timeout: 1) }
+        #expect(throws: HarnessError.self) { try TestClient(port: upstream.port, timeout: 1) }
     }
 
     // MARK: Pure framing
@@ -465,7 +467,7 @@ private func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         do {
             let decoded = try ChunkedReader.decode(bytes(input))
             Issue.record("accepted \(input.debugDescription) as \(decoded.body)")
-        } catch TestClientError.malformed {
+        } catch HarnessError.malformed {
         } catch {
             Issue.record("\(input.debugDescription): expected .malformed, got \(error)")
         }

@@ -1,11 +1,14 @@
 import Foundation
+import RelayTestSupport
+import TestHarness
 import Testing
+import TestSupportCore
 
 /// A thousand streams opened and abandoned in every phase, and a thousand bare connections, leave nothing
 /// behind: the process's open descriptors and the relay's live connections, exchanges and curl transfers return
 /// to their baseline.
-@Suite("Resources", .serialized)
-struct ResourceTests {
+@Suite("Resource leaks", .serialized)
+struct ResourceLeakTests {
     static func openDescriptorCount() -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
     }
@@ -14,30 +17,10 @@ struct ResourceTests {
     /// listener) or connected to the upstream's port. Other suites run in parallel in this process, so the
     /// process-wide count moves on its own; these sockets belong to this test's relay alone.
     static func relaySocketCount(relayPort: Int, upstreamPort: Int) -> Int {
-        let fdDir = "/proc/self/fd"
-        var inodes = Set<String>()
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: fdDir)) ?? [] {
-            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fdDir)/\(name)"),
-               target.hasPrefix("socket:[") {
-                inodes.insert(String(target.dropFirst(8).dropLast()))
-            }
-        }
-        var count = 0
-        for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
-            // /proc files report size 0: read to the end rather than by the reported size.
-            guard let handle = FileHandle(forReadingAtPath: table) else { continue }
-            let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
-            handle.closeFile()
-            for line in text.split(separator: "\n").dropFirst() {
-                let f = line.split(separator: " ", omittingEmptySubsequences: true)
-                guard f.count > 9, inodes.contains(String(f[9])) else { continue }
-                let local = Int(f[1].split(separator: ":").last ?? "", radix: 16) ?? -1
-                let remote = Int(f[2].split(separator: ":").last ?? "", radix: 16) ?? -1
-                let listening = f[3] == "0A"
-                if (local == relayPort && !listening) || remote == upstreamPort { count += 1 }
-            }
-        }
-        return count
+        (tcpSocketTable() ?? []).filter { socket in
+            socket.isOpenInThisProcess
+                && ((socket.localPort == relayPort && !socket.isListening) || socket.remotePort == upstreamPort)
+        }.count
     }
 
     @Test("1 000 aborted streams per phase and 1 000 abandoned connections leak no descriptor or handle",
@@ -57,7 +40,7 @@ struct ResourceTests {
         try warm.sendRequest(method: "GET", path: "/healthz")
         _ = try warm.readBody(head: try warm.readHead())
         warm.close()
-        try Self.waitForNoConnections(relay)
+        try relay.waitUntilNoConnections(timeout: 10)
         let baseline = Self.relaySocketCount(relayPort: relay.port, upstreamPort: upstream.port)
 
         let perPhase = 1000, batch = 100
@@ -88,30 +71,12 @@ struct ResourceTests {
         try upstream.waitForScriptsToFinish(timeout: 30)
         #expect(upstream.scriptErrors.isEmpty, "\(upstream.scriptErrors.prefix(3))")
         try relay.waitUntilIdle(timeout: 10)
-        try Self.waitForNoConnections(relay)
+        try relay.waitUntilNoConnections(timeout: 10)
         let counts = relay.server.liveCounts()
         #expect(counts.connections == 0 && counts.exchanges == 0 && counts.transfers == 0)
         let after = Self.relaySocketCount(relayPort: relay.port, upstreamPort: upstream.port)
         #expect(after <= baseline, "relay sockets open: \(baseline) before, \(after) after")
         #expect(after == 0, "relay sockets still open after every client left: \(after)")
         #expect(relay.logs.lines.filter { $0.contains(#""outcome":"client_cancelled""#) }.count == 4 * perPhase)
-    }
-
-    static func waitForNoConnections(_ relay: RelayFixture, timeout: Double = 10) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while relay.server.liveCounts().connections > 0 {
-            if Date() > deadline {
-                let open = relay.server.debugConnections()
-                throw HarnessError.socket("connections still open: \(open.count) \(open.prefix(3))")
-            }
-            usleep(1000)
-        }
-    }
-}
-
-extension Gate {
-    /// Waits for `count` signals.
-    func wait(timeout: Double, count: Int) throws {
-        for _ in 0..<count { try wait(timeout: timeout) }
     }
 }

@@ -1,9 +1,10 @@
 import HTTP1
 import Testing
+import TestSupportCore
 
 /// Random valid requests, serialised, cut at random points and parsed back: the parser must reproduce them exactly.
 @Suite("Randomized round trip")
-struct RandomizedTests {
+struct ParserRoundTripTests {
     private struct Generated {
         var wire: [UInt8]
         var events: [RequestEvent]

@@ -1,12 +1,14 @@
 import Foundation
 import Relay
+import RelayTestSupport
+import TestHarness
 import Testing
 
 /// Hostile or broken clients get a clear answer (or a closed connection), within the configured limits, and
 /// nothing else is harmed. Timeouts here are short real ones (a few hundred ms) with generous safety bounds;
 /// their logic is tested exactly, with instants, in ConnectionDeadlinesTests.
-@Suite("Hardening")
-struct HardeningTests {
+@Suite("Hostile clients")
+struct HostileClientTests {
     static func quickTimeouts(_ config: inout RelayConfiguration) {
         config.timeouts.headerReadSeconds = 0.3
         config.timeouts.bodyReadSeconds = 0.3
@@ -46,7 +48,7 @@ struct HardeningTests {
             try client.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le")
             if reset { client.reset() } else { client.close() }
         }
-        try ResourceTests.waitForNoConnections(relay, timeout: 2)
+        try relay.waitUntilNoConnections(timeout: 2)
         #expect(relay.server.liveCounts().connections == 0)
     }
 

@@ -1,1 +1,0 @@
-../RelayTests/RelayFixture.swift

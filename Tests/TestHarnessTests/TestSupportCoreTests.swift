@@ -1,0 +1,44 @@
+// The pieces of TestSupportCore every test target leans on: the generator's sequence and `eventually`'s bounds.
+import Synchronization
+import Testing
+import TestSupportCore
+
+@Suite struct TestSupportCoreTests {
+    /// The published SplitMix64 outputs for seed 0, so a wrong constant cannot pass as "random enough".
+    @Test func splitMix64MatchesTheReferenceSequence() {
+        var generator = SplitMix64(seed: 0)
+        #expect(generator.next() == 0xE220_A839_7B1D_CDAF)
+        #expect(generator.next() == 0x6E78_9E6A_A1B9_65F4)
+        #expect(generator.next() == 0x06C4_5D18_8009_454F)
+    }
+
+    @Test func eventuallyReturnsOnceTheConditionHolds() throws {
+        let checks = Atomic(0)
+        // The timeout is only a safety bound: other suites may hold every thread for a while.
+        try eventually(timeout: 30) { checks.add(1, ordering: .relaxed).newValue == 3 }
+        #expect(checks.load(ordering: .relaxed) == 3)
+    }
+
+    @Test func eventuallyThrowsWithTheStateSeenAtTheTimeout() throws {
+        let checks = Atomic(0)
+        do {
+            try eventually("done after \(checks.load(ordering: .relaxed)) checks", timeout: 0.05) {
+                checks.add(1, ordering: .relaxed)
+                return false
+            }
+            Issue.record("no timeout")
+        } catch let timeout as EventuallyTimeout {
+            #expect(timeout.seconds == 0.05)
+            #expect(timeout.what == "done after \(checks.load(ordering: .relaxed)) checks")
+            #expect(checks.load(ordering: .relaxed) > 1)
+        }
+    }
+
+    @Test func eventuallyInAnAsyncTestSuspendsBetweenChecks() async throws {
+        let checks = Atomic(0)
+        // The timeout is only a safety bound: in a full run, blocking suites may hold the shared pool's threads
+        // for seconds before a suspended check resumes.
+        try await eventually(timeout: 30) { checks.add(1, ordering: .relaxed).newValue == 3 }
+        #expect(checks.load(ordering: .relaxed) == 3)
+    }
+}
