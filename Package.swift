@@ -43,7 +43,7 @@ let package = Package(
         // Test support, in three layers so each test target takes only what it needs. Plain targets (not test
         // targets) so several test targets can share them; nothing in the products depends on them.
         // The seeded generator, `eventually`, deadlines: no sockets, for the pure-core tests too.
-        .target(name: "TestSupportCore", path: "Tests/TestSupportCore"),
+        .target(name: "TestSupportCore", dependencies: ["Support"], path: "Tests/TestSupportCore"),
         // The outside observer: raw loopback client, scripted HTTP/1.1 upstream, TLS upstream (a Python script
         // shipped as a resource), Gate and Mailbox. Depends on no relay module, so it cannot share the relay's bugs.
         .target(name: "TestHarness", dependencies: ["TestSupportCore"], path: "Tests/TestHarness",

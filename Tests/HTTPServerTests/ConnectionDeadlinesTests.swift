@@ -3,6 +3,7 @@
 import HTTPServer
 import Support
 import Testing
+import TestSupportCore
 
 /// Distinct, co-prime values so no two rows can be confused with each other.
 private let headerRead: UInt64 = 7

@@ -5,6 +5,7 @@ import HTTP1
 import HTTPServer
 import Support
 import Testing
+import TestSupportCore
 
 private typealias Machine = HTTPConnectionStateMachine
 private typealias Action = HTTPConnectionStateMachine.Action

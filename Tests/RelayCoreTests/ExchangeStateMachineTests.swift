@@ -4,6 +4,7 @@ import HTTP1
 import Relay
 import Support
 import Testing
+import TestSupportCore
 import Upstream
 
 @Suite struct ExchangeStateMachineTests {

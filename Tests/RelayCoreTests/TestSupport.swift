@@ -3,20 +3,9 @@ import HTTP1
 import Relay
 import Support
 import Testing
+import TestSupportCore
 import Upstream
 
-/// The instant every exchange in these tests starts at (an arbitrary, non-zero origin).
-let t0 = Support.Instant(nanoseconds: 1_000_000_000)
-
-/// `t0` plus whole seconds, exact.
-func at(_ seconds: UInt64, plusNanoseconds ns: UInt64 = 0) -> Support.Instant {
-    Support.Instant(nanoseconds: t0.nanoseconds + seconds * 1_000_000_000 + ns)
-}
-
-/// `t0` plus whole seconds, minus one nanosecond: the last instant before a deadline.
-func justBefore(_ seconds: UInt64) -> Support.Instant {
-    Support.Instant(nanoseconds: t0.nanoseconds + seconds * 1_000_000_000 - 1)
-}
 
 func headers(_ pairs: [(String, String)]) -> HTTPHeaders { HTTPHeaders(pairs) }
 

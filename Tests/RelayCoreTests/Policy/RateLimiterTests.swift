@@ -6,6 +6,7 @@ import Relay
 import Support
 import Synchronization
 import Testing
+import TestSupportCore
 
 private let second: UInt64 = 1_000_000_000
 

@@ -1,15 +1,15 @@
-// Shared helpers for the HTTPServer tests: fixed instants.
+// Fixed instants for tests of timers and deadlines, shared by the pure-core test targets.
 import Support
 
 /// The instant every test starts at (an arbitrary, non-zero origin).
-let t0 = Support.Instant(nanoseconds: 1_000_000_000)
+public let t0 = Support.Instant(nanoseconds: 1_000_000_000)
 
 /// `t0` plus whole seconds, exact.
-func at(_ seconds: UInt64, plusNanoseconds ns: UInt64 = 0) -> Support.Instant {
+public func at(_ seconds: UInt64, plusNanoseconds ns: UInt64 = 0) -> Support.Instant {
     Support.Instant(nanoseconds: t0.nanoseconds + seconds * 1_000_000_000 + ns)
 }
 
 /// `t0` plus whole seconds, minus one nanosecond: the last instant before a deadline.
-func justBefore(_ seconds: UInt64) -> Support.Instant {
+public func justBefore(_ seconds: UInt64) -> Support.Instant {
     Support.Instant(nanoseconds: t0.nanoseconds + seconds * 1_000_000_000 - 1)
 }
