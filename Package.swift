@@ -29,7 +29,7 @@ let package = Package(
         // libcurl multi driver: one transfer per relayed request, driven on an event loop's queue.
         .target(name: "Upstream", dependencies: ["CCurl", "HTTP1", "Transport", "Support"]),
         // Configuration, routing, request rewriting, the exchange state machine, the server.
-        .target(name: "Relay", dependencies: ["HTTP1", "Transport", "Upstream", "Support", "Auth"]),
+        .target(name: "Relay", dependencies: ["HTTP1", "Transport", "Upstream", "Support", "Auth", "Usage"]),
         .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support"]),
         // libFuzzer target for the request parser (`make fuzz`); a normal build replays a corpus instead.
         .executableTarget(name: "relay-fuzz", dependencies: ["HTTP1"]),
@@ -38,7 +38,7 @@ let package = Package(
         .executableTarget(name: "relay-bench", dependencies: ["CBenchSupport"]),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"]),
         // Pure cores (state machine, rewriting, configuration, timers): no sockets, no sleeps.
-        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support"]),
+        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support", "Usage"]),
         // The real server on port 0 between a raw test client and a scripted test upstream.
         .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support", "Auth", "COpenSSL"]),
         // OpenSSL (libcrypto) behind one small C shim: hashing, HMAC, JWK public keys, RS256/ES256.
@@ -53,6 +53,10 @@ let package = Package(
         // `relay-chat --url URL "prompt"`: a terminal chat through the relay, built on the client library.
         .executableTarget(name: "relay-chat", dependencies: ["SSERelayClient"]),
         .testTarget(name: "SSETests", dependencies: ["SSE"]),
+        // Token usage read from provider responses (OpenAI, Anthropic, Gemini, Azure OpenAI), the prompt estimate and
+        // the filter that removes an injected usage event. Pure Swift on top of `SSE`: bytes in, counts out.
+        .target(name: "Usage", dependencies: ["SSE"]),
+        .testTarget(name: "UsageTests", dependencies: ["Usage", "SSE"]),
         // The client library against the real relay (dev fake provider, scripted upstream) on port 0.
         .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "HTTP1", "Support", "Auth", "COpenSSL"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "COpenSSL", "Support"], resources: [.copy("Fixtures")]),
