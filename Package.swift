@@ -40,7 +40,7 @@ let package = Package(
         // Pure cores (state machine, rewriting, configuration, timers): no sockets, no sleeps.
         .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support", "Usage"]),
         // The real server on port 0 between a raw test client and a scripted test upstream.
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support", "Auth", "COpenSSL"]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "Transport", "Upstream", "Support", "Auth", "COpenSSL", "Usage"]),
         // OpenSSL (libcrypto) behind one small C shim: hashing, HMAC, JWK public keys, RS256/ES256.
         .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         // Client authentication: static bearer tokens and JWTs (HS256/RS256/ES256, JWKS). Pure, no I/O.
