@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A lenient, allocation-free reader of the JSON providers send: it finds a member, skips a value, reads a
 /// non-negative integer, without decoding anything else. Used on the few events that carry usage, so the usage
 /// tap never decodes a whole chunk.
@@ -155,31 +161,67 @@ struct JSONPeek {
         return out
     }
 
-    /// Which of up to 64 `keys` appear anywhere as a member name (`present`, bit i for `keys[i]`), which have a
-    /// string value that is not empty (`nonEmptyString`) and which an object value (`object`). One pass: strings are
-    /// skipped whole, so text inside a value can never pose as a key.
-    func scanKeys(_ keys: [String]) -> (present: UInt64, nonEmptyString: UInt64, object: UInt64) {
+    /// Member names to look for with `scanKeys`, as bytes (at most 64), made once.
+    struct KeySet: Sendable {
+        let keys: [[UInt8]]
+        init(_ names: [String]) {
+            precondition(names.count <= 64)
+            keys = names.map { Array($0.utf8) }
+        }
+    }
+
+    @inline(__always)
+    private static func nextQuote(_ base: UnsafePointer<UInt8>, from i: Int, _ count: Int) -> Int? {
+        guard i < count, let p = memchr(base + i, Int32(quote), count - i) else { return nil }
+        return base.distance(to: p.assumingMemoryBound(to: UInt8.self))
+    }
+
+    /// Which of `keys` appear anywhere as a member name (`present`, bit i for key i), which have a string value that
+    /// is not empty (`nonEmptyString`) and which an object value (`object`). One pass: strings are skipped whole, so
+    /// text inside a value can never pose as a key. This runs on every event of a stream, so it stays a tight loop:
+    /// no allocation, names compared by length first.
+    func scanKeys(_ set: KeySet) -> (present: UInt64, nonEmptyString: UInt64, object: UInt64) {
         var present: UInt64 = 0
         var nonEmpty: UInt64 = 0
         var object: UInt64 = 0
+        let count = bytes.count
+        guard let base = bytes.baseAddress else { return (0, 0, 0) }
         var i = 0
-        while i < bytes.count {
-            guard bytes[i] == Self.quote else { i += 1; continue }
-            guard let end = endOfString(at: i) else { break }
-            let colon = skipWhitespace(end)
-            if byte(at: colon) == UInt8(ascii: ":") {
-                let name = UnsafeBufferPointer(rebasing: bytes[(i + 1)..<(end - 1)])
-                if let k = keys.firstIndex(where: { $0.utf8.elementsEqual(name) }), k < 64 {
+        while i < count {
+            // memchr: the quotes are all that matter between keys, and it scans many bytes per step.
+            guard let open = Self.nextQuote(base, from: i, count) else { break }
+            i = open
+            // The string's closing quote: the next quote not escaped (preceded by an even run of backslashes).
+            var j = i + 1
+            while let q = Self.nextQuote(base, from: j, count) {
+                var slashes = 0
+                while q - 1 - slashes > i && base[q - 1 - slashes] == Self.backslash { slashes += 1 }
+                j = q
+                if slashes % 2 == 0 { break }
+                j = q + 1
+            }
+            guard j < count, base[j] == Self.quote, j > i else { break }
+            let nameStart = i + 1, nameCount = j - i - 1
+            var after = j + 1
+            while after < count && (base[after] == 0x20 || base[after] == 0x09 || base[after] == 0x0A || base[after] == 0x0D) { after += 1 }
+            if after < count && base[after] == UInt8(ascii: ":") {
+                for k in set.keys.indices where set.keys[k].count == nameCount {
+                    let matches = set.keys[k].withUnsafeBufferPointer { key in
+                        memcmpBytes(base + nameStart, key.baseAddress!, nameCount)
+                    }
+                    guard matches else { continue }
                     present |= 1 << k
-                    let value = skipWhitespace(colon + 1)
-                    if byte(at: value) == Self.quote, let next = byte(at: value + 1), next != Self.quote {
+                    var v = after + 1
+                    while v < count && (base[v] == 0x20 || base[v] == 0x09 || base[v] == 0x0A || base[v] == 0x0D) { v += 1 }
+                    if v + 1 < count && base[v] == Self.quote && base[v + 1] != Self.quote {
                         nonEmpty |= 1 << k
-                    } else if byte(at: value) == UInt8(ascii: "{") {
+                    } else if v < count && base[v] == UInt8(ascii: "{") {
                         object |= 1 << k
                     }
+                    break
                 }
             }
-            i = end
+            i = j + 1
         }
         return (present, nonEmpty, object)
     }
@@ -211,4 +253,15 @@ struct JSONPeek {
         }
         return count
     }
+}
+
+/// Byte equality of two buffers of `count` bytes.
+@inline(__always)
+private func memcmpBytes(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ count: Int) -> Bool {
+    var i = 0
+    while i < count {
+        if a[i] != b[i] { return false }
+        i += 1
+    }
+    return true
 }

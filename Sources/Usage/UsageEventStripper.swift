@@ -167,7 +167,7 @@ public struct UsageEventStripper: Sendable {
         if endedWithCR { lineFeedAfterCR = dropped ? .drop : .pass }
     }
 
-    private static let finishKeys = ["finish_reason"]
+    private static let finishKeys = JSONPeek.KeySet(["finish_reason"])
 
     /// A chunk in which some choice finished (`"finish_reason"` with a string value, not null).
     static func hasFinishReason(_ event: [UInt8]) -> Bool {

@@ -136,10 +136,10 @@ public struct UsageTap: Sendable {
     // MARK: Events
 
     /// OpenAI chat keys read per chunk: the delta's text fields, then `usage` (last bit).
-    private static let openAIChunkKeys = ["content", "refusal", "arguments", "reasoning_content", "reasoning", "usage"]
+    private static let openAIChunkKeys = JSONPeek.KeySet(["content", "refusal", "arguments", "reasoning_content", "reasoning", "usage"])
     private static let openAIUsageBit: UInt64 = 1 << 5
     /// Gemini keys read per chunk: content (`text`, `functionCall`), usage, and the end of the answer.
-    private static let geminiKeys = ["text", "functionCall", "usageMetadata", "finishReason"]
+    private static let geminiKeys = JSONPeek.KeySet(["text", "functionCall", "usageMetadata", "finishReason"])
 
     private mutating func read(_ event: SSEEvent) {
         var data = event.data

@@ -24,7 +24,7 @@ struct JSONPeekTests {
         let found = peek(text) { p in p.member("a", inObjectAt: p.root).flatMap { p.integer(at: $0) } }
         #expect(found == nil || found == 1)
         _ = peek(text) { p in p.endOfValue(at: p.root) }
-        _ = peek(text) { p in p.scanKeys(["a"]) }
+        _ = peek(text) { p in p.scanKeys(JSONPeek.KeySet(["a"])) }
     }
 
     @Test func nestingIsBounded() {
@@ -40,11 +40,15 @@ struct JSONPeekTests {
 
     @Test func keyScanSkipsStringValuesWhole() {
         let text = #"{"content":"\"usage\": {\"a\":1}","usage":null,"x":{"usage":{}}}"#
-        let keys = peek(text) { $0.scanKeys(["content", "usage", "missing"]) }
+        let keys = peek(text) { $0.scanKeys(JSONPeek.KeySet(["content", "usage", "missing"])) }
         #expect(keys.present == 0b011)
         #expect(keys.nonEmptyString == 0b001)
         #expect(keys.object == 0b010)   // the nested usage object
-        #expect(peek(#"{"content":""}"#) { $0.scanKeys(["content"]) }.nonEmptyString == 0)
+        #expect(peek(#"{"content":""}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.nonEmptyString == 0)
+        // Runs of backslashes before a quote: odd escapes it, even ends the string.
+        #expect(peek(#"{"a":"x\","content":"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.nonEmptyString == 1)
+        #expect(peek(#"{"a":"x\"content":"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.present == 0)
+        #expect(peek(#"{"a":"\\","content":"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.nonEmptyString == 1)
     }
 
     @Test(arguments: [(#""abc""#, 3), (#""""#, 0), (#""a\nb""#, 3), (#""\u00e9t\u00E9""#, 3), (#""é✓""#, 2),
