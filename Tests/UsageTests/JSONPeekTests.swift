@@ -46,9 +46,9 @@ struct JSONPeekTests {
         #expect(keys.object == 0b010)   // the nested usage object
         #expect(peek(#"{"content":""}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.nonEmptyString == 0)
         // Runs of backslashes before a quote: odd escapes it, even ends the string.
-        #expect(peek(#"{"a":"x\","content":"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.nonEmptyString == 1)
-        #expect(peek(#"{"a":"x\"content":"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.present == 0)
-        #expect(peek(#"{"a":"\\","content":"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.nonEmptyString == 1)
+        #expect(peek(#"{"a":"x\\","content":"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.nonEmptyString == 1)
+        #expect(peek(#"{"a":"x\\\"content\":\"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.present == 0)
+        #expect(peek(#"{"a":"\\\\","content":"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.nonEmptyString == 1)
     }
 
     @Test(arguments: [(#""abc""#, 3), (#""""#, 0), (#""a\nb""#, 3), (#""\u00e9t\u00E9""#, 3), (#""é✓""#, 2),
