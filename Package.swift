@@ -33,7 +33,7 @@ let package = Package(
         // libcurl multi driver: one transfer per relayed request, driven on an event loop's queue.
         .target(name: "Upstream", dependencies: ["CCurl", "HTTP1", "Transport", "Support"]),
         // Configuration, routing, policies, request rewriting, the exchange state machine, the composition root.
-        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth"]),
+        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage"]),
         .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support"]),
         // libFuzzer target for the request parser (`make fuzz`); a normal build replays a corpus instead.
         .executableTarget(name: "relay-fuzz", dependencies: ["HTTP1"]),
@@ -57,10 +57,10 @@ let package = Package(
         // The connection state machine, deadlines and client-address rules, as values: no sockets, no sleeps.
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP1", "Support", "TestSupportCore"]),
         // Pure cores (state machine, rewriting, configuration, timers): no sockets, no sleeps.
-        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "TestSupportCore"]),
+        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "TestSupportCore", "Usage"]),
         // The real server on port 0 between a raw test client and a scripted test upstream.
         .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "COpenSSL",
-                                                      "RelayTestSupport", "TestHarness", "TestSupportCore"]),
+                                                      "RelayTestSupport", "TestHarness", "TestSupportCore", "Usage"]),
         // OpenSSL (libcrypto) behind one small C shim: hashing, HMAC, JWK public keys, RS256/ES256.
         .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         // Client authentication: static bearer tokens and JWTs (HS256/RS256/ES256, JWKS). Pure, no I/O.
@@ -73,6 +73,10 @@ let package = Package(
         // `relay-chat --url URL "prompt"`: a terminal chat through the relay, built on the client library.
         .executableTarget(name: "relay-chat", dependencies: ["SSERelayClient"]),
         .testTarget(name: "SSETests", dependencies: ["SSE", "TestSupportCore"]),
+        // Token usage read from provider responses (OpenAI, Anthropic, Gemini, Azure OpenAI), the prompt estimate and
+        // the filter that removes an injected usage event. Pure Swift on top of `SSE`: bytes in, counts out.
+        .target(name: "Usage", dependencies: ["SSE"]),
+        .testTarget(name: "UsageTests", dependencies: ["Usage", "SSE", "TestSupportCore"]),
         // The client library against the real relay (dev fake provider, scripted upstream) on port 0.
         .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "Support", "Auth", "COpenSSL",
                                                                "RelayTestSupport", "TestHarness", "TestSupportCore"]),

@@ -4,6 +4,7 @@ import Synchronization
 import Support
 import Transport
 import Upstream
+import Usage
 
 /// The command line: arguments → configuration → server → run until a signal. Lives here rather than in
 /// `main.swift` because closures written in top-level code are main-actor isolated, and a Dispatch signal
@@ -126,8 +127,15 @@ public enum RelayCommand {
                 return 1
             }
             fakeProvider = provider
+            // The same fake behind two presets: OpenAI's chat completions under /v1/, Anthropic's Messages at
+            // /v1/messages (the longer, exact route wins), so both usage shapes can be tried.
             configuration.upstreams["dev"] = .init(name: "dev", baseURL: provider.baseURL, key: Secret(FakeProvider.devKey))
-            configuration.routes = [.init(prefix: "/v1/", upstream: "dev")]
+            configuration.upstreams["dev-anthropic"] = .init(name: "dev-anthropic", baseURL: provider.baseURL,
+                                                             key: Secret(FakeProvider.devKey), provider: .anthropic)
+            configuration.routes = [
+                .init(prefix: "/v1/", upstream: "dev"),
+                .init(prefix: "/v1/messages", upstream: "dev-anthropic", methods: ["POST"], exact: true, provider: .anthropic),
+            ]
             logger.warning("dev mode: requests go to the built-in fake provider, and no client authentication is checked",
                            [("fake_provider", .string(provider.baseURL)), ("pace_ms", .double(options.devPaceMs))])
         } else {

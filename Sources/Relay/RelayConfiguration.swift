@@ -3,6 +3,7 @@ import HTTP1
 import HTTPServer
 import Support
 import Upstream
+import Usage
 
 /// Everything the relay needs to run, validated. Built from a JSON file (`RelayConfiguration.load`) or in code
 /// (tests, dev mode). Secrets are resolved at load time, so an unset key variable stops start-up instead of
@@ -26,6 +27,8 @@ public struct RelayConfiguration: Sendable {
         /// Scheme, host, optional port and optional path prefix; no trailing slash.
         public var baseURL: String
         public var key: Secret?
+        /// The API family: how the key is sent (`keyHeader`'s default, fixed headers) and how usage is read.
+        public var provider: Provider
         public var keyHeader: String
         public var keyPrefix: String
         /// `httpVersion`: what to speak to an https:// provider. "1.1" (default) closes a cancelled request's
@@ -38,14 +41,19 @@ public struct RelayConfiguration: Sendable {
         /// provider, retires an idle connection, and a request never races the provider's close. Such a race
         /// is answered 502 `upstream_connection_reset` (never a second send of a chat request).
         public var idleConnectionSeconds = 30
-        public init(name: String, baseURL: String, key: Secret?, keyHeader: String = "Authorization", keyPrefix: String = "Bearer ") {
+        /// `keyHeader` defaults to the provider's (`Provider.keyHeader`), `keyPrefix` to `Bearer ` for
+        /// `Authorization` and nothing otherwise.
+        public init(name: String, baseURL: String, key: Secret?, provider: Provider = .openai, keyHeader: String? = nil,
+                    keyPrefix: String? = nil) {
             self.name = name
             var url = baseURL
             while url.hasSuffix("/") { url.removeLast() }
             self.baseURL = url
             self.key = key
-            self.keyHeader = keyHeader
-            self.keyPrefix = keyPrefix
+            self.provider = provider
+            let header = keyHeader ?? provider.keyHeader
+            self.keyHeader = header
+            self.keyPrefix = keyPrefix ?? Provider.keyPrefix(forHeader: header)
         }
     }
 
@@ -63,8 +71,15 @@ public struct RelayConfiguration: Sendable {
         public var exact: Bool
         /// Model allowlist and max-tokens ceiling, checked against the JSON body before the provider is called.
         public var bodyPolicy: BodyPolicy
+        /// The provider of `upstream`, copied here by the configuration reader so everything that handles this
+        /// route's requests and responses (query rewriting, usage reading) has it at hand. Code that builds a
+        /// configuration sets it to its upstream's.
+        public var provider: Provider
+        /// Usage accounting options (`usage.inject`, `onClientCancel`, `drainMaxSeconds`).
+        public var usage: RouteUsage
         public init(prefix: String, upstream: String, stripPrefix: Bool = false, methods: [String] = Route.defaultMethods,
-                    auth: RouteAuth = .none, exact: Bool = false, bodyPolicy: BodyPolicy = BodyPolicy()) {
+                    auth: RouteAuth = .none, exact: Bool = false, bodyPolicy: BodyPolicy = BodyPolicy(),
+                    provider: Provider = .openai, usage: RouteUsage = RouteUsage()) {
             self.prefix = prefix
             self.upstream = upstream
             self.stripPrefix = stripPrefix
@@ -72,7 +87,14 @@ public struct RelayConfiguration: Sendable {
             self.auth = auth
             self.exact = exact
             self.bodyPolicy = bodyPolicy
+            self.provider = provider
+            self.usage = usage
         }
+
+        /// Whether streaming chat requests on this route get `stream_options.include_usage` added (and the extra
+        /// usage event removed from the client's stream): `usage.inject`, else the provider's default; never for a
+        /// provider that does not speak OpenAI's format.
+        public var injectsUsage: Bool { provider.speaksOpenAI && (usage.inject ?? provider.injectsUsageByDefault) }
 
         /// Prefix matching stops at segment boundaries: `/v1/models` matches `/v1/models` and `/v1/models/x`,
         /// never `/v1/modelsX` (a prefix ending in `/` is its own boundary).
@@ -250,7 +272,7 @@ struct ConfigReader {
             for name in ups.keys.sorted() {
                 let path = "upstreams.\(name)"
                 guard let u = ups[name] as? [String: Any] else { problem(path, "must be an object"); continue }
-                checkKnown(u, ["baseURL", "key", "keyHeader", "keyPrefix", "httpVersion", "caFile", "idleConnectionSeconds"], path)
+                checkKnown(u, ["baseURL", "key", "provider", "keyHeader", "keyPrefix", "httpVersion", "caFile", "idleConnectionSeconds"], path)
                 guard let base = string(u, "baseURL", "\(path).baseURL") else {
                     if u["baseURL"] == nil { problem("\(path).baseURL", "is required") }
                     continue
@@ -262,10 +284,12 @@ struct ConfigReader {
                 if let k = u["key"] {
                     key = secret(k, "\(path).key")
                 }
-                let header = string(u, "keyHeader", "\(path).keyHeader") ?? "Authorization"
+                let provider = self.provider(u, path)
+                let header = string(u, "keyHeader", "\(path).keyHeader") ?? provider.keyHeader
                 if !isToken(header) { problem("\(path).keyHeader", "must be a header name") }
-                let prefix = string(u, "keyPrefix", "\(path).keyPrefix") ?? (header.lowercased() == "authorization" ? "Bearer " : "")
-                var upstream = RelayConfiguration.Upstream(name: name, baseURL: base, key: key, keyHeader: header, keyPrefix: prefix)
+                let prefix = string(u, "keyPrefix", "\(path).keyPrefix") ?? Provider.keyPrefix(forHeader: header)
+                var upstream = RelayConfiguration.Upstream(name: name, baseURL: base, key: key, provider: provider,
+                                                           keyHeader: header, keyPrefix: prefix)
                 if let version = string(u, "httpVersion", "\(path).httpVersion") {
                     if let parsed = UpstreamHTTPVersion(rawValue: version) {
                         upstream.httpVersion = parsed
@@ -294,7 +318,8 @@ struct ConfigReader {
             for (i, r) in routes.enumerated() {
                 let path = "routes[\(i)]"
                 guard let route = r as? [String: Any] else { problem(path, "must be an object"); continue }
-                checkKnown(route, ["prefix", "upstream", "stripPrefix", "methods", "auth", "exact", "models", "maxTokens"], path)
+                checkKnown(route, ["prefix", "upstream", "stripPrefix", "methods", "auth", "exact", "models", "maxTokens",
+                                   "usage", "onClientCancel", "drainMaxSeconds"], path)
                 let prefix = string(route, "prefix", "\(path).prefix")
                 let upstream = string(route, "upstream", "\(path).upstream")
                 if prefix == nil && route["prefix"] == nil { problem("\(path).prefix", "is required") }
@@ -315,9 +340,12 @@ struct ConfigReader {
                 let auth = routeAuth(route["auth"], "\(path).auth")
                 let exact = bool(route, "exact", "\(path).exact") ?? false
                 let bodyPolicy = self.bodyPolicy(route, path)
+                let provider = upstream.flatMap { config.upstreams[$0]?.provider } ?? .openai
+                let usage = routeUsage(route, path, provider: provider)
                 if let prefix, let upstream {
                     config.routes.append(.init(prefix: prefix, upstream: upstream, stripPrefix: strip, methods: methods,
-                                               auth: auth ?? .none, exact: exact, bodyPolicy: bodyPolicy))
+                                               auth: auth ?? .none, exact: exact, bodyPolicy: bodyPolicy,
+                                               provider: provider, usage: usage))
                 }
             }
         } else {

@@ -1,6 +1,7 @@
 import HTTP1
 import HTTPServer
 import Support
+import Usage
 
 /// Turns a client's request head into the upstream request's URL and headers. Pure: same input, same output.
 ///
@@ -10,8 +11,9 @@ import Support
 /// uncompressed response (compressed SSE has broken many proxies' streams); fields that let a client steer the
 /// provider or forge where it came from go (`steeringFields`, and any name with `_`); `X-Forwarded-For` is the one
 /// `ClientAddressResolver` built (the client's own claim is replaced, never appended to); `X-Forwarded-Proto` is
-/// kept if a trusted proxy set it, else `http`; the request id is set; the provider key is injected last, so nothing
-/// the client sent can override it.
+/// kept if a trusted proxy set it, else `http`; the request id is set; the provider preset's fixed fields are added
+/// when the client sent none (`anthropic-version`); the provider key is injected last, so nothing the client sent can
+/// override it.
 public enum RequestRewriter {
     /// Fields that carry a caller's credentials to some provider or site.
     public static let clientCredentialFields: [String] = [
@@ -27,10 +29,16 @@ public enum RequestRewriter {
     ]
 
     /// The provider URL for a checked path: the base URL, the path (without the route's prefix when
-    /// `stripPrefix`), and the query as the client sent it. Sent as is (`CURLOPT_PATH_AS_IS`).
+    /// `stripPrefix`), and the query as the client sent it. Sent as is (`CURLOPT_PATH_AS_IS`). On Gemini routes a
+    /// `key` parameter goes (Gemini accepts the key there too; the relay's own goes in `x-goog-api-key`), every other
+    /// byte of the query stays; a query left empty by that loses its `?`.
     public static func upstreamURL(baseURL: String, route: RelayConfiguration.Route, path: RequestPath) -> String {
         let upstreamPath = route.stripPrefix ? path.removingPrefix(route.prefix) : path.path
-        guard let query = path.query else { return baseURL + upstreamPath }
+        guard var query = path.query else { return baseURL + upstreamPath }
+        if route.provider == .gemini {
+            query = QueryParameters.removing("key", from: query)
+            if query.isEmpty { return baseURL + upstreamPath }
+        }
         return baseURL + upstreamPath + "?" + query
     }
 
@@ -54,6 +62,9 @@ public enum RequestRewriter {
             headers.add(name: "X-Forwarded-Proto", value: "http")
         }
         headers.add(name: "X-Request-Id", value: requestID)
+        for field in upstream.provider.defaultHeaders where !headers.contains(field.name) {
+            headers.add(name: field.name, value: field.value)
+        }
         if let key = upstream.key {
             headers.add(name: upstream.keyHeader, value: upstream.keyPrefix + key.revealForHeader())
         }

@@ -1,0 +1,29 @@
+/// Label values for `sse_relay_tokens_total{route,model,kind,source}` and the access log's `model`, kept bounded.
+public enum UsageLabels {
+    /// The `model` label: the requested model when it is in the route's allowlist (`routes[].models`), else
+    /// `other`. Without an allowlist every model is `other`: a label whose values clients choose would let them
+    /// grow the metrics without bound.
+    public static func model(_ requested: String?, allowlist: [String]?) -> String {
+        guard let requested, let allowlist, allowlist.contains(where: { $0.utf8.elementsEqual(requested.utf8) }) else {
+            return "other"
+        }
+        return requested
+    }
+
+    /// The model a request names, for the access log: the body's top-level `"model"` string (OpenAI, Anthropic),
+    /// or for Gemini the path's `models/NAME:method` segment. nil when there is none. Log it only through the
+    /// logger's escaping, it is client text.
+    public static func requestedModel(body: [UInt8], path: String) -> String? {
+        if let members = try? JSONTopLevel.scan(body) {
+            let found = members.filter { $0.hasKey("model") }
+            if found.count == 1, found[0].kind == .string, let model = JSONTopLevel.string(in: body, at: found[0].valueRange) {
+                return model
+            }
+        }
+        let bare = path.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        guard let range = bare.range(of: "/models/") else { return nil }
+        let rest = bare[range.upperBound...]
+        let name = rest.prefix { $0 != ":" && $0 != "/" }
+        return name.isEmpty ? nil : String(name)
+    }
+}

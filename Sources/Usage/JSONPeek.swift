@@ -1,0 +1,267 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A lenient, allocation-free reader of the JSON providers send: it finds a member, skips a value, reads a
+/// non-negative integer, without decoding anything else. Used on the few events that carry usage, so the usage
+/// tap never decodes a whole chunk.
+///
+/// Lenient on purpose: it reads what a provider wrote, not what a client may smuggle (request bodies the relay
+/// forwards are checked by the strict `JSONTopLevel` in the relay). Malformed or truncated input yields `nil`, never
+/// a trap; nesting is capped at `maxDepth` so hostile input costs bounded stack. Keys are compared as raw bytes
+/// (providers never escape the ASCII key names read here); a key that appears twice resolves to the last one, as in
+/// JavaScript's and Python's parsers.
+struct JSONPeek {
+    static let maxDepth = 64
+    let bytes: UnsafeBufferPointer<UInt8>
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    private static let quote = UInt8(ascii: "\"")
+    private static let backslash = UInt8(ascii: "\\")
+
+    func skipWhitespace(_ i: Int) -> Int {
+        var i = i
+        while i < bytes.count {
+            switch bytes[i] {
+            case 0x20, 0x09, 0x0A, 0x0D: i += 1
+            default: return i
+            }
+        }
+        return i
+    }
+
+    /// The first non-whitespace index, where the top-level value starts.
+    var root: Int { skipWhitespace(0) }
+
+    func byte(at i: Int) -> UInt8? { i >= 0 && i < bytes.count ? bytes[i] : nil }
+
+    /// The index after the closing quote of the string whose opening quote is at `i`.
+    func endOfString(at i: Int) -> Int? {
+        guard byte(at: i) == Self.quote else { return nil }
+        var j = i + 1
+        while j < bytes.count {
+            let c = bytes[j]
+            if c == Self.quote { return j + 1 }
+            j += c == Self.backslash ? 2 : 1
+        }
+        return nil
+    }
+
+    /// The index after the value starting at `i` (no leading whitespace).
+    func endOfValue(at i: Int, depth: Int = 1) -> Int? {
+        guard let c = byte(at: i) else { return nil }
+        switch c {
+        case Self.quote:
+            return endOfString(at: i)
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            guard depth <= Self.maxDepth else { return nil }
+            let close = c == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+            var j = skipWhitespace(i + 1)
+            if byte(at: j) == close { return j + 1 }
+            while j < bytes.count {
+                if c == UInt8(ascii: "{") {
+                    guard let keyEnd = endOfString(at: j) else { return nil }
+                    j = skipWhitespace(keyEnd)
+                    guard byte(at: j) == UInt8(ascii: ":") else { return nil }
+                    j = skipWhitespace(j + 1)
+                }
+                guard let valueEnd = endOfValue(at: j, depth: depth + 1) else { return nil }
+                j = skipWhitespace(valueEnd)
+                guard let next = byte(at: j) else { return nil }
+                if next == close { return j + 1 }
+                guard next == UInt8(ascii: ",") else { return nil }
+                j = skipWhitespace(j + 1)
+            }
+            return nil
+        default:
+            // A number or literal: everything up to the next delimiter.
+            var j = i
+            while j < bytes.count {
+                switch bytes[j] {
+                case UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), 0x20, 0x09, 0x0A, 0x0D:
+                    return j == i ? nil : j
+                default: j += 1
+                }
+            }
+            return j == i ? nil : j
+        }
+    }
+
+    /// Where the value of `key` starts in the object at `object`, or nil (no such member, not an object, malformed).
+    func member(_ key: String, inObjectAt object: Int) -> Int? {
+        guard byte(at: object) == UInt8(ascii: "{") else { return nil }
+        var found: Int?
+        var j = skipWhitespace(object + 1)
+        if byte(at: j) == UInt8(ascii: "}") { return nil }
+        while j < bytes.count {
+            guard let keyEnd = endOfString(at: j) else { return nil }
+            let isKey = key.utf8.elementsEqual(UnsafeBufferPointer(rebasing: bytes[(j + 1)..<(keyEnd - 1)]))
+            j = skipWhitespace(keyEnd)
+            guard byte(at: j) == UInt8(ascii: ":") else { return nil }
+            j = skipWhitespace(j + 1)
+            if isKey { found = j }
+            guard let valueEnd = endOfValue(at: j, depth: 2) else { return found }
+            j = skipWhitespace(valueEnd)
+            guard let next = byte(at: j) else { return found }
+            if next == UInt8(ascii: "}") { return found }
+            guard next == UInt8(ascii: ",") else { return found }
+            j = skipWhitespace(j + 1)
+        }
+        return found
+    }
+
+    /// Follows `keys` from the object at `start`.
+    func path(_ keys: String..., from start: Int) -> Int? {
+        var at = start
+        for key in keys {
+            guard let next = member(key, inObjectAt: at) else { return nil }
+            at = next
+        }
+        return at
+    }
+
+    /// A non-negative integer written at `i` (token counts); nil for null, fractions, negatives, anything else.
+    func integer(at i: Int) -> Int? {
+        var j = i
+        var value = 0
+        while let c = byte(at: j), c >= UInt8(ascii: "0"), c <= UInt8(ascii: "9") {
+            let (times10, o1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, o2) = times10.addingReportingOverflow(Int(c - UInt8(ascii: "0")))
+            if o1 || o2 { return nil }
+            value = sum
+            j += 1
+        }
+        guard j > i else { return nil }
+        if let c = byte(at: j), c == UInt8(ascii: ".") || c == UInt8(ascii: "e") || c == UInt8(ascii: "E") { return nil }
+        return value
+    }
+
+    func isObject(at i: Int) -> Bool { byte(at: i) == UInt8(ascii: "{") }
+
+    func isEmptyArray(at i: Int) -> Bool {
+        byte(at: i) == UInt8(ascii: "[") && byte(at: skipWhitespace(i + 1)) == UInt8(ascii: "]")
+    }
+
+    /// The start of every element of the array at `i`, in order (stops quietly at malformed input).
+    func elements(ofArrayAt i: Int) -> [Int] {
+        guard byte(at: i) == UInt8(ascii: "[") else { return [] }
+        var out: [Int] = []
+        var j = skipWhitespace(i + 1)
+        if byte(at: j) == UInt8(ascii: "]") { return [] }
+        while j < bytes.count {
+            out.append(j)
+            guard let end = endOfValue(at: j, depth: 2) else { return out }
+            j = skipWhitespace(end)
+            guard byte(at: j) == UInt8(ascii: ",") else { return out }
+            j = skipWhitespace(j + 1)
+        }
+        return out
+    }
+
+    /// Member names to look for with `scanKeys`, as bytes (at most 64), made once.
+    struct KeySet: Sendable {
+        let keys: [[UInt8]]
+        init(_ names: [String]) {
+            precondition(names.count <= 64)
+            keys = names.map { Array($0.utf8) }
+        }
+    }
+
+    @inline(__always)
+    private static func nextQuote(_ base: UnsafePointer<UInt8>, from i: Int, _ count: Int) -> Int? {
+        guard i < count, let p = memchr(base + i, Int32(quote), count - i) else { return nil }
+        return base.distance(to: p.assumingMemoryBound(to: UInt8.self))
+    }
+
+    /// Which of `keys` appear anywhere as a member name (`present`, bit i for key i), which have a string value that
+    /// is not empty (`nonEmptyString`) and which an object value (`object`). One pass: strings are skipped whole, so
+    /// text inside a value can never pose as a key. This runs on every event of a stream, so it stays a tight loop:
+    /// no allocation, names compared by length first.
+    func scanKeys(_ set: KeySet) -> (present: UInt64, nonEmptyString: UInt64, object: UInt64) {
+        var present: UInt64 = 0
+        var nonEmpty: UInt64 = 0
+        var object: UInt64 = 0
+        let count = bytes.count
+        guard let base = bytes.baseAddress else { return (0, 0, 0) }
+        var i = 0
+        while i < count {
+            // memchr: the quotes are all that matter between keys, and it scans many bytes per step.
+            guard let open = Self.nextQuote(base, from: i, count) else { break }
+            i = open
+            // The string's closing quote: the next quote not escaped (preceded by an even run of backslashes).
+            var j = i + 1
+            while let q = Self.nextQuote(base, from: j, count) {
+                var slashes = 0
+                while q - 1 - slashes > i && base[q - 1 - slashes] == Self.backslash { slashes += 1 }
+                j = q
+                if slashes % 2 == 0 { break }
+                j = q + 1
+            }
+            guard j < count, base[j] == Self.quote, j > i else { break }
+            let nameStart = i + 1, nameCount = j - i - 1
+            var after = j + 1
+            while after < count && (base[after] == 0x20 || base[after] == 0x09 || base[after] == 0x0A || base[after] == 0x0D) { after += 1 }
+            if after < count && base[after] == UInt8(ascii: ":") {
+                for k in set.keys.indices where set.keys[k].count == nameCount {
+                    let matches = set.keys[k].withUnsafeBufferPointer { key in
+                        memcmpBytes(base + nameStart, key.baseAddress!, nameCount)
+                    }
+                    guard matches else { continue }
+                    present |= 1 << k
+                    var v = after + 1
+                    while v < count && (base[v] == 0x20 || base[v] == 0x09 || base[v] == 0x0A || base[v] == 0x0D) { v += 1 }
+                    if v + 1 < count && base[v] == Self.quote && base[v + 1] != Self.quote {
+                        nonEmpty |= 1 << k
+                    } else if v < count && base[v] == UInt8(ascii: "{") {
+                        object |= 1 << k
+                    }
+                    break
+                }
+            }
+            i = j + 1
+        }
+        return (present, nonEmpty, object)
+    }
+
+    /// The number of Unicode scalars the string at `i` decodes to (escapes count as the one character they
+    /// stand for; a surrogate pair as one), or nil if there is no string there.
+    func characterCount(ofStringAt i: Int) -> Int? {
+        guard let end = endOfString(at: i) else { return nil }
+        var count = 0
+        var j = i + 1
+        while j < end - 1 {
+            let c = bytes[j]
+            if c == Self.backslash {
+                if byte(at: j + 1) == UInt8(ascii: "u") {
+                    // A high surrogate's escape and its low half make one character: count the high half only.
+                    let isLowSurrogate = j + 2 < end && (bytes[j + 2] | 0x20) == UInt8(ascii: "d")
+                        && j + 3 < end && [UInt8(ascii: "c"), UInt8(ascii: "d"), UInt8(ascii: "e"), UInt8(ascii: "f")].contains(bytes[j + 3] | 0x20)
+                    if !isLowSurrogate { count += 1 }
+                    j += 6
+                } else {
+                    count += 1
+                    j += 2
+                }
+            } else {
+                // Count UTF-8 lead bytes (anything but 10xxxxxx continuation bytes).
+                if c & 0xC0 != 0x80 { count += 1 }
+                j += 1
+            }
+        }
+        return count
+    }
+}
+
+/// Byte equality of two buffers of `count` bytes.
+@inline(__always)
+private func memcmpBytes(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ count: Int) -> Bool {
+    var i = 0
+    while i < count {
+        if a[i] != b[i] { return false }
+        i += 1
+    }
+    return true
+}

@@ -1,0 +1,95 @@
+/// Token counts a provider reported, possibly partial (a stream cut before its last usage event).
+struct ProviderCounts: Sendable, Equatable {
+    var prompt: Int?
+    var completion: Int?
+    var cached: Int?
+    var reasoning: Int?
+    var cacheCreation: Int?
+    /// Anthropic's `input_tokens` (uncached input only), kept so a later event can update one part of `prompt`.
+    var uncachedInput: Int?
+    /// The provider's final counts arrived (the usage chunk, `response.completed`, `message_delta`, the last
+    /// `usageMetadata` beside a `finishReason`, a JSON body's usage).
+    var final = false
+
+    var isEmpty: Bool { prompt == nil && completion == nil }
+}
+
+/// Where each provider writes its usage, read with `JSONPeek` from the object that holds the counts.
+enum UsageReaders {
+    /// OpenAI's usage object: chat completions (`prompt_tokens`, `completion_tokens`, `…_details`) or the Responses
+    /// API (`input_tokens`, `output_tokens`, `…_details`); both name the same counts.
+    static func openAI(_ p: JSONPeek, usageAt u: Int, into c: inout ProviderCounts) {
+        guard p.isObject(at: u) else { return }
+        let prompt = int(p, u, "prompt_tokens") ?? int(p, u, "input_tokens")
+        let completion = int(p, u, "completion_tokens") ?? int(p, u, "output_tokens")
+        c.prompt = prompt ?? c.prompt
+        c.completion = completion ?? c.completion
+        c.cached = int(p, u, "prompt_tokens_details", "cached_tokens") ?? int(p, u, "input_tokens_details", "cached_tokens") ?? c.cached
+        c.reasoning = int(p, u, "completion_tokens_details", "reasoning_tokens")
+            ?? int(p, u, "output_tokens_details", "reasoning_tokens") ?? c.reasoning
+        if prompt != nil && completion != nil { c.final = true }
+    }
+
+    /// Anthropic's usage object (`message_start`'s `message.usage`, `message_delta`'s `usage`, a Messages body's
+    /// `usage`). Anthropic counts uncached input, cache reads and cache writes apart; `prompt` is their sum.
+    /// `message_delta` counts are cumulative, and recent API versions repeat the input counts there too.
+    static func anthropic(_ p: JSONPeek, usageAt u: Int, into c: inout ProviderCounts, final: Bool) {
+        guard p.isObject(at: u) else { return }
+        let input = int(p, u, "input_tokens")
+        let cacheRead = int(p, u, "cache_read_input_tokens")
+        let cacheWrite = int(p, u, "cache_creation_input_tokens")
+        if input != nil || cacheRead != nil || cacheWrite != nil {
+            c.uncachedInput = input ?? c.uncachedInput
+            c.cached = cacheRead ?? c.cached
+            c.cacheCreation = cacheWrite ?? c.cacheCreation
+            c.prompt = (c.uncachedInput ?? 0) + (c.cached ?? 0) + (c.cacheCreation ?? 0)
+        }
+        if let output = int(p, u, "output_tokens") {
+            c.completion = output
+            if final { c.final = true }
+        }
+    }
+
+    /// Gemini's `usageMetadata`. `candidatesTokenCount` leaves out thinking, billed as output: `completion` adds
+    /// `thoughtsTokenCount`.
+    static func gemini(_ p: JSONPeek, usageAt u: Int, into c: inout ProviderCounts, final: Bool) {
+        guard p.isObject(at: u) else { return }
+        let prompt = int(p, u, "promptTokenCount")
+        let candidates = int(p, u, "candidatesTokenCount")
+        let thoughts = int(p, u, "thoughtsTokenCount")
+        c.prompt = prompt ?? c.prompt
+        if candidates != nil || thoughts != nil { c.completion = (candidates ?? 0) + (thoughts ?? 0) }
+        c.cached = int(p, u, "cachedContentTokenCount") ?? c.cached
+        c.reasoning = thoughts ?? c.reasoning
+        if final && prompt != nil { c.final = true }
+    }
+
+    /// A complete non-streaming JSON body.
+    static func body(_ p: JSONPeek, provider: Provider, into c: inout ProviderCounts) {
+        let root = p.root
+        switch provider {
+        case .openai, .azureOpenAI:
+            if let u = p.member("usage", inObjectAt: root) { openAI(p, usageAt: u, into: &c) }
+        case .anthropic:
+            if let u = p.member("usage", inObjectAt: root) { anthropic(p, usageAt: u, into: &c, final: true) }
+        case .gemini:
+            // `generateContent` answers one object; `streamGenerateContent` without `alt=sse` a JSON array of them.
+            if p.byte(at: root) == UInt8(ascii: "[") {
+                for element in p.elements(ofArrayAt: root) {
+                    if let u = p.member("usageMetadata", inObjectAt: element) { gemini(p, usageAt: u, into: &c, final: true) }
+                }
+            } else if let u = p.member("usageMetadata", inObjectAt: root) {
+                gemini(p, usageAt: u, into: &c, final: true)
+            }
+        }
+    }
+
+    private static func int(_ p: JSONPeek, _ object: Int, _ keys: String...) -> Int? {
+        var at = object
+        for key in keys {
+            guard let next = p.member(key, inObjectAt: at) else { return nil }
+            at = next
+        }
+        return p.integer(at: at)
+    }
+}

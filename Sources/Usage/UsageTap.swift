@@ -1,0 +1,237 @@
+import SSE
+
+/// Reads token usage from a copy of a response body as it streams past: bytes in (split anywhere), counts out.
+/// It never sees the client's bytes, so it can neither alter nor delay them. A plain value, owned by whoever owns the
+/// exchange (one serial queue); no I/O.
+///
+/// `text/event-stream` bodies run through `SSEParser` and each event goes to the provider's reader; JSON bodies are
+/// buffered up to `maxJSONBytes` and read once, when `usage(estimatedPrompt:)` is asked; any other body is ignored.
+/// What is read, per provider (see README, "Usage and cost"):
+/// - OpenAI / Azure OpenAI chat completions: the chunk whose `usage` is an object (the last one, sent when the
+///   request has `stream_options.include_usage`); Responses API: `response.completed` (also `.incomplete`,
+///   `.failed`) → `response.usage`.
+/// - Anthropic Messages: `message_start` → `message.usage` (input and cache counts), `message_delta` → `usage`
+///   (`output_tokens`, final).
+/// - Gemini: the last `usageMetadata`; final once it comes with a `finishReason`.
+///
+/// Reading only what is needed: events are told apart by their `event` name or a one-pass key scan that skips
+/// string values whole; a chunk's JSON is walked (never decoded into objects) only when it carries usage. Gemini
+/// repeats `usageMetadata` in every chunk, so only the latest such event is kept (the parser's own string, no copy)
+/// and walked when usage is asked.
+///
+/// Content events, the estimate's unit (one is about one token; the deltas are counted, not their bytes):
+/// OpenAI chat chunks with a non-empty `content`, `refusal`, `arguments`, `reasoning_content` or `reasoning`
+/// string; Responses API events named `….delta`; Anthropic `content_block_delta`; Gemini chunks with a non-empty
+/// `text` or a `functionCall`.
+///
+/// Memory is bounded: one event (`maxEventBytes`) or the JSON body (`maxJSONBytes`). Past either bound the tap
+/// gives up (`gaveUp`): what it read so far still counts, and the result is an estimate.
+public struct UsageTap: Sendable {
+    public static let defaultMaxJSONBytes = 1 << 20
+    public static let defaultMaxEventBytes = 1 << 20
+
+    /// How the body is read, from its content type.
+    public enum Format: Sendable, Equatable {
+        case eventStream
+        case json
+        case ignored
+
+        public init(contentType: String?) {
+            let type = (contentType ?? "").lowercased()
+            let media = type.split(separator: ";", maxSplits: 1).first.map { $0.trimmingSpaces } ?? ""
+            if media == "text/event-stream" {
+                self = .eventStream
+            } else if media == "application/json" || media.hasSuffix("+json") {
+                self = .json
+            } else {
+                self = .ignored
+            }
+        }
+    }
+
+    public let provider: Provider
+    public let format: Format
+    public let maxJSONBytes: Int
+    /// Content events seen so far (see the type's documentation).
+    public private(set) var contentEvents = 0
+    /// A bound was passed; the tap stopped reading.
+    public private(set) var gaveUp = false
+
+    private var parser: SSEParser
+    private var counts = ProviderCounts()
+    private var body: [UInt8] = []
+    /// Gemini: the latest event that carries `usageMetadata`, and whether it had a `finishReason`.
+    private var latestGeminiUsage: String?
+    private var latestGeminiFinal = false
+
+    public init(provider: Provider, contentType: String?, maxJSONBytes: Int = UsageTap.defaultMaxJSONBytes,
+                maxEventBytes: Int = UsageTap.defaultMaxEventBytes) {
+        self.provider = provider
+        self.format = Format(contentType: contentType)
+        self.maxJSONBytes = maxJSONBytes
+        self.parser = SSEParser(maxEventBytes: maxEventBytes)
+    }
+
+    /// Feeds the next bytes of the response body, exactly as received.
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+        guard !gaveUp, !bytes.isEmpty else { return }
+        switch format {
+        case .ignored:
+            return
+        case .json:
+            guard body.count + bytes.count <= maxJSONBytes else {
+                gaveUp = true
+                body = []
+                return
+            }
+            body.append(contentsOf: bytes)
+        case .eventStream:
+            // The parser leaves `self` while it calls back into it (exclusive access); `swap` keeps its buffers
+            // uniquely referenced, so nothing is copied.
+            var running = SSEParser(maxEventBytes: 0)
+            swap(&running, &parser)
+            defer { swap(&running, &parser) }
+            do {
+                try running.parse(bytes) { event in self.read(event) }
+            } catch {
+                gaveUp = true
+            }
+        }
+    }
+
+    public mutating func feed(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { feed($0) }
+    }
+
+    /// The usage so far. `estimatedPrompt` (from `PromptEstimate`) stands in for the prompt count when the
+    /// provider gave none. Complete provider counts are `.provider`; anything less is `.estimate`, with each
+    /// missing count estimated (prompt: `estimatedPrompt`; completion: the larger of the provider's partial count
+    /// and `contentEvents`); with nothing at all to go on, `.none`.
+    public func usage(estimatedPrompt: Int? = nil) -> Usage {
+        var c = counts
+        switch format {
+        case .json where !body.isEmpty:
+            body.withUnsafeBufferPointer { UsageReaders.body(JSONPeek($0), provider: provider, into: &c) }
+        case .eventStream:
+            if var data = latestGeminiUsage {
+                data.withUTF8 { buffer in
+                    let p = JSONPeek(buffer)
+                    if let u = p.member("usageMetadata", inObjectAt: p.root) {
+                        UsageReaders.gemini(p, usageAt: u, into: &c, final: latestGeminiFinal)
+                    }
+                }
+            }
+        default:
+            break
+        }
+        if c.final, let prompt = c.prompt, let completion = c.completion {
+            return Usage(prompt: prompt, completion: completion, cached: c.cached, reasoning: c.reasoning,
+                         cacheCreation: c.cacheCreation, source: .provider)
+        }
+        guard !c.isEmpty || contentEvents > 0 || estimatedPrompt != nil else { return .none }
+        return Usage(prompt: c.prompt ?? estimatedPrompt ?? 0, completion: max(c.completion ?? 0, contentEvents),
+                     cached: c.cached, reasoning: c.reasoning, cacheCreation: c.cacheCreation, source: .estimate)
+    }
+
+    // MARK: Events
+
+    /// OpenAI chat keys read per chunk: the delta's text fields, then `usage` (last bit).
+    private static let openAIChunkKeys = JSONPeek.KeySet(["content", "refusal", "arguments", "reasoning_content", "reasoning", "usage"])
+    private static let openAIUsageBit: UInt64 = 1 << 5
+    /// Gemini keys read per chunk: content (`text`, `functionCall`), usage, and the end of the answer.
+    private static let geminiKeys = JSONPeek.KeySet(["text", "functionCall", "usageMetadata", "finishReason"])
+
+    private mutating func read(_ event: SSEEvent) {
+        var data = event.data
+        switch provider {
+        case .openai, .azureOpenAI:
+            let type: String? = event.event != "message" ? event.event : data.withUTF8 { Self.leadingType(JSONPeek($0)) }
+            if let type, type.hasPrefix("response.") {
+                readResponsesEvent(type: type, data: &data)
+            } else {
+                readChatChunk(&data)
+            }
+        case .anthropic:
+            let type: String? = event.event != "message" ? event.event : data.withUTF8 { Self.leadingType(JSONPeek($0)) }
+            switch type {
+            case "content_block_delta":
+                contentEvents += 1
+            case "message_start":
+                data.withUTF8 { buffer in
+                    let p = JSONPeek(buffer)
+                    if let u = p.path("message", "usage", from: p.root) {
+                        UsageReaders.anthropic(p, usageAt: u, into: &counts, final: false)
+                    }
+                }
+            case "message_delta":
+                data.withUTF8 { buffer in
+                    let p = JSONPeek(buffer)
+                    if let u = p.member("usage", inObjectAt: p.root) {
+                        UsageReaders.anthropic(p, usageAt: u, into: &counts, final: true)
+                    }
+                }
+            default:
+                break
+            }
+        case .gemini:
+            let keys = data.withUTF8 { JSONPeek($0).scanKeys(Self.geminiKeys) }
+            if keys.nonEmptyString & 0b1 != 0 || keys.present & 0b10 != 0 { contentEvents += 1 }
+            if keys.present & 0b100 != 0 {
+                latestGeminiUsage = event.data
+                latestGeminiFinal = keys.present & 0b1000 != 0
+            }
+        }
+    }
+
+    private mutating func readChatChunk(_ data: inout String) {
+        if data == "[DONE]" { return }
+        data.withUTF8 { buffer in
+            let p = JSONPeek(buffer)
+            let keys = p.scanKeys(Self.openAIChunkKeys)
+            if keys.nonEmptyString & ~Self.openAIUsageBit != 0 { contentEvents += 1 }
+            // `usage` is null on every chunk but the last when include_usage is on: walk the chunk only for an object.
+            if keys.object & Self.openAIUsageBit != 0, let u = p.member("usage", inObjectAt: p.root), p.isObject(at: u) {
+                UsageReaders.openAI(p, usageAt: u, into: &counts)
+            }
+        }
+    }
+
+    private mutating func readResponsesEvent(type: String, data: inout String) {
+        if type.hasSuffix(".delta") {
+            contentEvents += 1
+            return
+        }
+        guard type == "response.completed" || type == "response.incomplete" || type == "response.failed" else { return }
+        data.withUTF8 { buffer in
+            let p = JSONPeek(buffer)
+            if let u = p.path("response", "usage", from: p.root), p.isObject(at: u) {
+                UsageReaders.openAI(p, usageAt: u, into: &counts)
+            }
+        }
+    }
+
+    /// The `type` member when it is the object's first (OpenAI and Anthropic write it first): the event's name for
+    /// streams that send no `event:` line, found without walking the object.
+    static func leadingType(_ p: JSONPeek) -> String? {
+        let open = p.root
+        guard p.byte(at: open) == UInt8(ascii: "{") else { return nil }
+        let key = p.skipWhitespace(open + 1)
+        guard let keyEnd = p.endOfString(at: key), keyEnd - key == 6,
+              "type".utf8.elementsEqual(UnsafeBufferPointer(rebasing: p.bytes[(key + 1)..<(keyEnd - 1)]))
+        else { return nil }
+        let colon = p.skipWhitespace(keyEnd)
+        guard p.byte(at: colon) == UInt8(ascii: ":") else { return nil }
+        let value = p.skipWhitespace(colon + 1)
+        guard let valueEnd = p.endOfString(at: value) else { return nil }
+        return String(decoding: UnsafeBufferPointer(rebasing: p.bytes[(value + 1)..<(valueEnd - 1)]), as: UTF8.self)
+    }
+}
+
+extension Substring {
+    var trimmingSpaces: String {
+        var s = self
+        while s.first == " " || s.first == "\t" { s.removeFirst() }
+        while s.last == " " || s.last == "\t" { s.removeLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,59 @@
+import Testing
+@testable import Usage
+
+@Suite("JSONPeek")
+struct JSONPeekTests {
+    func peek<T>(_ text: String, _ body: (JSONPeek) -> T) -> T {
+        Array(text.utf8).withUnsafeBufferPointer { body(JSONPeek($0)) }
+    }
+
+    @Test func findsNestedMembersSkippingEveryKindOfValue() {
+        let text = #" {"a": [1, {"x": "}"}, "\"]"], "b" : null, "c": -1.5e3, "usage": {"n": 42, "m": 7}} "#
+        #expect(peek(text) { p in p.path("usage", "n", from: p.root).flatMap { p.integer(at: $0) } } == 42)
+        #expect(peek(text) { p in p.path("usage", "m", from: p.root).flatMap { p.integer(at: $0) } } == 7)
+        #expect(peek(text) { p in p.member("b", inObjectAt: p.root).map { p.integer(at: $0) } } == .some(nil))
+        #expect(peek(text) { p in p.member("x", inObjectAt: p.root) } == nil)
+    }
+
+    @Test func theLastOfTwoEqualKeysWins() {
+        #expect(peek(#"{"n": 1, "n": 2}"#) { p in p.member("n", inObjectAt: p.root).flatMap { p.integer(at: $0) } } == 2)
+    }
+
+    @Test(arguments: ["", "{", #"{"a""#, #"{"a":"#, #"{"a":1"#, #"{"a":[1,"#, #"["#, "nul", #"{"a":"x}"#])
+    func malformedOrTruncatedInputIsNilNeverATrap(_ text: String) {
+        let found = peek(text) { p in p.member("a", inObjectAt: p.root).flatMap { p.integer(at: $0) } }
+        #expect(found == nil || found == 1)
+        _ = peek(text) { p in p.endOfValue(at: p.root) }
+        _ = peek(text) { p in p.scanKeys(JSONPeek.KeySet(["a"])) }
+    }
+
+    @Test func nestingIsBounded() {
+        let deep = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)
+        #expect(peek(deep) { p in p.endOfValue(at: p.root) } == nil)
+    }
+
+    @Test(arguments: [("12", 12), ("0", 0), ("1.0", nil), ("-1", nil), ("1e3", nil), ("null", nil),
+                      ("99999999999999999999999", nil)] as [(String, Int?)])
+    func integers(_ c: (String, Int?)) {
+        #expect(peek(c.0) { $0.integer(at: 0) } == c.1)
+    }
+
+    @Test func keyScanSkipsStringValuesWhole() {
+        let text = #"{"content":"\"usage\": {\"a\":1}","usage":null,"x":{"usage":{}}}"#
+        let keys = peek(text) { $0.scanKeys(JSONPeek.KeySet(["content", "usage", "missing"])) }
+        #expect(keys.present == 0b011)
+        #expect(keys.nonEmptyString == 0b001)
+        #expect(keys.object == 0b010)   // the nested usage object
+        #expect(peek(#"{"content":""}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.nonEmptyString == 0)
+        // Runs of backslashes before a quote: odd escapes it, even ends the string.
+        #expect(peek(#"{"a":"x\\","content":"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.nonEmptyString == 1)
+        #expect(peek(#"{"a":"x\\\"content\":\"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.present == 0)
+        #expect(peek(#"{"a":"\\\\","content":"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.nonEmptyString == 1)
+    }
+
+    @Test(arguments: [(#""abc""#, 3), (#""""#, 0), (#""a\nb""#, 3), (#""\u00e9t\u00E9""#, 3), (#""é✓""#, 2),
+                      (#""\ud83d\ude00!""#, 2), (#""😀""#, 1), ("12", nil)] as [(String, Int?)])
+    func characterCounts(_ c: (String, Int?)) {
+        #expect(peek(c.0) { $0.characterCount(ofStringAt: 0) } == c.1)
+    }
+}

@@ -1,0 +1,117 @@
+import Testing
+@testable import Usage
+
+/// The tap against golden bodies in every provider's shape: fed whole, one byte at a time, and split at every
+/// position, it must read the same counts.
+@Suite("UsageTap")
+struct UsageTapTests {
+    static func provider(_ name: ProviderName) -> Provider {
+        switch name {
+        case .openai: .openai
+        case .anthropic: .anthropic
+        case .gemini: .gemini
+        case .azure: .azureOpenAI
+        }
+    }
+
+    static func read(_ golden: Golden, chunks: [ArraySlice<UInt8>], estimatedPrompt: Int? = nil) -> ExpectedUsage {
+        var tap = UsageTap(provider: provider(golden.provider), contentType: golden.contentType)
+        for chunk in chunks { chunk.withUnsafeBytes { tap.feed($0) } }
+        let u = tap.usage(estimatedPrompt: estimatedPrompt)
+        return ExpectedUsage(prompt: u.prompt, completion: u.completion, cached: u.cached, reasoning: u.reasoning,
+                             cacheCreation: u.cacheCreation, source: u.source.rawValue, contentEvents: tap.contentEvents)
+    }
+
+    @Test(arguments: GoldenStreams.all)
+    func whole(_ golden: Golden) {
+        #expect(Self.read(golden, chunks: [golden.body[...]]) == golden.expected)
+    }
+
+    @Test(arguments: GoldenStreams.all)
+    func oneByteAtATime(_ golden: Golden) {
+        let chunks = golden.body.indices.map { golden.body[$0..<($0 + 1)] }
+        #expect(Self.read(golden, chunks: chunks) == golden.expected)
+    }
+
+    @Test(arguments: GoldenStreams.all)
+    func everySplit(_ golden: Golden) {
+        for split in 0...golden.body.count {
+            let got = Self.read(golden, chunks: [golden.body[..<split], golden.body[split...]])
+            #expect(got == golden.expected, "split at \(split)")
+            if got != golden.expected { return }
+        }
+    }
+
+    @Test func estimatedPromptFillsOnlyAMissingPromptCount() {
+        let noUsage = GoldenStreams.all.first { $0.name.hasPrefix("OpenAI chat, no usage") }!
+        let withUsage = GoldenStreams.all.first { $0.name == "OpenAI chat, include_usage (LF)" }!
+        #expect(Self.read(noUsage, chunks: [noUsage.body[...]], estimatedPrompt: 40).prompt == 40)
+        #expect(Self.read(noUsage, chunks: [noUsage.body[...]], estimatedPrompt: 40).source == "estimate")
+        #expect(Self.read(withUsage, chunks: [withUsage.body[...]], estimatedPrompt: 40).prompt == 19)
+        #expect(Self.read(withUsage, chunks: [withUsage.body[...]], estimatedPrompt: 40).source == "provider")
+    }
+
+    @Test func nothingReadButAPromptEstimateIsAnEstimate() {
+        let tap = UsageTap(provider: .openai, contentType: "text/event-stream")
+        #expect(tap.usage(estimatedPrompt: nil) == .none)
+        #expect(tap.usage(estimatedPrompt: 12) == Usage(prompt: 12, completion: 0, source: .estimate))
+    }
+
+    @Test func eventLargerThanTheBoundGivesUpKeepingWhatWasRead() {
+        var tap = UsageTap(provider: .anthropic, contentType: "text/event-stream", maxEventBytes: 4096)
+        tap.feed(GoldenStreams.sse(Array(GoldenStreams.anthropicEvents.prefix(4))))
+        tap.feed(Array("data: ".utf8) + [UInt8](repeating: 0x61, count: 5000))
+        #expect(tap.gaveUp)
+        tap.feed(GoldenStreams.sse(Array(GoldenStreams.anthropicEvents.suffix(5))))
+        let u = tap.usage()
+        #expect(u.source == .estimate)
+        #expect(u.prompt == 2125)
+        #expect(tap.contentEvents == 1)
+    }
+
+    @Test func jsonBodyLargerThanTheBoundIsNotRead() {
+        var tap = UsageTap(provider: .openai, contentType: "application/json", maxJSONBytes: 64)
+        tap.feed(Array(GoldenStreams.chatBody.utf8))
+        #expect(tap.gaveUp)
+        #expect(tap.usage() == .none)
+    }
+
+    @Test func usageNullOnEveryChunkIsNotUsage() {
+        var tap = UsageTap(provider: .openai, contentType: "text/event-stream")
+        tap.feed(GoldenStreams.sse([GoldenStreams.chatDelta("a"), GoldenStreams.chatFinish]))
+        #expect(tap.usage().source == .estimate)
+        #expect(tap.usage().completion == 1)
+    }
+
+    @Test func responsesEventsWithoutEventLinesAreReadFromTheirType() {
+        // Some OpenAI-compatible servers send the Responses stream without `event:` lines.
+        let events = GoldenStreams.responsesEvents.map { String($0.split(separator: "\n", maxSplits: 1)[1]) }
+        var tap = UsageTap(provider: .openai, contentType: "text/event-stream")
+        tap.feed(GoldenStreams.sse(events))
+        #expect(tap.usage() == Usage(prompt: 36, completion: 87, cached: 8, reasoning: 21, source: .provider))
+        #expect(tap.contentEvents == 2)
+    }
+
+    @Test func anthropicMessageDeltaWithCumulativeInputCountsUpdatesThePrompt() {
+        var events = GoldenStreams.anthropicEvents
+        events[7] = "event: message_delta\n" + #"data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"input_tokens":30,"cache_read_input_tokens":2000,"output_tokens":16}}"#
+        var tap = UsageTap(provider: .anthropic, contentType: "text/event-stream")
+        tap.feed(GoldenStreams.sse(events))
+        #expect(tap.usage() == Usage(prompt: 2130, completion: 16, cached: 2000, cacheCreation: 100, source: .provider))
+    }
+
+    @Test func geminiFunctionCallCountsAsContent() {
+        var tap = UsageTap(provider: .gemini, contentType: "text/event-stream")
+        tap.feed(GoldenStreams.sse([#"data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{}}}]}}]}"#]))
+        #expect(tap.contentEvents == 1)
+    }
+
+    @Test(arguments: [
+        ("text/event-stream", UsageTap.Format.eventStream), ("Text/Event-Stream ; charset=utf-8", .eventStream),
+        ("application/json", .json), ("application/problem+json", .json), ("text/plain", .ignored),
+        ("", .ignored), ("text/event-streamx", .ignored),
+    ])
+    func contentTypes(_ c: (String, UsageTap.Format)) {
+        #expect(UsageTap.Format(contentType: c.0) == c.1)
+    }
+}
