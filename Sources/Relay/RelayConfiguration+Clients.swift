@@ -112,11 +112,11 @@ extension ConfigReader {
             let streams = int(e, "concurrentStreams", "\(path).concurrentStreams", min: 1, max: 1_000_000)
             let value = RateLimits(requestsPerMinute: rpm, burst: burst, maxConcurrentStreams: streams)
             switch name {
-            case "perIdentity": config.perIdentityLimits = value
-            case "perAddress": config.perAddressLimits = value
+            case "perIdentity": config.rateLimits.perIdentity = value
+            case "perAddress": config.rateLimits.perAddress = value
             default:
                 if rpm == nil { problem("\(path).requestsPerMinute", "is required") }
-                config.authFailureLimits = value
+                config.rateLimits.authFailuresPerAddress = value
             }
         }
         if let c = object["cors"] {

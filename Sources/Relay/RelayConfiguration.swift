@@ -137,8 +137,30 @@ public struct RelayConfiguration: Sendable {
     }
 
     /// Connection-level limits beyond the per-request ones in `RequestLimits`.
-    public struct ConnectionLimits: Sendable, Equatable {
+    /// `limits`: the request limits the HTTP/1.1 parser enforces, plus the connection cap. The parser's own
+    /// settings read through (`limits.maxHeadBytes`), so Swift names match the JSON keys.
+    @dynamicMemberLookup
+    public struct Limits: Sendable, Equatable {
+        public var request = RequestLimits()
+        /// Open client connections; a new one over the limit gets 503 and is closed.
         public var maxConnections: Int = 10_000
+        public init() {}
+        public subscript(dynamicMember keyPath: WritableKeyPath<RequestLimits, Int>) -> Int {
+            get { request[keyPath: keyPath] }
+            set { request[keyPath: keyPath] = newValue }
+        }
+    }
+
+    /// `rateLimits`: token buckets and stream caps per identity and per client address.
+    public struct RateLimitSettings: Sendable, Equatable {
+        /// Per authenticated identity (`rateLimits.perIdentity`); nil for none.
+        public var perIdentity: RateLimits?
+        /// Per client address (`rateLimits.perAddress`); nil for none. Failed authentications draw from it too.
+        public var perAddress: RateLimits?
+        /// Failed authentications per client address (`rateLimits.authFailuresPerAddress`). Once an address's
+        /// bucket is empty, every request from it is answered 429 before its credentials are looked at, so
+        /// guessing tokens costs the attacker time.
+        public var authFailuresPerAddress = RateLimits(requestsPerMinute: 60, burst: 20)
         public init() {}
     }
 
@@ -153,10 +175,9 @@ public struct RelayConfiguration: Sendable {
     public var listen = Listen()
     /// A second listener for /metrics, /healthz and /readyz only (keeps /metrics off the public port).
     public var admin: Listen?
-    public var connectionLimits = ConnectionLimits()
     public var upstreams: [String: Upstream] = [:]
     public var routes: [Route] = []
-    public var limits = RequestLimits()
+    public var limits = Limits()
     public var timeouts = Timeouts()
     public var buffers = Buffers()
     /// Event loops (threads serving connections); 0 means one per core.
@@ -167,13 +188,8 @@ public struct RelayConfiguration: Sendable {
 
     /// Static client tokens and JWT settings (`clients`).
     public var clients = ClientsConfiguration()
-    /// Request-rate and concurrent-stream limits per authenticated identity and per client address.
-    public var perIdentityLimits: RateLimits?
-    public var perAddressLimits: RateLimits?
-    /// Failed authentications per client address (`rateLimits.authFailuresPerAddress`). Once an address's bucket
-    /// is empty, every request from it is answered 429 before its credentials are looked at, so guessing tokens
-    /// costs the attacker time. Failures also draw from `perAddressLimits`.
-    public var authFailureLimits = RateLimits(requestsPerMinute: 60, burst: 20)
+    /// Request-rate and concurrent-stream limits per identity and per address, and the failed-authentication bucket.
+    public var rateLimits = RateLimitSettings()
     /// Browser clients: allowed origins and the preflight answer.
     public var cors: CORSPolicy?
     /// The relay's own reverse proxies and balancers: only their `X-Forwarded-For` (and PROXY headers) are believed.
@@ -240,6 +256,7 @@ struct ConfigReader {
 
     mutating func problem(_ path: String, _ text: String) { problems.append("\(path): \(text)") }
 
+    /// The whole file: one reader per top-level section, each naming its problems by key path.
     mutating func read(_ root: Any) -> RelayConfiguration {
         var config = RelayConfiguration()
         guard let object = root as? [String: Any] else {
@@ -249,7 +266,23 @@ struct ConfigReader {
         let known: Set<String> = ["listen", "admin", "upstreams", "routes", "limits", "timeouts", "buffers", "workers", "logLevel",
                                   "clients", "rateLimits", "cors", "trustedProxies"]
         for key in object.keys where !known.contains(key) { problem(key, "unknown key") }
+        readListeners(object, into: &config)
+        readUpstreams(object, into: &config)
+        readRoutes(object, into: &config)
+        readLimits(object, into: &config)
+        readTimeouts(object, into: &config)
+        readBuffers(object, into: &config)
+        readClients(object, into: &config)
+        readTrustedProxies(object, into: &config)
+        if let w = int(object, "workers", "workers", min: 0, max: 256) { config.workers = w }
+        if let level = string(object, "logLevel", "logLevel") {
+            if let l = LogLevel(name: level) { config.logLevel = l } else { problem("logLevel", "must be one of debug, info, warning, error") }
+        }
+        return config
+    }
 
+    /// `listen` and `admin`.
+    mutating func readListeners(_ object: [String: Any], into config: inout RelayConfiguration) {
         if let listen = object["listen"] {
             if let l = listen as? [String: Any] {
                 checkKnown(l, ["host", "port", "proxyProtocol"], "listen")
@@ -267,100 +300,123 @@ struct ConfigReader {
                 config.admin = listen
             } else { problem("admin", "must be an object") }
         }
+    }
 
-        if let ups = object["upstreams"] as? [String: Any], !ups.isEmpty {
-            for name in ups.keys.sorted() {
-                let path = "upstreams.\(name)"
-                guard let u = ups[name] as? [String: Any] else { problem(path, "must be an object"); continue }
-                checkKnown(u, ["baseURL", "key", "provider", "keyHeader", "keyPrefix", "httpVersion", "caFile", "idleConnectionSeconds"], path)
-                guard let base = string(u, "baseURL", "\(path).baseURL") else {
-                    if u["baseURL"] == nil { problem("\(path).baseURL", "is required") }
-                    continue
-                }
-                if !(base.hasPrefix("http://") || base.hasPrefix("https://")) || base.contains("?") || base.contains("#") {
-                    problem("\(path).baseURL", "must be an http:// or https:// URL without query or fragment")
-                }
-                var key: Secret?
-                if let k = u["key"] {
-                    key = secret(k, "\(path).key")
-                }
-                let provider = self.provider(u, path)
-                let header = string(u, "keyHeader", "\(path).keyHeader") ?? provider.keyHeader
-                if !isToken(header) { problem("\(path).keyHeader", "must be a header name") }
-                let prefix = string(u, "keyPrefix", "\(path).keyPrefix") ?? Provider.keyPrefix(forHeader: header)
-                var upstream = RelayConfiguration.Upstream(name: name, baseURL: base, key: key, provider: provider,
-                                                           keyHeader: header, keyPrefix: prefix)
-                if let version = string(u, "httpVersion", "\(path).httpVersion") {
-                    if let parsed = UpstreamHTTPVersion(rawValue: version) {
-                        upstream.httpVersion = parsed
-                    } else {
-                        problem("\(path).httpVersion", "must be \"1.1\" or \"2\"")
-                    }
-                }
-                if let caFile = string(u, "caFile", "\(path).caFile") {
-                    // Checked at start-up: a missing bundle would otherwise fail every request with a TLS error.
-                    if let pem = sources.readFile(caFile), pem.contains("-----BEGIN CERTIFICATE-----") {
-                        upstream.caFile = caFile
-                    } else {
-                        problem("\(path).caFile", "cannot read a PEM certificate from \"\(caFile)\"")
-                    }
-                }
-                if let v = int(u, "idleConnectionSeconds", "\(path).idleConnectionSeconds", min: 1, max: 3600) {
-                    upstream.idleConnectionSeconds = v
-                }
-                config.upstreams[name] = upstream
-            }
-        } else {
+    /// `upstreams`: at least one.
+    mutating func readUpstreams(_ object: [String: Any], into config: inout RelayConfiguration) {
+        guard let ups = object["upstreams"] as? [String: Any], !ups.isEmpty else {
             problem("upstreams", "at least one upstream is required")
+            return
         }
+        for name in ups.keys.sorted() {
+            if let upstream = readUpstream(name, ups[name]!) { config.upstreams[name] = upstream }
+        }
+    }
 
-        if let routes = object["routes"] as? [Any], !routes.isEmpty {
-            for (i, r) in routes.enumerated() {
-                let path = "routes[\(i)]"
-                guard let route = r as? [String: Any] else { problem(path, "must be an object"); continue }
-                checkKnown(route, ["prefix", "upstream", "stripPrefix", "methods", "auth", "exact", "models", "maxTokens",
-                                   "usage", "onClientCancel", "drainMaxSeconds"], path)
-                let prefix = string(route, "prefix", "\(path).prefix")
-                let upstream = string(route, "upstream", "\(path).upstream")
-                if prefix == nil && route["prefix"] == nil { problem("\(path).prefix", "is required") }
-                if upstream == nil && route["upstream"] == nil { problem("\(path).upstream", "is required") }
-                if let prefix, !prefix.hasPrefix("/") { problem("\(path).prefix", "must start with /") }
-                if let upstream, config.upstreams[upstream] == nil, !(object["upstreams"] as? [String: Any] ?? [:]).keys.contains(upstream) {
-                    problem("\(path).upstream", "names no upstream (\"\(upstream)\")")
-                }
-                let strip = bool(route, "stripPrefix", "\(path).stripPrefix") ?? false
-                var methods = RelayConfiguration.Route.defaultMethods
-                if let m = route["methods"] {
-                    if let list = m as? [String], !list.isEmpty, list.allSatisfy({ isToken($0) }) {
-                        methods = list.map { $0.uppercased() }
-                    } else {
-                        problem("\(path).methods", "must be a non-empty list of method names")
-                    }
-                }
-                let auth = routeAuth(route["auth"], "\(path).auth")
-                let exact = bool(route, "exact", "\(path).exact") ?? false
-                let bodyPolicy = self.bodyPolicy(route, path)
-                let provider = upstream.flatMap { config.upstreams[$0]?.provider } ?? .openai
-                let usage = routeUsage(route, path, provider: provider)
-                if let prefix, let upstream {
-                    config.routes.append(.init(prefix: prefix, upstream: upstream, stripPrefix: strip, methods: methods,
-                                               auth: auth ?? .none, exact: exact, bodyPolicy: bodyPolicy,
-                                               provider: provider, usage: usage))
-                }
+    /// `upstreams.NAME`.
+    mutating func readUpstream(_ name: String, _ value: Any) -> RelayConfiguration.Upstream? {
+        let path = "upstreams.\(name)"
+        guard let u = value as? [String: Any] else { problem(path, "must be an object"); return nil }
+        checkKnown(u, ["baseURL", "key", "provider", "keyHeader", "keyPrefix", "httpVersion", "caFile", "idleConnectionSeconds"], path)
+        guard let base = string(u, "baseURL", "\(path).baseURL") else {
+            if u["baseURL"] == nil { problem("\(path).baseURL", "is required") }
+            return nil
+        }
+        if !(base.hasPrefix("http://") || base.hasPrefix("https://")) || base.contains("?") || base.contains("#") {
+            problem("\(path).baseURL", "must be an http:// or https:// URL without query or fragment")
+        }
+        var key: Secret?
+        if let k = u["key"] {
+            key = secret(k, "\(path).key")
+        }
+        let provider = self.provider(u, path)
+        let header = string(u, "keyHeader", "\(path).keyHeader") ?? provider.keyHeader
+        if !isToken(header) { problem("\(path).keyHeader", "must be a header name") }
+        let prefix = string(u, "keyPrefix", "\(path).keyPrefix") ?? Provider.keyPrefix(forHeader: header)
+        var upstream = RelayConfiguration.Upstream(name: name, baseURL: base, key: key, provider: provider,
+                                                   keyHeader: header, keyPrefix: prefix)
+        if let version = string(u, "httpVersion", "\(path).httpVersion") {
+            if let parsed = UpstreamHTTPVersion(rawValue: version) {
+                upstream.httpVersion = parsed
+            } else {
+                problem("\(path).httpVersion", "must be \"1.1\" or \"2\"")
             }
-        } else {
-            problem("routes", "at least one route is required")
         }
+        if let caFile = string(u, "caFile", "\(path).caFile") {
+            // Checked at start-up: a missing bundle would otherwise fail every request with a TLS error.
+            if let pem = sources.readFile(caFile), pem.contains("-----BEGIN CERTIFICATE-----") {
+                upstream.caFile = caFile
+            } else {
+                problem("\(path).caFile", "cannot read a PEM certificate from \"\(caFile)\"")
+            }
+        }
+        if let v = int(u, "idleConnectionSeconds", "\(path).idleConnectionSeconds", min: 1, max: 3600) {
+            upstream.idleConnectionSeconds = v
+        }
+        return upstream
+    }
 
+    /// `routes`: at least one, each naming a configured upstream.
+    mutating func readRoutes(_ object: [String: Any], into config: inout RelayConfiguration) {
+        guard let routes = object["routes"] as? [Any], !routes.isEmpty else {
+            problem("routes", "at least one route is required")
+            return
+        }
+        let upstreamNames = Set((object["upstreams"] as? [String: Any] ?? [:]).keys)
+        for (i, r) in routes.enumerated() {
+            if let route = readRoute(r, "routes[\(i)]", upstreams: config.upstreams, upstreamNames: upstreamNames) {
+                config.routes.append(route)
+            }
+        }
+    }
+
+    /// `routes[i]`.
+    mutating func readRoute(_ value: Any, _ path: String, upstreams: [String: RelayConfiguration.Upstream],
+                            upstreamNames: Set<String>) -> RelayConfiguration.Route? {
+        guard let route = value as? [String: Any] else { problem(path, "must be an object"); return nil }
+        checkKnown(route, ["prefix", "upstream", "stripPrefix", "methods", "auth", "exact", "models", "maxTokens",
+                           "usage", "onClientCancel", "drainMaxSeconds"], path)
+        let prefix = string(route, "prefix", "\(path).prefix")
+        let upstream = string(route, "upstream", "\(path).upstream")
+        if prefix == nil && route["prefix"] == nil { problem("\(path).prefix", "is required") }
+        if upstream == nil && route["upstream"] == nil { problem("\(path).upstream", "is required") }
+        if let prefix, !prefix.hasPrefix("/") { problem("\(path).prefix", "must start with /") }
+        if let upstream, upstreams[upstream] == nil, !upstreamNames.contains(upstream) {
+            problem("\(path).upstream", "names no upstream (\"\(upstream)\")")
+        }
+        let strip = bool(route, "stripPrefix", "\(path).stripPrefix") ?? false
+        var methods = RelayConfiguration.Route.defaultMethods
+        if let m = route["methods"] {
+            if let list = m as? [String], !list.isEmpty, list.allSatisfy({ isToken($0) }) {
+                methods = list.map { $0.uppercased() }
+            } else {
+                problem("\(path).methods", "must be a non-empty list of method names")
+            }
+        }
+        let auth = routeAuth(route["auth"], "\(path).auth")
+        let exact = bool(route, "exact", "\(path).exact") ?? false
+        let bodyPolicy = self.bodyPolicy(route, path)
+        let provider = upstream.flatMap { upstreams[$0]?.provider } ?? .openai
+        let usage = routeUsage(route, path, provider: provider)
+        guard let prefix, let upstream else { return nil }
+        return .init(prefix: prefix, upstream: upstream, stripPrefix: strip, methods: methods, auth: auth ?? .none,
+                     exact: exact, bodyPolicy: bodyPolicy, provider: provider, usage: usage)
+    }
+
+    /// `limits`.
+    mutating func readLimits(_ object: [String: Any], into config: inout RelayConfiguration) {
         if let limits = object["limits"] as? [String: Any] {
             checkKnown(limits, ["maxHeadBytes", "maxHeaderCount", "maxURIBytes", "maxBodyBytes", "maxConnections"], "limits")
             if let v = int(limits, "maxHeadBytes", "limits.maxHeadBytes", min: 1024, max: 1 << 24) { config.limits.maxHeadBytes = v }
             if let v = int(limits, "maxHeaderCount", "limits.maxHeaderCount", min: 1, max: 10_000) { config.limits.maxHeaderCount = v }
             if let v = int(limits, "maxURIBytes", "limits.maxURIBytes", min: 64, max: 1 << 20) { config.limits.maxURIBytes = v }
             if let v = int(limits, "maxBodyBytes", "limits.maxBodyBytes", min: 0, max: 1 << 30) { config.limits.maxBodyBytes = v }
-            if let v = int(limits, "maxConnections", "limits.maxConnections", min: 1, max: 1_000_000) { config.connectionLimits.maxConnections = v }
+            if let v = int(limits, "maxConnections", "limits.maxConnections", min: 1, max: 1_000_000) { config.limits.maxConnections = v }
         } else if object["limits"] != nil { problem("limits", "must be an object") }
+    }
 
+    /// `timeouts`.
+    mutating func readTimeouts(_ object: [String: Any], into config: inout RelayConfiguration) {
         if let t = object["timeouts"] as? [String: Any] {
             checkKnown(t, ["headerReadSeconds", "bodyReadSeconds", "keepAliveIdleSeconds", "upstreamConnectSeconds",
                            "upstreamFirstByteSeconds", "upstreamIdleSeconds", "clientWriteStallSeconds", "drainSeconds"], "timeouts")
@@ -373,7 +429,10 @@ struct ConfigReader {
             if let v = seconds(t, "upstreamFirstByteSeconds", "timeouts.upstreamFirstByteSeconds") { config.timeouts.upstreamFirstByteSeconds = v }
             if let v = seconds(t, "upstreamIdleSeconds", "timeouts.upstreamIdleSeconds") { config.timeouts.upstreamIdleSeconds = v }
         } else if object["timeouts"] != nil { problem("timeouts", "must be an object") }
+    }
 
+    /// `buffers`.
+    mutating func readBuffers(_ object: [String: Any], into config: inout RelayConfiguration) {
         if let b = object["buffers"] as? [String: Any] {
             checkKnown(b, ["highWaterBytes", "lowWaterBytes"], "buffers")
             if let v = int(b, "highWaterBytes", "buffers.highWaterBytes", min: 1024, max: 1 << 30) { config.buffers.highWaterBytes = v }
@@ -382,14 +441,6 @@ struct ConfigReader {
                 problem("buffers.lowWaterBytes", "must be below buffers.highWaterBytes")
             }
         } else if object["buffers"] != nil { problem("buffers", "must be an object") }
-
-        readClients(object, into: &config)
-        readTrustedProxies(object, into: &config)
-        if let w = int(object, "workers", "workers", min: 0, max: 256) { config.workers = w }
-        if let level = string(object, "logLevel", "logLevel") {
-            if let l = LogLevel(name: level) { config.logLevel = l } else { problem("logLevel", "must be one of debug, info, warning, error") }
-        }
-        return config
     }
 
     /// A typo in a key name must not silently fall back to a default.

@@ -41,7 +41,7 @@ private func environmentProblems(
     @Test func theNewKeysHaveTheirDefaultsWhenAbsent() throws {
         let c = try load(minimal())
         #expect(c.admin == nil)
-        #expect(c.connectionLimits.maxConnections == 10_000)
+        #expect(c.limits.maxConnections == 10_000)
         #expect(c.routes.first?.methods == ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
         #expect(c.timeouts.headerReadSeconds == 10)
         #expect(c.timeouts.bodyReadSeconds == 30)
@@ -75,13 +75,13 @@ private func environmentProblems(
     @Test(arguments: [1, 500, 1_000_000])
     func maxConnectionsParses(_ n: Int) throws {
         let c = try load(minimal(root: #", "limits": { "maxConnections": \#(n) }"#))
-        #expect(c.connectionLimits.maxConnections == n)
-        #expect(c.limits == RequestLimits(), "the request limits keep their defaults")
+        #expect(c.limits.maxConnections == n)
+        #expect(c.limits.request == RequestLimits(), "the request limits keep their defaults")
     }
 
     @Test func maxConnectionsSitsBesideTheRequestLimits() throws {
         let c = try load(minimal(root: #", "limits": { "maxBodyBytes": 2048, "maxConnections": 64 }"#))
-        #expect(c.connectionLimits.maxConnections == 64)
+        #expect(c.limits.maxConnections == 64)
         #expect(c.limits.maxBodyBytes == 2048)
     }
 

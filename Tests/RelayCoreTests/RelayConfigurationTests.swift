@@ -74,7 +74,7 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
         #expect(openai.keyHeader == "Authorization")
         #expect(openai.keyPrefix == "Bearer ")
         #expect(c.routes == [RelayConfiguration.Route(prefix: "/v1/", upstream: "openai", stripPrefix: false)])
-        #expect(c.limits == RequestLimits(maxHeadBytes: 32768, maxHeaderCount: 100, maxURIBytes: 8192, maxBodyBytes: 1_048_576))
+        #expect(c.limits.request == RequestLimits(maxHeadBytes: 32768, maxHeaderCount: 100, maxURIBytes: 8192, maxBodyBytes: 1_048_576))
         #expect(c.timeouts.upstreamConnectSeconds == 10)
         #expect(c.timeouts.upstreamFirstByteSeconds == 120)
         #expect(c.timeouts.upstreamIdleSeconds == 300)
@@ -87,7 +87,7 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
     @Test func theMinimalConfigurationGetsTheDefaults() throws {
         let c = try load(minimal())
         #expect(c.listen == RelayConfiguration.Listen(host: "127.0.0.1", port: 8080))
-        #expect(c.limits == RequestLimits())
+        #expect(c.limits.request == RequestLimits())
         #expect(c.timeouts == RelayConfiguration.Timeouts())
         #expect(c.buffers == RelayConfiguration.Buffers())
         #expect(c.workers == 0)

@@ -23,7 +23,7 @@ struct AuthFailureTests {
         try RelayFixture(upstream: try ScriptedUpstream(script: upstreamOK), clock: clock) { config in
             config.clients.tokens = [.init(id: "app", sha256Hex: ClientAuthTests.sha256Hex(RelayFixture.clientToken))]
             config.routes = [.init(prefix: "/v1/", upstream: "test", auth: .token)]
-            config.authFailureLimits = RateLimits(requestsPerMinute: 60, burst: 20)
+            config.rateLimits.authFailuresPerAddress = RateLimits(requestsPerMinute: 60, burst: 20)
             extra(&config)
         }
     }
@@ -72,7 +72,7 @@ struct AuthFailureTests {
     func failuresDrawFromThePerAddressBucket() throws {
         let clock = ManualClock()
         let relay = try Self.relay(clock: clock) { config in
-            config.perAddressLimits = RateLimits(requestsPerMinute: 60, burst: 5)
+            config.rateLimits.perAddress = RateLimits(requestsPerMinute: 60, burst: 5)
         }
         for i in 0..<5 {
             #expect(try Self.get(relay, token: "wrong-\(i)").status == 401)
@@ -86,7 +86,7 @@ struct AuthFailureTests {
     func rejectionLinesAreThrottled() throws {
         let clock = ManualClock()
         let relay = try Self.relay(clock: clock) { config in
-            config.authFailureLimits = RateLimits(requestsPerMinute: 60, burst: 1000)
+            config.rateLimits.authFailuresPerAddress = RateLimits(requestsPerMinute: 60, burst: 1000)
         }
         for i in 0..<50 {
             #expect(try Self.get(relay, token: "wrong-\(i)").status == 401)

@@ -19,7 +19,7 @@ struct ClientAddressTests {
         try RelayFixture(upstream: try RequestForwardingTests.echoUpstream(requests: requests)) {
             $0.trustedProxies = trusted.map { CIDR($0)! }
             $0.listen.proxyProtocol = proxyProtocol
-            $0.perAddressLimits = oneRequestPerMinute
+            $0.rateLimits.perAddress = oneRequestPerMinute
             configure(&$0)
         }
     }

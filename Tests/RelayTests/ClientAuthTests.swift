@@ -173,7 +173,7 @@ struct ClientAuthTests {
     @Test("rate limit per identity → 429 with Retry-After; the provider is not called")
     func rateLimit() throws {
         let requests = Mailbox<RecordedRequest>()
-        let relay = try Self.relay(try Self.upstream(requests)) { $0.perIdentityLimits = RateLimits(requestsPerMinute: 2, burst: 2) }
+        let relay = try Self.relay(try Self.upstream(requests)) { $0.rateLimits.perIdentity = RateLimits(requestsPerMinute: 2, burst: 2) }
         #expect(try Self.post(relay, bearer: Self.appToken).head.status == 200)
         #expect(try Self.post(relay, bearer: Self.appToken).head.status == 200)
         let limited = try Self.post(relay, bearer: Self.appToken)
@@ -189,7 +189,7 @@ struct ClientAuthTests {
         let second = "https://issuer.example/project-2"
         let relay = try Self.relay(try Self.upstream(requests)) { config in
             config.clients.jwt?.settings.issuers = [Self.issuer, second]
-            config.perIdentityLimits = RateLimits(requestsPerMinute: 1, burst: 1)
+            config.rateLimits.perIdentity = RateLimits(requestsPerMinute: 1, burst: 1)
         }
         let path = "/jwt/v1/chat/completions"
         #expect(try Self.post(relay, path: path, bearer: Self.jwt()).head.status == 200)
@@ -217,7 +217,7 @@ struct ClientAuthTests {
         let requests = Mailbox<RecordedRequest>()
         let hold = Gate()
         let relay = try Self.relay(try Self.upstream(requests, hold: hold)) {
-            $0.perAddressLimits = RateLimits(requestsPerMinute: nil, maxConcurrentStreams: 1)
+            $0.rateLimits.perAddress = RateLimits(requestsPerMinute: nil, maxConcurrentStreams: 1)
         }
         let first = try relay.client()
         try first.sendRequest(path: "/v1/chat/completions", headers: [("Authorization", "Bearer \(Self.appToken)")],

@@ -131,7 +131,7 @@ struct HostileClientTests {
 
     @Test("over maxConnections: new connections get 503 and close; existing ones are untouched")
     func connectionLimit() throws {
-        let relay = try RelayFixture(upstream: try Self.okUpstream()) { $0.connectionLimits.maxConnections = 2 }
+        let relay = try RelayFixture(upstream: try Self.okUpstream()) { $0.limits.maxConnections = 2 }
         let first = try relay.client()
         let second = try relay.client()
         // Make sure both are accepted (a request round trip on each) before the third connects.

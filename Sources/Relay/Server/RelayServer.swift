@@ -23,7 +23,7 @@ public final class RelayServer: @unchecked Sendable {
     let authenticator: ClientAuthenticator
     let perIdentityLimiter: RateLimiter?
     let perAddressLimiter: RateLimiter?
-    /// Failed authentications per client address; see `RelayConfiguration.authFailureLimits`.
+    /// Failed authentications per client address; see `RelayConfiguration.RateLimitSettings.authFailuresPerAddress`.
     let authFailureLimiter: RateLimiter
     /// Rejection log lines, throttled per reason.
     let rejectionLog: RejectionLog
@@ -43,9 +43,9 @@ public final class RelayServer: @unchecked Sendable {
         self.logger = logger
         self.wallClock = wallClock
         authenticator = try ClientAuthenticator(configuration: configuration.clients)
-        perIdentityLimiter = configuration.perIdentityLimits.map { RateLimiter(limits: $0) }
-        perAddressLimiter = configuration.perAddressLimits.map { RateLimiter(limits: $0) }
-        authFailureLimiter = RateLimiter(limits: configuration.authFailureLimits)
+        perIdentityLimiter = configuration.rateLimits.perIdentity.map { RateLimiter(limits: $0) }
+        perAddressLimiter = configuration.rateLimits.perAddress.map { RateLimiter(limits: $0) }
+        authFailureLimiter = RateLimiter(limits: configuration.rateLimits.authFailuresPerAddress)
         rejectionLog = RejectionLog(logger: logger, clock: clock)
         let workers = configuration.workers > 0 ? configuration.workers : max(1, System.coreCount)
         group = EventLoopGroup(count: workers, clock: clock)
@@ -93,7 +93,7 @@ public final class RelayServer: @unchecked Sendable {
     private func makeListener(_ listen: RelayConfiguration.Listen, handler: RelayHandler) throws -> Listener {
         let t = configuration.timeouts
         let settings = ServerSettings(
-            limits: configuration.limits,
+            limits: configuration.limits.request,
             timeouts: ConnectionDeadlines.Settings(headerReadSeconds: t.headerReadSeconds, bodyReadSeconds: t.bodyReadSeconds,
                                                    keepAliveIdleSeconds: t.keepAliveIdleSeconds,
                                                    clientWriteStallSeconds: t.clientWriteStallSeconds),
@@ -101,7 +101,7 @@ public final class RelayServer: @unchecked Sendable {
             clientAddresses: ClientAddressResolver(trustedProxies: configuration.trustedProxies),
             proxyProtocol: listen.proxyProtocol)
         let states = loopStates
-        let maxConnections = configuration.connectionLimits.maxConnections
+        let maxConnections = configuration.limits.maxConnections
         return try serve(host: listen.host, port: listen.port, group: group, settings: settings, handler: handler, logger: logger,
                          admit: { [self] _, _ in
             guard openConnections.wrappingAdd(1, ordering: .relaxed).newValue > maxConnections else { return .accept }
