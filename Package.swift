@@ -22,17 +22,20 @@ let package = Package(
         .target(name: "HTTP1"),
         // Logger, clock, small shared values.
         .target(name: "Support"),
-        // Sockets and Dispatch: event loops, listener, client connections, timers.
         // epoll's header, which Glibc's Swift module does not export.
         .target(name: "CSystem"),
+        // Sockets and Dispatch: event loops (a serial queue and a poller each), listener, client connections with
+        // high/low water marks, timers, and the one syscall wrapper every socket call goes through.
         .target(name: "Transport", dependencies: ["Support", "CSystem"]),
         // HTTP/1.1 server side: one connection's lifecycle (a pure state machine plus the socket shell that carries
         // out its actions), the request-handler and response-writer seams, connection deadlines, client addresses
         // behind proxies, and `serve`, which both the relay and the dev fake provider listen with. Knows no relay.
         .target(name: "HTTPServer", dependencies: ["HTTP1", "Transport", "Support"]),
-        // libcurl multi driver: one transfer per relayed request, driven on an event loop's queue.
+        // libcurl multi driver: one transfer per relayed request, driven on an event loop's queue; the
+        // UpstreamClient / UpstreamCall seams it implements.
         .target(name: "Upstream", dependencies: ["CCurl", "HTTP1", "Transport", "Support"]),
-        // Configuration, routing, policies, request rewriting, the exchange state machine, the composition root.
+        // Configuration, routing, admission (auth, limits, policies), request rewriting, the exchange and its state
+        // machine, usage presets, the composition root (`RelayServer`) and the dev fake provider.
         .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage"]),
         .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support"]),
         // libFuzzer target for the request parser (`make fuzz`); a normal build replays a corpus instead.
