@@ -42,19 +42,25 @@ public enum RequestRewriter {
         return baseURL + upstreamPath + "?" + query
     }
 
+    /// Every field that never passes as the client sent it (built once, not per request).
+    private static let alwaysRemoved: Set<String> = Set(clientCredentialFields + steeringFields + [
+        "host", "content-length", "transfer-encoding", "expect", "accept-encoding", "x-request-id", "x-forwarded-for",
+    ])
+
     public static func upstreamHeaders(
         from client: HTTPHeaders, upstream: RelayConfiguration.Upstream, client address: ClientAddress, requestID: String
     ) -> HTTPHeaders {
         var headers = client
         HopByHop.strip(&headers)
-        var removed: Set<String> = Set(clientCredentialFields + steeringFields + [
-            "host", "content-length", "transfer-encoding", "expect", "accept-encoding", "x-request-id", "x-forwarded-for",
-            upstream.keyHeader.lowercased(),
-        ])
-        if !address.viaTrustedProxy { removed.insert("x-forwarded-proto") }
+        let keyHeader = upstream.keyHeader.lowercased()
+        let trusted = address.viaTrustedProxy
         // nginx's `underscores_in_headers off`: `X_Forwarded_For` or `X-Api_Key` becomes the same variable as its
         // dashed twin in CGI-style gateways (and in some providers' stacks), slipping past every check above.
-        headers.removeAll { removed.contains($0.name.lowercased()) || $0.name.utf8.contains(0x5F) }
+        headers.removeAll { field in
+            if field.name.utf8.contains(0x5F) { return true }
+            let name = field.name.lowercased()
+            return alwaysRemoved.contains(name) || name == keyHeader || (!trusted && name == "x-forwarded-proto")
+        }
 
         headers.add(name: "Accept-Encoding", value: "identity")
         headers.add(name: "X-Forwarded-For", value: address.forwardedFor)
