@@ -43,11 +43,12 @@ struct UsageAccountingTests {
         let upstream = try Self.splittingUpstream()
         let relay = try RelayFixture(upstream: upstream) { config in config.routes[0].bodyPolicy.models = ["gpt-4o-mini"] }
         let client = try relay.client()
+        var wrongAt: [Int] = []
         for split in 0..<Self.stream.count {
             try client.sendRequest(path: "/v1/chat/completions", headers: [("X-Split", "\(split)")], body: chatBody)
-            let received = try client.readBody(head: try client.readHead())
-            #expect(received == Self.streamWithoutUsage, "split at \(split)")
+            if try client.readBody(head: try client.readHead()) != Self.streamWithoutUsage { wrongAt.append(split) }
         }
+        #expect(wrongAt.isEmpty, "the client's bytes differ from the provider's minus the usage event at splits \(wrongAt.prefix(10))…")
         let forwarded = try #require(upstream.requests.first)
         #expect(String(decoding: forwarded.body, as: UTF8.self)
                 == #"{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":true}}"#)
@@ -73,7 +74,7 @@ struct UsageAccountingTests {
         let body = Array(#"{"model":"my-own-model","stream":true,"stream_options":{"include_usage":true},"messages":[]}"#.utf8)
         let client = try relay.client()
         try client.sendRequest(path: "/v1/chat/completions", headers: [("X-Split", "100")], body: body)
-        #expect(try client.readBody(head: try client.readHead()) == Self.stream)
+        #expect(String(decoding: try client.readBody(head: try client.readHead()), as: UTF8.self) == String(decoding: Self.stream, as: UTF8.self))
         #expect(try #require(upstream.requests.first).body == body)
         try relay.waitUntilIdle()
         #expect(try Self.accessLog(relay).first?["model"] as? String == "my-own-model")
@@ -111,7 +112,7 @@ struct UsageAccountingTests {
         }
     }
 
-    @Test("cancel (the default): the upstream is cut and the usage is an estimate", arguments: ["cancel", "drain"])
+    @Test("a client that leaves: cancel (default) gives an estimate; drain reads the upstream to its usage", arguments: ["cancel", "drain"])
     func clientLeaves(mode: String) throws {
         let sent = Gate(), proceed = Gate()
         let finished = Mailbox<Bool>()
