@@ -81,12 +81,12 @@ public final class RelayMetrics: Sendable {
         histogram(&out, "sse_relay_request_duration_seconds", "From request head to the end of the exchange.", m.duration)
         counterFamily(&out, "sse_relay_upstream_errors_total", "Upstream failures, by kind.", "kind", m.upstreamErrors)
         counterFamily(&out, "sse_relay_cancellations_total", "Upstream transfers cancelled because the client left, by phase.", "phase", m.cancellations)
+        counterFamily(&out, "sse_relay_rejections_total", "Requests answered by the relay without reaching the provider, by reason.", "reason", m.rejections)
         header("sse_relay_tokens_total", "counter", "Tokens used, by route, model (allowlisted or other), kind (prompt, completion) and source (provider, estimate).")
         for key in m.tokens.keys.sorted() {
             let p = key.split(separator: "\u{0}", omittingEmptySubsequences: false).map(String.init)
             out += "sse_relay_tokens_total{route=\(quote(p[0])),model=\(quote(p[1])),kind=\(quote(p[2])),source=\(quote(p[3]))} \(m.tokens[key]!)\n"
         }
-        counterFamily(&out, "sse_relay_rejections_total", "Requests answered by the relay without reaching the provider, by reason.", "reason", m.rejections)
         return out
     }
 
