@@ -6,6 +6,8 @@
 //       [--close-after K] [--id-base B] [--timeout-s T] [--proxy-pid PID] [--upstream-pid PID]
 //       [--upstream-port P] [--proxy-cpu N] [--load-cpu N] [--labels "k=v k=v"]
 //       prints one line `RESULT <labels> key=value ...`.
+//   relay-bench tap [--events 50] [--streams 20000] [--size 32]
+//       prints one line `RESULT tap ...`: the usage tap's CPU per relayed event (TapBench).
 //   relay-bench free-port
 //       prints a free TCP port on 127.0.0.1.
 //   relay-bench report FILE [--header TEXT]
@@ -62,6 +64,10 @@ func benchMain(_ args: [String]) -> Int32 {
         if !c.labels.isEmpty { line += " " + c.labels }
         for (k, v) in result { line += " \(k)=\(v)" }
         writeStdout(line)
+        return 0
+    case "tap":
+        writeStdout(TapBench.run(events: options.int("events", 50), streams: options.int("streams", 20_000),
+                                 size: options.int("size", 32)))
         return 0
     case "free-port":
         // A port that was free a moment ago (for nginx, which cannot listen on port 0 and report it).

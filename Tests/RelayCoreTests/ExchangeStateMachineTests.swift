@@ -455,3 +455,54 @@ import Upstream
         #expect(ending.reach().outcome == expected)
     }
 }
+
+// MARK: Drain (onClientCancel: drain)
+
+extension ExchangeStateMachineTests {
+    static func drainingSettings(_ seconds: Double = 60) -> ExchangeStateMachine.Settings {
+        var s = exchangeSettings()
+        s.drainMaxSeconds = seconds
+        return s
+    }
+
+    @Test func aDrainBeforeTheHeadDiscardsEverythingAndEndsAtItsDeadline() {
+        var m = ExchangeStateMachine(settings: Self.drainingSettings(), now: t0)
+        m.requestBodyComplete(now: t0)
+        #expect(m.clientClosed(now: at(2)) == [])
+        #expect(m.phase == .draining)
+        #expect(m.outcome == .clientCancelled)
+        #expect(m.upstreamHead(status: 200, headers: sseHeaders, now: at(3)) == [], "a head sent to a departed client")
+        #expect(m.upstreamBody(clientAboveHighWater: true, now: at(3)) == .discard)
+        #expect(m.nextDeadline == at(62))
+        #expect(m.deadlinePassed(now: justBefore(62)) == [])
+        #expect(m.deadlinePassed(now: at(62)) == [.cancelUpstream])
+        #expect(m.phase == .clientGone)
+        #expect(m.outcome == .clientCancelled)
+    }
+
+    @Test func aDrainEndsWhenUsageArrivesOrTheUpstreamEnds() {
+        var byUsage = ExchangeStateMachine(settings: Self.drainingSettings(), now: t0)
+        byUsage.requestBodyComplete(now: t0)
+        _ = byUsage.upstreamHead(status: 200, headers: sseHeaders, now: at(1))
+        #expect(byUsage.clientClosed(now: at(2)) == [])
+        #expect(byUsage.usageArrived() == [.cancelUpstream])
+        #expect(byUsage.isTerminal)
+        #expect(byUsage.usageArrived() == [])
+
+        var byEnd = ExchangeStateMachine(settings: Self.drainingSettings(), now: t0)
+        byEnd.requestBodyComplete(now: t0)
+        _ = byEnd.upstreamHead(status: 200, headers: sseHeaders, now: at(1))
+        _ = byEnd.clientClosed(now: at(2))
+        #expect(byEnd.upstreamCompleted(.failure(.brokenResponse("cut")), now: at(3)) == [], "nothing to tell a departed client")
+        #expect(byEnd.phase == .clientGone)
+        #expect(byEnd.outcome == .clientCancelled)
+    }
+
+    @Test func aClientGoneMidBodyIsNeverDrainedAndUsageOutsideADrainDoesNothing() {
+        var m = ExchangeStateMachine(settings: Self.drainingSettings(), now: t0)
+        #expect(m.clientClosed(now: at(1)) == [.cancelUpstream], "no call was made: nothing to drain")
+        var streaming = streamingMachine()
+        #expect(streaming.usageArrived() == [])
+        #expect(streaming.clientClosed(now: at(2)) == [.cancelUpstream], "cancel stays the default")
+    }
+}

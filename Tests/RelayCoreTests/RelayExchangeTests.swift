@@ -93,17 +93,19 @@ final class FakeUpstreamClient: UpstreamClient, @unchecked Sendable {
         var exchange: RelayExchange!
         var ended = 0
 
-        init(method: String = "POST", body: [UInt8]? = [], policy: BodyPolicy = BodyPolicy(), key: String? = nil) {
+        init(method: String = "POST", body: [UInt8]? = [], policy: BodyPolicy = BodyPolicy(), key: String? = nil,
+             usage: UsageMeter.Settings = UsageMeter.Settings(), drainMaxSeconds: Double? = nil) {
             loop = EventLoop(index: 0, clock: clock)
             writer = FakeResponseWriter(loop: loop)
             let settings = ExchangeStateMachine.Settings(
                 requestMethod: method, clientVersion: .http1_1, keepAlive: true, requestID: "req-1",
-                firstByteTimeoutSeconds: 10, idleTimeoutSeconds: 5, extraResponseHeaders: HTTPHeaders())
+                firstByteTimeoutSeconds: 10, idleTimeoutSeconds: 5, extraResponseHeaders: HTTPHeaders(),
+                drainMaxSeconds: drainMaxSeconds)
             let record = ExchangeRecord(requestID: "req-1", method: method, path: "/v1/chat/completions", route: "/v1/",
                                         upstream: "test", clientAddress: "198.51.100.7", startedAt: clock.now())
             run { [self] in
                 exchange = RelayExchange(machine: ExchangeStateMachine(settings: settings, now: clock.now()), writer: writer,
-                                         clock: clock, record: record, metrics: metrics) { [self] _ in ended += 1 }
+                                         clock: clock, record: record, metrics: metrics, usage: usage) { [self] _ in ended += 1 }
                 exchange.providerKey = key.map { Secret($0) }
                 let request = UpstreamRequest(url: "http://provider.invalid/v1/chat/completions", method: method,
                                               headers: HTTPHeaders(), body: body, connectTimeoutSeconds: 1, idleConnectionSeconds: 30)

@@ -44,6 +44,9 @@ private func populated() -> RelayMetrics {
     m.cancelled(phase: "before_head")
     m.rejected(reason: "too_many_connections")
     m.rejected(reason: "method_not_allowed")
+    m.tokens(route: "/v1/", model: "gpt-4o", source: "provider", prompt: 10, completion: 20)
+    m.tokens(route: "/v1/", model: "gpt-4o", source: "provider", prompt: 5, completion: 7)
+    m.tokens(route: "/v1/", model: "other", source: "estimate", prompt: 3, completion: 1)
     m.activeConnections.add(5, ordering: .relaxed)
     m.activeConnections.subtract(2, ordering: .relaxed)
     m.activeStreams.add(2, ordering: .relaxed)
@@ -88,6 +91,12 @@ private let expectedPopulated: [String] = [
     "# TYPE sse_relay_rejections_total counter",
     #"sse_relay_rejections_total{reason="method_not_allowed"} 1"#,
     #"sse_relay_rejections_total{reason="too_many_connections"} 1"#,
+    "# HELP sse_relay_tokens_total Tokens used, by route, model (allowlisted or other), kind (prompt, completion) and source (provider, estimate).",
+    "# TYPE sse_relay_tokens_total counter",
+    #"sse_relay_tokens_total{route="/v1/",model="gpt-4o",kind="completion",source="provider"} 27"#,
+    #"sse_relay_tokens_total{route="/v1/",model="gpt-4o",kind="prompt",source="provider"} 15"#,
+    #"sse_relay_tokens_total{route="/v1/",model="other",kind="completion",source="estimate"} 1"#,
+    #"sse_relay_tokens_total{route="/v1/",model="other",kind="prompt",source="estimate"} 3"#,
 ]
 
 private let families: [(name: String, type: String)] = [
@@ -95,7 +104,7 @@ private let families: [(name: String, type: String)] = [
     ("sse_relay_active_streams", "gauge"), ("sse_relay_bytes_relayed_total", "counter"),
     ("sse_relay_time_to_first_byte_seconds", "histogram"), ("sse_relay_request_duration_seconds", "histogram"),
     ("sse_relay_upstream_errors_total", "counter"), ("sse_relay_cancellations_total", "counter"),
-    ("sse_relay_rejections_total", "counter"),
+    ("sse_relay_rejections_total", "counter"), ("sse_relay_tokens_total", "counter"),
 ]
 
 /// One histogram read back from the text.

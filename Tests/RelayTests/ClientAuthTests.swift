@@ -153,10 +153,13 @@ struct ClientAuthTests {
         let body = #"{ "model" : "gpt-4o-mini", "max_tokens":  5000 , "stream": true, "messages": [{"role":"user","content":"héllo"}] }"#
         let clamped = try Self.post(relay, bearer: Self.appToken, body: body)
         #expect(clamped.head.status == 200)
-        #expect(String(decoding: try requests.take().body, as: UTF8.self) == body.replacingOccurrences(of: "5000", with: "100"))
+        // The route's default usage injection composes with the clamp: two minimal edits, every other byte kept.
+        let injection = #","stream_options":{"include_usage":true}"#
+        #expect(String(decoding: try requests.take().body, as: UTF8.self)
+                == body.replacingOccurrences(of: "5000", with: "100").replacingOccurrences(of: "}] }", with: "}]\(injection) }"))
         let untouched = #"{"model":"gpt-4o-mini","max_tokens":50,"stream":true}"#
         _ = try Self.post(relay, bearer: Self.appToken, body: untouched)
-        #expect(try requests.take().body == Array(untouched.utf8))
+        #expect(String(decoding: try requests.take().body, as: UTF8.self) == String(untouched.dropLast()) + injection + "}")
     }
 
     @Test("only configured paths reach the provider: /v1/files is 404")

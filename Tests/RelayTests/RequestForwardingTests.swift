@@ -32,7 +32,8 @@ struct RequestForwardingTests {
     @Test("the key is injected exactly and client credentials never reach the provider")
     func keyInjection() throws {
         let requests = Mailbox<RecordedRequest>()
-        let relay = try RelayFixture(upstream: try Self.echoUpstream(requests: requests))
+        // Usage injection off: this test holds the body to byte-exactness (UsageAccountingTests covers the edit).
+        let relay = try RelayFixture(upstream: try Self.echoUpstream(requests: requests)) { $0.routes[0].usage.inject = false }
         let client = try relay.client()
         try client.sendRequest(path: "/v1/chat/completions?trace=1",
                                headers: [("Content-Type", "application/json"), ("OpenAI-Beta", "assistants=v2"),

@@ -13,12 +13,15 @@ import Upstream
 /// - `streaming` → `finished` (upstream completed), `upstreamFailed` (died or went idle mid-body),
 ///   `clientGone`.
 /// - `awaitingUpstreamHead` → `rejected` (a policy refused the request body before the upstream was called).
+/// - `awaitingUpstreamHead`, `streaming` → `draining` (the client left on a route with `onClientCancel: drain`):
+///   the upstream is read on, its bytes discarded and nothing written to the client, until the provider's usage
+///   arrives (`usageArrived`), the upstream ends, or `drainMaxSeconds` pass → `clientGone`.
 /// - `finished`, `upstreamFailed`, `clientGone`, `rejected` are terminal: every later event returns no action.
 /// Before the head has gone out a failure becomes a complete error response; after it, only an abort (no
 /// terminal chunk), so the client sees a truncated stream and never a clean end.
 public struct ExchangeStateMachine: Sendable {
     public enum Phase: Equatable, Sendable {
-        case awaitingUpstreamHead, streaming, finished, upstreamFailed, clientGone, rejected
+        case awaitingUpstreamHead, streaming, draining, finished, upstreamFailed, clientGone, rejected
     }
 
     public enum Action: Equatable, Sendable {
@@ -40,6 +43,8 @@ public struct ExchangeStateMachine: Sendable {
         case refuse
         /// The exchange is over; the bytes go nowhere.
         case drop
+        /// The client left and the upstream is drained: take the bytes (for the usage tap), send nothing.
+        case discard
     }
 
     /// The closed set of ways an exchange ends, for logs and metrics.
@@ -55,11 +60,15 @@ public struct ExchangeStateMachine: Sendable {
         public var requestID: String
         public var firstByteTimeoutSeconds: Double
         public var idleTimeoutSeconds: Double
+        /// `onClientCancel: drain`: how long to read on after the client left; nil cancels at once.
+        public var drainMaxSeconds: Double?
         /// Added to the client's response head (CORS headers for an allowed origin).
         public var extraResponseHeaders: HTTPHeaders
         public init(requestMethod: String, clientVersion: HTTPVersion, keepAlive: Bool, requestID: String,
-                    firstByteTimeoutSeconds: Double, idleTimeoutSeconds: Double, extraResponseHeaders: HTTPHeaders = HTTPHeaders()) {
+                    firstByteTimeoutSeconds: Double, idleTimeoutSeconds: Double, extraResponseHeaders: HTTPHeaders = HTTPHeaders(),
+                    drainMaxSeconds: Double? = nil) {
             self.extraResponseHeaders = extraResponseHeaders
+            self.drainMaxSeconds = drainMaxSeconds
             self.requestMethod = requestMethod
             self.clientVersion = clientVersion
             self.keepAlive = keepAlive
@@ -78,6 +87,7 @@ public struct ExchangeStateMachine: Sendable {
     private var keepAliveAfterResponse: Bool
     private var firstByteClockStart: Instant
     private var lastBodyAt: Instant
+    private var drainUntil: Instant?
 
     public init(settings: Settings, now: Instant) {
         self.settings = settings
@@ -100,6 +110,7 @@ public struct ExchangeStateMachine: Sendable {
         // While the relay itself holds the upstream paused (the client is not reading), the provider is not
         // idle: the idle clock restarts when the client drains.
         case .streaming: upstreamPaused ? nil : lastBodyAt.advanced(bySeconds: settings.idleTimeoutSeconds)
+        case .draining: drainUntil
         default: nil
         }
     }
@@ -128,6 +139,7 @@ public struct ExchangeStateMachine: Sendable {
     /// A body delivery from the provider. `clientAboveHighWater` is the client connection's own judgement (its
     /// high-water mark is the one place that decides), so a slow reader pauses the upstream.
     public mutating func upstreamBody(clientAboveHighWater: Bool, now: Instant) -> BodyDecision {
+        if phase == .draining { return .discard }
         guard phase == .streaming else { return .drop }
         lastBodyAt = now
         if clientAboveHighWater {
@@ -163,6 +175,9 @@ public struct ExchangeStateMachine: Sendable {
             phase = .upstreamFailed
             outcome = failure == .connectTimeout ? .upstreamTimeout : .upstreamError
             return [.respondError(Self.error(for: failure))]
+        case (.draining, _):
+            phase = .clientGone
+            return []
         default:
             return []
         }
@@ -176,15 +191,32 @@ public struct ExchangeStateMachine: Sendable {
         return [.respondError(error)]
     }
 
-    public mutating func clientClosed() -> [Action] {
+    /// The client left. The upstream is cancelled at once, or, with `drainMaxSeconds`, drained first (only a
+    /// call that was made can be drained: a request still arriving never reached the provider).
+    public mutating func clientClosed(now: Instant? = nil) -> [Action] {
         switch phase {
         case .awaitingUpstreamHead, .streaming:
-            phase = .clientGone
             outcome = .clientCancelled
+            if let seconds = settings.drainMaxSeconds, let now, requestComplete {
+                phase = .draining
+                drainUntil = now.advanced(bySeconds: seconds)
+                // A slow client may have left the upstream paused: the drain reads on regardless.
+                let wasPaused = upstreamPaused
+                upstreamPaused = false
+                return wasPaused ? [.resumeUpstream] : []
+            }
+            phase = .clientGone
             return [.cancelUpstream]
         default:
             return []
         }
+    }
+
+    /// The usage tap has the provider's final counts: a drain has what it waited for.
+    public mutating func usageArrived() -> [Action] {
+        guard phase == .draining else { return [] }
+        phase = .clientGone
+        return [.cancelUpstream]
     }
 
     /// Called at (or after) `nextDeadline`. Early calls do nothing, so a timer may fire late or spuriously.
@@ -199,6 +231,9 @@ public struct ExchangeStateMachine: Sendable {
             phase = .upstreamFailed
             outcome = .upstreamTimeout
             return [.cancelUpstream, .abortClient]
+        case .draining:
+            phase = .clientGone
+            return [.cancelUpstream]
         default:
             return []
         }

@@ -3,12 +3,18 @@ import HTTPServer
 import Support
 import Transport
 import Upstream
+import Usage
 
 /// The shell around one `ExchangeStateMachine`: it carries the machine's actions out on the client connection
 /// and the curl transfer, and feeds it their events. It reads the whole request body before calling the
 /// provider (nginx's `proxy_request_buffering on`, bounded by `limits.maxBodyBytes` and
 /// `timeouts.bodyReadSeconds`): a slow client then costs a socket, never a provider connection, the body's
 /// length is always known, and the first-byte clock measures the provider alone.
+///
+/// Usage: a `UsageMeter` gets a copy of every body delivery (never the client's bytes, which it cannot delay);
+/// on a route that injected `stream_options.include_usage`, the client's bytes pass through its stripper. On a
+/// route with `onClientCancel: drain`, a departed client's upstream is read on (bytes discarded) until the meter
+/// has the provider's usage. The final usage goes to the record at the end.
 ///
 /// Owned by the connection's loop queue (the transfer's driver runs on the same queue).
 final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendable {
@@ -29,10 +35,15 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// The key injected into this request: masked out of a non-2xx response body, where a provider may echo it.
     var providerKey: Secret?
     private var masker: SecretMasker?
+    private var meter: UsageMeter
+    /// The call reached the provider (it did not fail to connect): the prompt may be billed.
+    private var callReachedProvider = false
 
     init(machine: ExchangeStateMachine, writer: any ResponseWriter, clock: any Clock,
-         record: ExchangeRecord, metrics: RelayMetrics, onEnd: @escaping (RelayExchange) -> Void) {
+         record: ExchangeRecord, metrics: RelayMetrics, usage: UsageMeter.Settings = UsageMeter.Settings(),
+         onEnd: @escaping (RelayExchange) -> Void) {
         self.machine = machine
+        self.meter = UsageMeter(settings: usage)
         self.writer = writer
         self.clock = clock
         self.record = record
@@ -77,18 +88,24 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                     if changed { body = forwarded }
                 }
             }
-            request.body = body
+            // After the policy's clamp, so both edits compose; curl frames the new length.
+            request.body = meter.requestBody(body, path: record.path)
             body = []
+        } else {
+            meter.bodylessRequest(path: record.path)
         }
+        record.model = meter.requestedModel
+        callReachedProvider = true
         transfer = call.upstream.call(request, delegate: self)
         armTimer()   // the first-byte clock starts with the call
     }
 
     func clientClosed() {
         let phase = machine.phase
-        let actions = machine.clientClosed()
-        // Only a call that was made can be cancelled: a client gone mid-body never reached the provider.
-        if !actions.isEmpty && transfer != nil {
+        let actions = machine.clientClosed(now: clock.now())
+        // Only a call that was made can be cancelled: a client gone mid-body never reached the provider. A drained
+        // call is not counted here: it runs on to its usage.
+        if actions.contains(.cancelUpstream) && transfer != nil {
             metrics.cancelled(phase: phase == .awaitingUpstreamHead ? "before_head" : "streaming")
         }
         perform(actions)
@@ -105,6 +122,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         if !(200..<300).contains(status), let key = providerKey {
             masker = SecretMasker(secret: Array(key.revealForHeader().utf8))
         }
+        meter.responseHead(status: status, contentType: headers.first("Content-Type"))
         perform(machine.upstreamHead(status: status, headers: headers, now: clock.now()))
     }
 
@@ -112,24 +130,39 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         switch machine.upstreamBody(clientAboveHighWater: writer.isAboveHighWater, now: clock.now()) {
         case .forward:
             if record.firstBodyAt == nil { record.firstBodyAt = clock.now() }
-            record.bytesOut += bytes.count
-            metrics.bytesToClients.wrappingAdd(bytes.count, ordering: .relaxed)
+            meter.observe(bytes)
             if masker != nil {
                 let masked = masker!.feed(bytes)
-                if !masked.isEmpty { masked.withUnsafeBytes { _ = writer.sendBody($0) } }
+                if !masked.isEmpty { masked.withUnsafeBytes { send($0) } }
             } else {
-                writer.sendBody(bytes)
+                switch meter.clientBytes(bytes) {
+                case .unchanged: send(bytes)
+                case .bytes(let kept): if !kept.isEmpty { kept.withUnsafeBytes { send($0) } }
+                }
             }
             return true
         case .refuse:
             return false
         case .drop:
             return true
+        case .discard:
+            meter.observe(bytes)
+            if meter.hasProviderUsage { perform(machine.usageArrived()) }
+            return true
         }
+    }
+
+    /// One write per delivery (or per what is left of it), counted as it goes to the client.
+    private func send(_ bytes: UnsafeRawBufferPointer) {
+        record.bytesOut += bytes.count
+        metrics.bytesToClients.wrappingAdd(bytes.count, ordering: .relaxed)
+        writer.sendBody(bytes)
     }
 
     func transfer(_ transfer: any UpstreamCall, didCompleteWith result: Result<Void, UpstreamFailure>) {
         if case .failure(let failure) = result {
+            if case .connectFailed = failure { callReachedProvider = false }
+            if case .connectTimeout = failure { callReachedProvider = false }
             record.failure = failure.summary
             metrics.upstreamError(kind: failure.kind)
         } else if machine.phase == .awaitingUpstreamHead {
@@ -155,7 +188,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                 for field in machine.settings.extraResponseHeaders { error.extraHeaders.append((field.name, field.value)) }
                 writer.respond(error: error, requestID: machine.settings.requestID, keepAlive: machine.settings.keepAlive)
             case .finishResponse(let keepAlive):
-                if let tail = masker?.finish(), !tail.isEmpty { tail.withUnsafeBytes { _ = writer.sendBody($0) } }
+                if let tail = masker?.finish(), !tail.isEmpty { tail.withUnsafeBytes { send($0) } }
+                let held = meter.finishClientBytes()
+                if !held.isEmpty { held.withUnsafeBytes { send($0) } }
                 writer.finish(keepAlive: keepAlive)
             case .abortClient:
                 writer.abort()
@@ -199,6 +234,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         timer = nil
         record.outcome = machine.outcome?.rawValue ?? "aborted"
         record.endedAt = clock.now()
+        if transfer != nil {
+            record.usage = meter.usage(callReachedProvider: callReachedProvider)
+            record.modelLabel = meter.modelLabel
+        }
         for (limiter, lease) in leases { limiter.release(lease) }
         leases = []
         onEnd(self)
@@ -225,6 +264,12 @@ final class ExchangeRecord: @unchecked Sendable {
     var failure: String?
     var identity: String?
     var rejection: String?
+    /// The model the request named (client text: logged through the logger's escaping only).
+    var model: String?
+    /// The metrics' `model` label (`UsageLabels.model`): an allowlisted name or `other`.
+    var modelLabel = "other"
+    /// What the exchange cost; nil when no call was made.
+    var usage: Usage?
 
     init(requestID: String, method: String, path: String, route: String, upstream: String, clientAddress: String, startedAt: Instant) {
         self.requestID = requestID
@@ -249,6 +294,16 @@ final class ExchangeRecord: @unchecked Sendable {
         if let t = firstBodyAt { fields.append(("first_byte_ms", .double(t.seconds(since: startedAt) * 1000))) }
         if let t = endedAt { fields.append(("duration_ms", .double(t.seconds(since: startedAt) * 1000))) }
         if let failure { fields.append(("error", .string(failure))) }
+        if let model { fields.append(("model", .string(model))) }
+        if let usage {
+            if usage.source != .none {
+                fields.append(("prompt_tokens", .int(usage.prompt)))
+                fields.append(("completion_tokens", .int(usage.completion)))
+            }
+            if let cached = usage.cached { fields.append(("cached_tokens", .int(cached))) }
+            if let reasoning = usage.reasoning { fields.append(("reasoning_tokens", .int(reasoning))) }
+            fields.append(("usage_source", .string(usage.source.rawValue)))
+        }
         return fields
     }
 }

@@ -24,6 +24,7 @@ public final class RelayMetrics: Sendable {
         var upstreamErrors: [String: UInt64] = [:]      // kind
         var cancellations: [String: UInt64] = [:]       // phase
         var rejections: [String: UInt64] = [:]          // reason
+        var tokens: [String: UInt64] = [:]              // route \0 model \0 kind \0 source
         var firstByte = Histogram()
         var duration = Histogram()
     }
@@ -41,6 +42,15 @@ public final class RelayMetrics: Sendable {
             m.requests["\(route)\u{0}\(status)\u{0}\(outcome)", default: 0] += 1
             if let firstByteSeconds { m.firstByte.observe(firstByteSeconds) }
             m.duration.observe(durationSeconds)
+        }
+    }
+
+    /// Tokens of one exchange. `model` must be a bounded label value (`UsageLabels.model`); `source` is
+    /// `provider` or `estimate` (an exchange with nothing to count adds nothing).
+    public func tokens(route: String, model: String, source: String, prompt: Int, completion: Int) {
+        labelled.withLock { m in
+            m.tokens["\(route)\u{0}\(model)\u{0}prompt\u{0}\(source)", default: 0] += UInt64(max(prompt, 0))
+            m.tokens["\(route)\u{0}\(model)\u{0}completion\u{0}\(source)", default: 0] += UInt64(max(completion, 0))
         }
     }
 
@@ -72,6 +82,11 @@ public final class RelayMetrics: Sendable {
         counterFamily(&out, "sse_relay_upstream_errors_total", "Upstream failures, by kind.", "kind", m.upstreamErrors)
         counterFamily(&out, "sse_relay_cancellations_total", "Upstream transfers cancelled because the client left, by phase.", "phase", m.cancellations)
         counterFamily(&out, "sse_relay_rejections_total", "Requests answered by the relay without reaching the provider, by reason.", "reason", m.rejections)
+        header("sse_relay_tokens_total", "counter", "Tokens used, by route, model (allowlisted or other), kind (prompt, completion) and source (provider, estimate).")
+        for key in m.tokens.keys.sorted() {
+            let p = key.split(separator: "\u{0}", omittingEmptySubsequences: false).map(String.init)
+            out += "sse_relay_tokens_total{route=\(quote(p[0])),model=\(quote(p[1])),kind=\(quote(p[2])),source=\(quote(p[3]))} \(m.tokens[key]!)\n"
+        }
         return out
     }
 

@@ -27,13 +27,17 @@ extension RelayHandler {
         let settings = ExchangeStateMachine.Settings(
             requestMethod: head.method, clientVersion: head.version, keepAlive: head.keepAlive && !server.isDraining,
             requestID: requestID, firstByteTimeoutSeconds: configuration.timeouts.upstreamFirstByteSeconds,
-            idleTimeoutSeconds: configuration.timeouts.upstreamIdleSeconds, extraResponseHeaders: extra)
+            idleTimeoutSeconds: configuration.timeouts.upstreamIdleSeconds, extraResponseHeaders: extra,
+            drainMaxSeconds: route.usage.onClientCancel == .drain ? route.usage.drainMaxSeconds : nil)
+        let usage = UsageMeter.Settings(provider: route.provider, injectsUsage: route.injectsUsage,
+                                        modelAllowlist: route.bodyPolicy.models)
         let record = ExchangeRecord(requestID: requestID, method: head.method, path: head.path, route: route.prefix,
                                     upstream: upstream.name, clientAddress: writer.clientAddress, startedAt: now)
         record.identity = admitted.identity
         let server = self.server
         let exchange = RelayExchange(machine: ExchangeStateMachine(settings: settings, now: now), writer: writer,
-                                     clock: writer.loop.clock, record: record, metrics: server.metrics) { ended in
+                                     clock: writer.loop.clock, record: record, metrics: server.metrics,
+                                     usage: usage) { ended in
             server.exchangeEnded(ended, on: state)
         }
         exchange.leases = admitted.leases

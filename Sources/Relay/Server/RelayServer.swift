@@ -6,6 +6,7 @@ import Support
 import Synchronization
 import Transport
 import Upstream
+import Usage
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -133,6 +134,10 @@ public final class RelayServer: @unchecked Sendable {
         metrics.exchangeEnded(route: r.route, status: r.status ?? 0, outcome: r.outcome,
                               firstByteSeconds: r.firstBodyAt.map { $0.seconds(since: r.startedAt) },
                               durationSeconds: (r.endedAt ?? r.startedAt).seconds(since: r.startedAt))
+        if let usage = r.usage, usage.source != .none {
+            metrics.tokens(route: r.route, model: r.modelLabel, source: usage.source.rawValue,
+                           prompt: usage.prompt, completion: usage.completion)
+        }
         logger.info("exchange", r.logFields)
     }
 

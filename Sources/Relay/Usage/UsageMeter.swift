@@ -1,0 +1,107 @@
+import Usage
+
+/// One exchange's token accounting, as a value: the request body in (include_usage injected, prompt estimated,
+/// model read), a copy of each response body delivery in (the `UsageTap`), the client's bytes through the
+/// `UsageEventStripper` when the relay injected the usage request, and the final `Usage` out. No I/O; owned by
+/// the exchange's loop queue, like the exchange.
+///
+/// The client's bytes are never altered, except for the one usage-only event the relay caused by injecting
+/// `stream_options.include_usage` (README, "Usage and cost"); the tap sees a copy and cannot delay them.
+struct UsageMeter: Sendable {
+    struct Settings: Sendable, Equatable {
+        var provider: Provider
+        /// The route adds `stream_options.include_usage` to streaming chat requests (`Route.injectsUsage`).
+        var injectsUsage: Bool
+        /// The route's model allowlist: the metrics' `model` label values (`UsageLabels.model`).
+        var modelAllowlist: [String]?
+        /// The most the tap holds for one event (or a JSON body): the bound on its copy, per stream.
+        var maxTapBytes: Int
+
+        init(provider: Provider = .openai, injectsUsage: Bool = false, modelAllowlist: [String]? = nil,
+             maxTapBytes: Int = UsageTap.defaultMaxEventBytes) {
+            self.provider = provider
+            self.injectsUsage = injectsUsage
+            self.modelAllowlist = modelAllowlist
+            self.maxTapBytes = maxTapBytes
+        }
+    }
+
+    let settings: Settings
+    /// The model the request body (or a Gemini path) names; client text, for the access log.
+    private(set) var requestedModel: String?
+    /// The prompt estimate from the request body (`PromptEstimate`), used when the provider gives none.
+    private(set) var estimatedPrompt: Int?
+    /// The relay added the usage request: the client's stream loses the usage-only event.
+    private(set) var injected = false
+    private(set) var tap: UsageTap?
+    private var stripper: UsageEventStripper?
+    /// A 2xx head arrived: what follows is an answer the provider bills.
+    private var answered = false
+    /// An error head arrived: nothing to bill.
+    private var refused = false
+
+    init(settings: Settings) {
+        self.settings = settings
+    }
+
+    /// The `model` metrics label: the requested model if the route allows it by name, else `other`.
+    var modelLabel: String { UsageLabels.model(requestedModel, allowlist: settings.modelAllowlist) }
+
+    /// The request is whole and the body policy accepted it (after its clamp): returns the body to forward, with
+    /// `stream_options.include_usage` added when the route injects and the request is a streaming chat request.
+    mutating func requestBody(_ body: [UInt8], path: String) -> [UInt8] {
+        requestedModel = UsageLabels.requestedModel(body: body, path: path)
+        estimatedPrompt = PromptEstimate.tokens(requestBody: body, provider: settings.provider)
+        guard settings.injectsUsage, IncludeUsageInjection.applies(toPath: path) else { return body }
+        let result = IncludeUsageInjection.apply(to: body)
+        injected = result.injected
+        return result.body
+    }
+
+    /// A request without a body (a GET): only a Gemini path can name the model.
+    mutating func bodylessRequest(path: String) {
+        requestedModel = UsageLabels.requestedModel(body: [], path: path)
+    }
+
+    /// The provider's response head. Only a 2xx answer is read for usage (an error is not billed); the stripper
+    /// runs only on the event stream it was meant for.
+    mutating func responseHead(status: Int, contentType: String?) {
+        guard (200..<300).contains(status) else {
+            refused = true
+            return
+        }
+        answered = true
+        tap = UsageTap(provider: settings.provider, contentType: contentType, maxJSONBytes: settings.maxTapBytes,
+                       maxEventBytes: settings.maxTapBytes)
+        if injected, tap?.format == .eventStream {
+            stripper = UsageEventStripper(maxEventBytes: settings.maxTapBytes)
+        }
+    }
+
+    /// A copy of a response body delivery, exactly as received.
+    mutating func observe(_ bytes: UnsafeRawBufferPointer) {
+        tap?.feed(bytes)
+    }
+
+    /// What of a delivery goes to the client: the delivery itself unless the relay injected the usage request.
+    mutating func clientBytes(_ bytes: UnsafeRawBufferPointer) -> UsageEventStripper.Output {
+        stripper == nil ? .unchanged : stripper!.process(bytes)
+    }
+
+    /// The response ended cleanly: bytes the stripper still held (an event without its closing empty line).
+    mutating func finishClientBytes() -> [UInt8] {
+        stripper == nil ? [] : stripper!.finish()
+    }
+
+    /// The provider's own counts are complete (a drain can stop).
+    var hasProviderUsage: Bool { tap?.usage().source == .provider }
+
+    /// The exchange's usage, at its end. With a 2xx answer, the tap's (provider's, else an estimate); with an
+    /// error answer or a call that never connected, `.none`; a call the provider may have started on (the client
+    /// left or the first byte timed out before the head) costs at least the prompt: an estimate.
+    func usage(callReachedProvider: Bool) -> Usage {
+        if let tap { return tap.usage(estimatedPrompt: estimatedPrompt) }
+        guard callReachedProvider, !refused, !answered, let estimatedPrompt else { return .none }
+        return Usage(prompt: estimatedPrompt, completion: 0, source: .estimate)
+    }
+}
