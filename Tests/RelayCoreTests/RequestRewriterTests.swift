@@ -126,7 +126,8 @@ private let appended = [
     @Test func everySteeringFieldIsListed() {
         #expect(Set(RequestRewriter.steeringFields) == [
             "forwarded", "x-forwarded-host", "x-real-ip", "x-original-url", "x-rewrite-url", "x-http-method-override",
-            "x-method-override", "http2-settings",
+            "x-method-override", "http2-settings", "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-server",
+            "x-original-forwarded-for", "true-client-ip", "x-client-ip", "cf-connecting-ip",
         ])
     }
 

@@ -1,4 +1,5 @@
 // SecretMasker: the provider key never reaches the app in an error body, wherever the chunks split it.
+import HTTP1
 import Relay
 import Testing
 
@@ -66,6 +67,20 @@ import Testing
         let second = Array("X and more".utf8)
         #expect(second.withUnsafeBytes { masker.feed($0) } == Array("sk-teX and more".utf8))
         #expect(masker.finish().isEmpty)
+    }
+
+    @Test func headerValuesAreMaskedAndUntouchedHeadersCostNoCopy() throws {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "X-Debug-Auth", value: "Bearer " + String(decoding: Self.key, as: UTF8.self))
+        headers.add(name: "WWW-Authenticate", value: "Bearer error=\"invalid_token\"")
+        let masked = try #require(SecretMasker.masking(headers, secret: Self.key))
+        #expect(masked.first("X-Debug-Auth") == "Bearer " + String(decoding: Self.mask, as: UTF8.self))
+        #expect(masked.first("Content-Type") == "application/json")
+        #expect(masked.first("WWW-Authenticate") == "Bearer error=\"invalid_token\"")
+        #expect(Array(masked).map(\.name) == ["Content-Type", "X-Debug-Auth", "WWW-Authenticate"])
+        headers.remove("X-Debug-Auth")
+        #expect(SecretMasker.masking(headers, secret: Self.key) == nil)
     }
 
     @Test func shortKeysAreMaskedWhole() {

@@ -67,6 +67,24 @@ struct KeyEchoTests {
         relay.assertNoSecretLeaks(clients: [client])
     }
 
+    @Test("a header echoing the key is masked, whatever the status", arguments: [200, 401])
+    func headersAreMasked(status: Int) throws {
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest(timeout: 5)
+            try connection.writeHead(status: status, headers: [("Content-Type", "application/json"), ("Content-Length", "2"),
+                                                               ("X-Debug-Authorization", "Bearer \(RelayFixture.providerKey)")])
+            try connection.write("{}")
+        }
+        let relay = try RelayFixture(upstream: upstream)
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/models", body: Array("{}".utf8))
+        let head = try client.readHead()
+        #expect(head.status == status)
+        #expect(head.header("X-Debug-Authorization") == "Bearer " + String(decoding: Self.mask, as: UTF8.self))
+        _ = try client.readBody(head: head)
+        relay.assertNoSecretLeaks(clients: [client])
+    }
+
     @Test("a 2xx body is relayed byte-exact, whatever it contains")
     func successBodiesAreUntouched() throws {
         let body = Array("data: {\"echo\":\"".utf8) + Self.key + Array("\"}\n\n".utf8)

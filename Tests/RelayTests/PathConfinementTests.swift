@@ -23,6 +23,7 @@ struct PathConfinementTests {
         "/v1/models\\..\\organization",
         "/v1/models//organization",
         "/v1/models/..",
+        "/v1/models/..;/organization/admin_api_keys",
         "/v1/models/x/..?limit=1",
         "/v1/models#/../organization",
         "/v1/chat/x/../completions",

@@ -119,8 +119,11 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     func transfer(_ transfer: any UpstreamCall, didReceiveHead status: Int, headers: HTTPHeaders) {
         record.upstreamHeadAt = clock.now()
-        if !(200..<300).contains(status), let key = providerKey {
-            masker = SecretMasker(secret: Array(key.revealForHeader().utf8))
+        var headers = headers
+        if let key = providerKey {
+            let secret = Array(key.revealForHeader().utf8)
+            if !(200..<300).contains(status) { masker = SecretMasker(secret: secret) }
+            if let masked = SecretMasker.masking(headers, secret: secret) { headers = masked }
         }
         meter.responseHead(status: status, contentType: headers.first("Content-Type"))
         perform(machine.upstreamHead(status: status, headers: headers, now: clock.now()))

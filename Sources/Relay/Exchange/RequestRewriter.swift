@@ -26,6 +26,9 @@ public enum RequestRewriter {
     public static let steeringFields: [String] = [
         "forwarded", "x-forwarded-host", "x-real-ip", "x-original-url", "x-rewrite-url", "x-http-method-override",
         "x-method-override", "http2-settings",
+        // Origin claims other stacks trust (CDNs, Rails, Spring): the relay's own X-Forwarded-For is the only one.
+        "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-server", "x-original-forwarded-for", "true-client-ip",
+        "x-client-ip", "cf-connecting-ip",
     ]
 
     /// The provider URL for a checked path: the base URL, the path (without the route's prefix when

@@ -1,3 +1,5 @@
+import HTTP1
+
 /// Replaces every occurrence of a secret in a byte stream with a mask of the same length, across chunk
 /// boundaries. Pure; one per response.
 ///
@@ -45,9 +47,36 @@ public struct SecretMasker: Sendable {
         return buffer
     }
 
+    /// `headers` with the secret masked in every value (nil when no value contains it: nothing to copy).
+    /// Response headers pass for every status, and a gateway may echo the credential in one (a debug header,
+    /// `WWW-Authenticate`), so they are masked whatever the status.
+    public static func masking(_ headers: HTTPHeaders, secret: [UInt8]) -> HTTPHeaders? {
+        guard var masker = SecretMasker(secret: secret),
+              headers.contains(where: { Array($0.value.utf8).contains(subsequence: secret) }) else { return nil }
+        var masked = HTTPHeaders()
+        for field in headers {
+            var bytes = Array(field.value.utf8).withUnsafeBytes { masker.feed($0) }
+            bytes += masker.finish()
+            masked.add(name: field.name, value: String(decoding: bytes, as: UTF8.self))
+        }
+        return masked
+    }
+
     /// The rest, at the end of the body: whatever was held back cannot be the secret any more.
     public mutating func finish() -> [UInt8] {
         defer { held = [] }
         return held
+    }
+}
+
+extension Array where Element == UInt8 {
+    func contains(subsequence needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty, needle.count <= count else { return needle.isEmpty }
+        var i = 0
+        while i + needle.count <= count {
+            if self[i] == needle[0] && self[i..<(i + needle.count)].elementsEqual(needle) { return true }
+            i += 1
+        }
+        return false
     }
 }

@@ -94,7 +94,11 @@ public struct RequestPath: Equatable, Sendable {
     private static func checkSegment(_ segment: ArraySlice<UInt8>, isLast: Bool) -> Rejection? {
         // A trailing slash ("/v1/") leaves an empty last segment, which is an ordinary path; "//" is not.
         if segment.isEmpty { return isLast ? nil : .emptySegment }
-        if segment.count <= 2 && segment.allSatisfy({ $0 == UInt8(ascii: ".") }) { return .dotSegment }
+        // Servlet containers (Tomcat, Jetty) drop a segment's ";parameters" before resolving dots, so "..;x"
+        // is ".." to them and "/;x/" is "//": the part before the first ';' is what is checked.
+        let name = segment.prefix { $0 != UInt8(ascii: ";") }
+        if name.isEmpty { return .emptySegment }
+        if name.count <= 2 && name.allSatisfy({ $0 == UInt8(ascii: ".") }) { return .dotSegment }
         return nil
     }
 
