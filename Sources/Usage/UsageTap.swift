@@ -36,12 +36,26 @@ public struct UsageTap: Sendable {
         case json
         case ignored
 
+        /// Decided on the media type's bytes (before any `;`, spaces trimmed, ASCII case folded): once per
+        /// response, on the hot path of every request, so no String is built.
         public init(contentType: String?) {
-            let type = (contentType ?? "").lowercased()
-            let media = type.split(separator: ";", maxSplits: 1).first.map { $0.trimmingSpaces } ?? ""
-            if media == "text/event-stream" {
+            guard var type = contentType?.utf8[...] else {
+                self = .ignored
+                return
+            }
+            if let semicolon = type.firstIndex(of: UInt8(ascii: ";")) { type = type[..<semicolon] }
+            while let first = type.first, first == 0x20 || first == 0x09 { type = type.dropFirst() }
+            while let last = type.last, last == 0x20 || last == 0x09 { type = type.dropLast() }
+            func equals(_ bytes: Substring.UTF8View, _ literal: StaticString) -> Bool {
+                guard bytes.count == literal.utf8CodeUnitCount else { return false }
+                return zip(bytes, UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+                    .allSatisfy { ($0 | 0x20 == $1 | 0x20) && ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A || $0 == $1) }
+            }
+            let media = Substring(type).utf8
+            if equals(media, "text/event-stream") {
                 self = .eventStream
-            } else if media == "application/json" || media.hasSuffix("+json") {
+            } else if equals(media, "application/json")
+                        || (media.count > 5 && equals(media.suffix(5), "+json")) {
                 self = .json
             } else {
                 self = .ignored

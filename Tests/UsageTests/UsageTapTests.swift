@@ -109,7 +109,9 @@ struct UsageTapTests {
     @Test(arguments: [
         ("text/event-stream", UsageTap.Format.eventStream), ("Text/Event-Stream ; charset=utf-8", .eventStream),
         ("application/json", .json), ("application/problem+json", .json), ("text/plain", .ignored),
-        ("", .ignored), ("text/event-streamx", .ignored),
+        ("", .ignored), ("text/event-streamx", .ignored), (" APPLICATION/JSON;charset=utf-8", .json),
+        ("+json", .ignored), ("text\u{2F}event-stream", .eventStream), ("text-event-stream", .ignored),
+        ("application/jsoN\t", .json), ("tExt/event_stream", .ignored), ("application/json5", .ignored),
     ])
     func contentTypes(_ c: (String, UsageTap.Format)) {
         #expect(UsageTap.Format(contentType: c.0) == c.1)

@@ -30,8 +30,11 @@ public enum IncludeUsageInjection {
     /// Whether a request path takes `stream_options` (chat completions and legacy completions, OpenAI's and
     /// Azure's `/openai/deployments/NAME/…` alike). The Responses API always reports usage and has no such option.
     public static func applies(toPath path: String) -> Bool {
-        let bare = path.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? path
-        return bare.hasSuffix("/chat/completions") || bare.hasSuffix("/completions")
+        // "/completions" also ends "/chat/completions"; compared on bytes, once per request.
+        let bytes = path.utf8
+        let bare = bytes[..<(bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.endIndex)]
+        let suffix = "/completions".utf8
+        return bare.count >= suffix.count && bare.suffix(suffix.count).elementsEqual(suffix)
     }
 
     public static func apply(to body: [UInt8]) -> Result {
