@@ -29,8 +29,13 @@ struct UsageMeter: Sendable {
     let settings: Settings
     /// The model the request body (or a Gemini path) names; client text, for the access log.
     private(set) var requestedModel: String?
-    /// The prompt estimate from the request body (`PromptEstimate`), used when the provider gives none.
-    private(set) var estimatedPrompt: Int?
+    /// The request body as forwarded (shared, not copied): the prompt estimate (`PromptEstimate`) is read from
+    /// it only when the provider gives no prompt count, so a request the provider accounts for costs no JSON walk.
+    private var requestBodyForEstimate: [UInt8]?
+    /// The prompt estimate, when a result needs it.
+    var estimatedPrompt: Int? {
+        requestBodyForEstimate.flatMap { PromptEstimate.tokens(requestBody: $0, provider: settings.provider) }
+    }
     /// The relay added the usage request: the client's stream loses the usage-only event.
     private(set) var injected = false
     private(set) var tap: UsageTap?
@@ -51,7 +56,7 @@ struct UsageMeter: Sendable {
     /// `stream_options.include_usage` added when the route injects and the request is a streaming chat request.
     mutating func requestBody(_ body: [UInt8], path: String) -> [UInt8] {
         requestedModel = UsageLabels.requestedModel(body: body, path: path)
-        estimatedPrompt = PromptEstimate.tokens(requestBody: body, provider: settings.provider)
+        requestBodyForEstimate = body
         guard settings.injectsUsage, IncludeUsageInjection.applies(toPath: path) else { return body }
         let result = IncludeUsageInjection.apply(to: body)
         injected = result.injected
@@ -100,7 +105,12 @@ struct UsageMeter: Sendable {
     /// error answer or a call that never connected, `.none`; a call the provider may have started on (the client
     /// left or the first byte timed out before the head) costs at least the prompt: an estimate.
     func usage(callReachedProvider: Bool) -> Usage {
-        if let tap { return tap.usage(estimatedPrompt: estimatedPrompt) }
+        if let tap {
+            let counted = tap.usage()
+            // The provider's own prompt count needs no estimate.
+            if counted.source == .provider { return counted }
+            return tap.usage(estimatedPrompt: estimatedPrompt)
+        }
         guard callReachedProvider, !refused, !answered, let estimatedPrompt else { return .none }
         return Usage(prompt: estimatedPrompt, completion: 0, source: .estimate)
     }
