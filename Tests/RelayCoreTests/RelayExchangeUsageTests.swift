@@ -47,6 +47,27 @@ extension RelayExchangeTests {
         #expect(h.exchange.record.bytesOut == expected.utf8.count)
     }
 
+    @Test(arguments: [
+        (#"{"model":"gpt-4o","stream":true,"stream":true,"messages":[]}"#, "stream"),
+        (#"{"model":"gpt-4o","stream":true,"stream_options":{},"stream_options":{"include_usage":false},"messages":[]}"#,
+         "stream_options"),
+    ])
+    func aDuplicatedStreamKeyCannotBlindTheAccounting(_ c: (String, String)) {
+        let h = Harness(usage: Self.openAIInjecting)
+        h.run {
+            h.exchange.requestBody(Array(c.0.utf8))
+            h.exchange.requestEnd()
+        }
+        #expect(h.upstream.calls.isEmpty, "a body the injection cannot read reached the provider")
+        #expect(h.writer.events == [.error(status: 400, code: "duplicate_key")], "\(c.1)")
+        let passes = Harness(usage: UsageMeter.Settings(provider: .openai, injectsUsage: false))
+        passes.run {
+            passes.exchange.requestBody(Array(c.0.utf8))
+            passes.exchange.requestEnd()
+        }
+        #expect(passes.upstream.calls.count == 1, "routes that do not inject forward it as before")
+    }
+
     @Test func aClientThatAskedForUsageGetsTheStreamUntouched() {
         let asked = #"{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[]}"#
         let h = Harness(usage: Self.openAIInjecting)

@@ -88,6 +88,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                     if changed { body = forwarded }
                 }
             }
+            if meter.settings.injectsUsage, IncludeUsageInjection.applies(toPath: record.path),
+               let key = IncludeUsageInjection.duplicatedKey(in: body) {
+                let error = RelayError.duplicateKey(key)
+                record.rejection = error.code
+                metrics.rejected(reason: error.code)
+                perform(machine.rejected(error))
+                return
+            }
             // After the policy's clamp, so both edits compose; curl frames the new length.
             request.body = meter.requestBody(body, path: record.path)
             body = []

@@ -37,6 +37,14 @@ public enum IncludeUsageInjection {
         return bare.count >= suffix.count && bare.suffix(suffix.count).elementsEqual(suffix)
     }
 
+    /// `stream` or `stream_options` given twice at the top level: providers read the last one, the injection would
+    /// read neither, so a client could stream without reporting usage. Such a body is refused on injecting routes.
+    public static func duplicatedKey(in body: [UInt8]) -> String? {
+        guard let members = try? JSONTopLevel.scan(body) else { return nil }
+        for key in ["stream", "stream_options"] where members.filter({ $0.hasKey(key) }).count > 1 { return key }
+        return nil
+    }
+
     public static func apply(to body: [UInt8]) -> Result {
         let untouched = Result(body: body, injected: false)
         guard let members = try? JSONTopLevel.scan(body) else { return untouched }
