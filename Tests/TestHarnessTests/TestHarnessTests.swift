@@ -473,3 +473,37 @@ private func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         }
     }
 }
+
+/// The built relay binary as a process: what the multi-replica tests start three of.
+@Suite struct RelayProcessTests {
+    @Test func relayProcessForwardsToAScriptedUpstreamAndDiesOnKill() throws {
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: [("Content-Type", "text/plain"), ("Content-Length", "2")])
+            try connection.write(bytes("ok"))
+        }
+        defer { upstream.shutdown() }
+        let relay = try RelayProcess(configuration: """
+            {"listen": {"host": "127.0.0.1", "port": 0},
+             "upstreams": {"up": {"baseURL": "http://127.0.0.1:\(upstream.port)", "key": {"env": "PROCESS_TEST_KEY"}}},
+             "routes": [{"prefix": "/v1/", "upstream": "up", "auth": "none"}]}
+            """, environment: ["PROCESS_TEST_KEY": "sk-process-test"])
+        let client = try TestClient(port: relay.port)
+        defer { client.close() }
+        try client.sendRequest(method: "GET", path: "/v1/models", headers: [("Host", "relay")])
+        let head = try client.readHead()
+        #expect(head.status == 200)
+        #expect(try client.readBody(head: head) == bytes("ok"))
+        try relay.waitForLog("\"outcome\":\"completed\"")
+        #expect(relay.isRunning)
+        relay.kill()
+        #expect(!relay.isRunning)
+        #expect(throws: (any Error).self) { _ = try TestClient(port: relay.port) }
+    }
+
+    @Test func intFieldReadsANumberFromALogLine() {
+        #expect(RelayProcess.intField("port", in: #"{"message":"relay listening","port":4242,"admin_port":17}"#) == 4242)
+        #expect(RelayProcess.intField("admin_port", in: #"{"port":1,"admin_port":17}"#) == 17)
+        #expect(RelayProcess.intField("port", in: #"{"message":"x"}"#) == nil)
+    }
+}
