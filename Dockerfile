@@ -13,10 +13,12 @@ ARG SWIFT_IMAGE=swift:6.3-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 # ---- build: compile, run every unit/integration test, then the release binary ----------------------------------
+# The tests start real components: a TLS upstream (python3-h2, openssl) and redis-server.
 FROM ${SWIFT_IMAGE} AS build
 
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libcurl4-openssl-dev libssl-dev \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libcurl4-openssl-dev libssl-dev openssl python3-h2 redis-server \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
