@@ -34,7 +34,7 @@ struct RelayHandler: RequestHandler {
         }
         let requestID = RequestRewriter.requestID(clientValue: head.headers.first("X-Request-Id"), generated: RequestIDs.make())
         var context = Rejection(head: head, requestID: requestID, writer: writer)
-        switch admit(head, client: writer.clientAddress, now: writer.loop.clock.now(), context: &context) {
+        switch admit(head, client: writer.clientAddress, on: writer.loop, context: &context) {
         case .preflight(let headers):
             writer.respond(status: 204, headers: headers, body: [], keepAlive: head.keepAlive)
             return nil
