@@ -115,11 +115,17 @@ struct EventBoundary: Sendable, Equatable {
         }
     }
 
-    /// How many of `bytes` pass before the first boundary in them (nil: none); the bytes up to it are noted.
+    /// How many of `bytes` pass before the first boundary in them (nil: none); the bytes up to it are noted. An
+    /// empty line ended by CR takes the LF right after it, when this delivery has it, as the rest of its CRLF.
     mutating func prefixToBoundary(in bytes: UnsafeRawBufferPointer) -> Int? {
         for (i, byte) in bytes.enumerated() {
             (b3, b2, b1) = (b2, b1, byte)
-            if atBoundary { return i + 1 }
+            guard atBoundary else { continue }
+            if byte == 0x0D, i + 1 < bytes.count, bytes[i + 1] == 0x0A {
+                (b3, b2, b1) = (b2, b1, 0x0A)
+                return i + 2
+            }
+            return i + 1
         }
         return nil
     }
