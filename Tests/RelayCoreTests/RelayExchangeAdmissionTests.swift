@@ -39,6 +39,17 @@ extension RelayExchangeTests {
         return h
     }
 
+    /// The chat request, admitted with 15 tokens reserved (10 + 5), a 200 event-stream head and `hellos` events.
+    static func streamAdmitted(_ h: Harness, _ store: FakeAdmissionStore, hellos: Int) {
+        h.run {
+            h.exchange.requestBody(Array(ChatStream.request.utf8))
+            h.exchange.requestEnd()
+            store.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 15)))
+            h.call.head(200)
+            for _ in 0..<hellos { h.call.body(ChatStream.hello) }
+        }
+    }
+
     @Test func theProviderWaitsForTheStoreAndTheReservationIsTheDefaultPlusThePrompt() {
         let store = FakeAdmissionStore()
         let h = Self.admitting(store)
@@ -112,13 +123,7 @@ extension RelayExchangeTests {
     @Test func aRefusedExtensionEndsTheStreamWithOneErrorEventAndCancelsTheUpstream() {
         let store = FakeAdmissionStore()
         let h = Self.admitting(store)
-        h.run {
-            h.exchange.requestBody(Array(ChatStream.request.utf8))
-            h.exchange.requestEnd()
-            store.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 15)))
-            h.call.head(200)
-            for _ in 0..<7 { h.call.body(ChatStream.hello) }
-        }
+        Self.streamAdmitted(h, store, hellos: 7)
         #expect(store.extensions.isEmpty)
         _ = h.run { h.call.body(ChatStream.hello) }
         #expect(store.extensions.map(\.tokens) == [10])
@@ -141,12 +146,8 @@ extension RelayExchangeTests {
     @Test func aGrantedExtensionLetsTheStreamRunOn() {
         let store = FakeAdmissionStore()
         let h = Self.admitting(store)
+        Self.streamAdmitted(h, store, hellos: 8)
         h.run {
-            h.exchange.requestBody(Array(ChatStream.request.utf8))
-            h.exchange.requestEnd()
-            store.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 15)))
-            h.call.head(200)
-            for _ in 0..<8 { h.call.body(ChatStream.hello) }
             store.extensions[0].answer(true)
             for _ in 0..<9 { h.call.body(ChatStream.hello) }
         }
@@ -166,12 +167,8 @@ extension RelayExchangeTests {
         let h = Self.admitting(store)
         let half = ChatStream.world.count - 1
         let world = Array(ChatStream.world.utf8)
+        Self.streamAdmitted(h, store, hellos: 8)
         h.run {
-            h.exchange.requestBody(Array(ChatStream.request.utf8))
-            h.exchange.requestEnd()
-            store.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 15)))
-            h.call.head(200)
-            for _ in 0..<8 { h.call.body(ChatStream.hello) }
             h.call.body(String(decoding: world[..<half], as: UTF8.self))
             store.extensions[0].answer(false)
         }
@@ -189,12 +186,8 @@ extension RelayExchangeTests {
         var budgets = Self.budgets
         budgets.onExceed = .finish
         let h = Self.admitting(store, budgets: budgets)
+        Self.streamAdmitted(h, store, hellos: 8)
         h.run {
-            h.exchange.requestBody(Array(ChatStream.request.utf8))
-            h.exchange.requestEnd()
-            store.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 15)))
-            h.call.head(200)
-            for _ in 0..<8 { h.call.body(ChatStream.hello) }
             store.extensions[0].answer(false)
             for _ in 0..<20 { h.call.body(ChatStream.hello) }
             h.call.complete()
