@@ -192,6 +192,10 @@ public struct RelayConfiguration: Sendable {
     public var rateLimits = RateLimitSettings()
     /// Browser clients: allowed origins and the preflight answer.
     public var cors: CORSPolicy?
+    /// Where buckets, stream leases and budgets are kept (`state`): this process, or Redis shared by every replica.
+    public var state = StateConfiguration()
+    /// Token budgets (`budgets`); nil for none.
+    public var budgets: BudgetConfiguration?
     /// The relay's own reverse proxies and balancers: only their `X-Forwarded-For` (and PROXY headers) are believed.
     public var trustedProxies: [CIDR] = []
 
@@ -264,7 +268,7 @@ struct ConfigReader {
             return config
         }
         let known: Set<String> = ["listen", "admin", "upstreams", "routes", "limits", "timeouts", "buffers", "workers", "logLevel",
-                                  "clients", "rateLimits", "cors", "trustedProxies"]
+                                  "clients", "rateLimits", "cors", "trustedProxies", "state", "budgets"]
         for key in object.keys where !known.contains(key) { problem(key, "unknown key") }
         readListeners(object, into: &config)
         readUpstreams(object, into: &config)
@@ -274,6 +278,8 @@ struct ConfigReader {
         readBuffers(object, into: &config)
         readClients(object, into: &config)
         readTrustedProxies(object, into: &config)
+        readState(object, into: &config)
+        readBudgets(object, into: &config)
         if let w = int(object, "workers", "workers", min: 0, max: 256) { config.workers = w }
         if let level = string(object, "logLevel", "logLevel") {
             if let l = LogLevel(name: level) { config.logLevel = l } else { problem("logLevel", "must be one of debug, info, warning, error") }

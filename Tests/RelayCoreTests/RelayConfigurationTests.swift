@@ -352,3 +352,55 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
         #expect(c.route(for: "/v1/chat/x")?.upstream == "chat")
     }
 }
+
+/// `state` and `budgets`: defaults, the Redis URL parsed into its parts, and each problem named by its key path.
+@Suite struct RelayConfigurationStateTests {
+    @Test func memoryAndNoBudgetsByDefault() throws {
+        let c = try load(minimal())
+        #expect(c.state.backend == .memory)
+        #expect(c.budgets == nil)
+    }
+
+    @Test func redisLoadsWithEveryKey() throws {
+        let c = try load(minimal(root: #""#
+            + #","state": {"backend": "redis", "redis": {"url": "redis://10.0.0.5:6380/2", "password": {"env": "REDIS_PASSWORD"}, "#
+            + #""keyPrefix": "relay-a:", "timeoutMs": 20, "onUnavailable": "local", "leaseTTLSeconds": 15}}"#),
+                         env: env.merging(["REDIS_PASSWORD": "s3cret"]) { $1 })
+        guard case .redis(let r) = c.state.backend else { Issue.record("not redis"); return }
+        #expect(r.host == "10.0.0.5" && r.port == 6380 && r.database == 2)
+        #expect(r.password?.revealForHeader() == "s3cret")
+        #expect(r.keyPrefix == "relay-a:" && r.timeoutMilliseconds == 20 && r.onUnavailable == .local && r.leaseTTLSeconds == 15)
+        let defaults = try load(minimal(root: #","state": {"backend": "redis", "redis": {"url": "redis://[::1]"}}"#))
+        #expect(defaults.state.backend == .redis(StateConfiguration.Redis(host: "::1", port: 6379, database: 0)))
+    }
+
+    @Test func redisProblemsNameTheirKeyPaths() {
+        #expect(paths(problems(minimal(root: #","state": {"backend": "etcd"}"#))) == ["state.backend"])
+        #expect(paths(problems(minimal(root: #","state": {"backend": "redis"}"#))) == ["state.redis"])
+        #expect(paths(problems(minimal(root: #","state": {"backend": "memory", "redis": {}}"#))) == ["state.redis"])
+        for url in ["rediss://h:6379", "redis://user:pw@h", "redis://h:0", "redis://h:70000", "redis://h/x", "redis://", "http://h", "redis://h?db=1"] {
+            #expect(paths(problems(minimal(root: #","state": {"backend": "redis", "redis": {"url": "\#(url)"}}"#))) == ["state.redis.url"], "\(url)")
+        }
+        let bad = problems(minimal(root: #","state": {"backend": "redis", "redis": {"url": "redis://h", "password": {"env": "NOPE"}, "#
+                                   + #""timeoutMs": 0, "onUnavailable": "maybe", "leaseTTLSeconds": 0, "keyPrefix": "a b", "db": 1}}"#))
+        #expect(Set(paths(bad)) == ["state.redis.password.env", "state.redis.timeoutMs", "state.redis.onUnavailable",
+                                    "state.redis.leaseTTLSeconds", "state.redis.keyPrefix", "state.redis.db"])
+        #expect(!bad.joined().contains("s3cret"))
+    }
+
+    @Test func budgetsLoadWithDefaults() throws {
+        let c = try load(minimal(root: #","budgets": {"perIdentity": {"tokensPerDay": 200000, "tokensPerMonth": 3000000}, "total": {"tokensPerDay": 20000000}}"#))
+        #expect(c.budgets == BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: 200_000, tokensPerMonth: 3_000_000),
+                                                 total: BudgetLimits(tokensPerDay: 20_000_000), onExceed: .cut, defaultReserveTokens: 4096))
+        let finish = try load(minimal(root: #","budgets": {"total": {"tokensPerMonth": 5}, "onExceed": "finish", "defaultReserveTokens": 1000}"#))
+        #expect(finish.budgets?.onExceed == .finish && finish.budgets?.defaultReserveTokens == 1000)
+    }
+
+    @Test func budgetProblemsNameTheirKeyPaths() {
+        #expect(paths(problems(minimal(root: #","budgets": {}"#))) == ["budgets"])
+        #expect(Set(paths(problems(minimal(root: #","budgets": {"perIdentity": {"tokensPerDay": 0, "tokensPerWeek": 5}, "onExceed": "stop", "#
+                                           + #""defaultReserveTokens": -1, "total": {"tokensPerMonth": 1.5}}"#))))
+                == ["budgets.perIdentity.tokensPerDay", "budgets.perIdentity.tokensPerWeek", "budgets.onExceed",
+                    "budgets.defaultReserveTokens", "budgets.total.tokensPerMonth", "budgets"])
+    }
+}

@@ -91,6 +91,10 @@ private let expectedPopulated: [String] = [
     "# TYPE sse_relay_rejections_total counter",
     #"sse_relay_rejections_total{reason="method_not_allowed"} 1"#,
     #"sse_relay_rejections_total{reason="too_many_connections"} 1"#,
+    "# HELP sse_relay_budget_cuts_total Streams ended early because the token budget was used up, by route.",
+    "# TYPE sse_relay_budget_cuts_total counter",
+    "# HELP sse_relay_state_unavailable_total Admissions decided while the shared state store did not answer, by outcome (rejected, allowed, local).",
+    "# TYPE sse_relay_state_unavailable_total counter",
     "# HELP sse_relay_tokens_total Tokens used, by route, model (allowlisted or other), kind (prompt, completion) and source (provider, estimate).",
     "# TYPE sse_relay_tokens_total counter",
     #"sse_relay_tokens_total{route="/v1/",model="gpt-4o",kind="completion",source="provider"} 27"#,
@@ -104,7 +108,8 @@ private let families: [(name: String, type: String)] = [
     ("sse_relay_active_streams", "gauge"), ("sse_relay_bytes_relayed_total", "counter"),
     ("sse_relay_time_to_first_byte_seconds", "histogram"), ("sse_relay_request_duration_seconds", "histogram"),
     ("sse_relay_upstream_errors_total", "counter"), ("sse_relay_cancellations_total", "counter"),
-    ("sse_relay_rejections_total", "counter"), ("sse_relay_tokens_total", "counter"),
+    ("sse_relay_rejections_total", "counter"), ("sse_relay_budget_cuts_total", "counter"),
+    ("sse_relay_state_unavailable_total", "counter"), ("sse_relay_tokens_total", "counter"),
 ]
 
 /// One histogram read back from the text.

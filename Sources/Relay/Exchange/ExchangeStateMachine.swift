@@ -16,6 +16,10 @@ import Upstream
 /// - `awaitingUpstreamHead`, `streaming` → `draining` (the client left on a route with `onClientCancel: drain`):
 ///   the upstream is read on, its bytes discarded and nothing written to the client, until the provider's usage
 ///   arrives (`usageArrived`), the upstream ends, or `drainMaxSeconds` pass → `clientGone`.
+/// - `awaitingUpstreamHead` while the admission store decides (`awaitAdmission` → `admitted`): the client leaving
+///   then ends it (`clientGone`, never `draining`: nothing was called), a refusal is `rejected`.
+/// - `streaming` → `finished` with outcome `budget_exhausted` (`budgetExhausted`): the relay ends the stream itself
+///   with one closing event, at an event boundary.
 /// - `finished`, `upstreamFailed`, `clientGone`, `rejected` are terminal: every later event returns no action.
 /// Before the head has gone out a failure becomes a complete error response; after it, only an abort (no
 /// terminal chunk), so the client sees a truncated stream and never a clean end.
@@ -34,6 +38,9 @@ public struct ExchangeStateMachine: Sendable {
         case finishResponse(keepAlive: Bool)
         /// The head has gone out and the body cannot complete: close without a clean end.
         case abortClient
+        /// The relay ends the body itself: write `event` (one SSE event), then end as `finishResponse` does. Any
+        /// bytes a filter still holds are dropped (they are the part of an event the cut falls after).
+        case finishWithEvent([UInt8], keepAlive: Bool)
     }
 
     /// What to do with a body delivery.
@@ -51,6 +58,7 @@ public struct ExchangeStateMachine: Sendable {
     public enum Outcome: String, Sendable {
         case completed, clientCancelled = "client_cancelled", upstreamError = "upstream_error"
         case upstreamTimeout = "upstream_timeout", aborted, rejected
+        case budgetExhausted = "budget_exhausted"
     }
 
     public struct Settings: Sendable, Equatable {
@@ -88,6 +96,9 @@ public struct ExchangeStateMachine: Sendable {
     private var firstByteClockStart: Instant
     private var lastBodyAt: Instant
     private var drainUntil: Instant?
+    /// The admission store has not answered yet: no call was made.
+    public private(set) var awaitingAdmission = false
+    private var bodyMode: ResponseBodyMode?
 
     public init(settings: Settings, now: Instant) {
         self.settings = settings
@@ -123,6 +134,20 @@ public struct ExchangeStateMachine: Sendable {
         if let now, phase == .awaitingUpstreamHead { firstByteClockStart = now }
     }
 
+    /// The request is whole and waits for the admission store's answer before the provider is called.
+    public mutating func awaitAdmission() {
+        guard phase == .awaitingUpstreamHead else { return }
+        awaitingAdmission = true
+    }
+
+    /// The store admitted the request and the provider is called now: the first-byte clock starts again, so the
+    /// store's answer time is not the provider's.
+    public mutating func admitted(now: Instant) {
+        guard phase == .awaitingUpstreamHead, awaitingAdmission else { return }
+        awaitingAdmission = false
+        firstByteClockStart = now
+    }
+
     public mutating func upstreamHead(status: Int, headers: HTTPHeaders, now: Instant) -> [Action] {
         guard phase == .awaitingUpstreamHead else { return [] }
         phase = .streaming
@@ -133,6 +158,7 @@ public struct ExchangeStateMachine: Sendable {
             clientVersion: settings.clientVersion, keepAlive: settings.keepAlive, requestID: settings.requestID,
             extraHeaders: settings.extraResponseHeaders)
         keepAliveAfterResponse = keepAlive
+        bodyMode = mode
         return [.sendHead(head, mode)]
     }
 
@@ -197,7 +223,7 @@ public struct ExchangeStateMachine: Sendable {
         switch phase {
         case .awaitingUpstreamHead, .streaming:
             outcome = .clientCancelled
-            if let seconds = settings.drainMaxSeconds, let now, requestComplete {
+            if let seconds = settings.drainMaxSeconds, let now, requestComplete, !awaitingAdmission {
                 phase = .draining
                 drainUntil = now.advanced(bySeconds: seconds)
                 // A slow client may have left the upstream paused: the drain reads on regardless.
@@ -209,6 +235,21 @@ public struct ExchangeStateMachine: Sendable {
             return [.cancelUpstream]
         default:
             return []
+        }
+    }
+
+    /// The stream's budget cannot cover its next extension (`budgets.onExceed: cut`) and what the client has is
+    /// whole events: the upstream is cancelled and the body ends with `closingEvent`, cleanly. A body whose length
+    /// the client was told (Content-Length) cannot take another byte: it is aborted instead.
+    public mutating func budgetExhausted(closingEvent: [UInt8]) -> [Action] {
+        guard phase == .streaming else { return [] }
+        phase = .finished
+        outcome = .budgetExhausted
+        switch bodyMode {
+        case .chunked?, .closeDelimited?:
+            return [.cancelUpstream, .finishWithEvent(closingEvent, keepAlive: keepAliveAfterResponse && requestComplete)]
+        default:
+            return [.cancelUpstream, .abortClient]
         }
     }
 

@@ -16,6 +16,12 @@ import Usage
 /// route with `onClientCancel: drain`, a departed client's upstream is read on (bytes discarded) until the meter
 /// has the provider's usage. The final usage goes to the record at the end.
 ///
+/// Admission: with an `ExchangeAdmission`, the request, once whole and past the body policy, asks the admission
+/// store (buckets, stream caps, budget reservation) and waits for its answer, asynchronously, before the provider is
+/// called; the grant is settled exactly once at the end with the exchange's usage. A stream without a ceiling keeps
+/// its reservation ahead of its output (`BudgetGuard`) and, when the budget runs out with `onExceed: cut`, ends at
+/// the next event boundary with one closing event.
+///
 /// Owned by the connection's loop queue (the transfer's driver runs on the same queue).
 final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendable {
     // Invariant: touched on `writer.loop.queue` only.
@@ -26,6 +32,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private var pendingCall: (request: UpstreamRequest, upstream: any UpstreamClient, policy: BodyPolicy)?
     /// The request body as it arrives; handed to the transfer at the request's end.
     private var body: [UInt8] = []
+    /// The body as the policy passed it (before the usage injection), for the reservation; emptied once read.
+    private var forwardedBody: [UInt8] = []
     private let clock: any Clock
     private var timer: LoopTimer?
     private var armedDeadline: Instant?
@@ -38,6 +46,18 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private var meter: UsageMeter
     /// The call reached the provider (it did not fail to connect): the prompt may be billed.
     private var callReachedProvider = false
+    /// Asks the admission store when the request is whole; nil admits without asking (unit tests of other parts).
+    var admission: ExchangeAdmission?
+    /// What the store granted; settled at the end.
+    private var grant: AdmissionGrant?
+    /// The call waiting for the store's answer.
+    private var admittedCall: (request: UpstreamRequest, upstream: any UpstreamClient)?
+    /// A stream without a ceiling: its reservation grows with its output.
+    private var budgetGuard: BudgetGuard?
+    /// The reservation's prompt part and whether the request named a ceiling; the guard is made at the head.
+    private var reservation: ExchangeAdmission.Reservation?
+    /// Event boundaries of what went to the client, tracked while a guard runs.
+    private var boundary = EventBoundary()
 
     init(machine: ExchangeStateMachine, writer: any ResponseWriter, clock: any Clock,
          record: ExchangeRecord, metrics: RelayMetrics, usage: UsageMeter.Settings = UsageMeter.Settings(),
@@ -57,9 +77,6 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     func start(_ request: UpstreamRequest, upstream: any UpstreamClient, policy: BodyPolicy) {
         pendingCall = (request, upstream, policy)
     }
-
-    /// Rate-limiter leases (concurrent-stream slots) given back when the exchange ends.
-    var leases: [(RateLimiter, RateLimiterState.Lease)] = []
 
     var phase: ExchangeStateMachine.Phase { machine.phase }
 
@@ -98,14 +115,60 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             }
             // After the policy's clamp, so both edits compose; curl frames the new length.
             request.body = meter.requestBody(body, path: record.path)
+            if admission != nil { forwardedBody = body }
             body = []
         } else {
             meter.bodylessRequest(path: record.path)
         }
         record.model = meter.requestedModel
+        guard let admission else {
+            startCall(request, upstream: call.upstream)
+            return
+        }
+        let reservation = admission.reservation(forwardedBody: request.body == nil ? nil : forwardedBody, provider: meter.settings.provider)
+        forwardedBody = []
+        self.reservation = reservation
+        admittedCall = (request, call.upstream)
+        machine.awaitAdmission()
+        let asked = AdmissionRequest(address: admission.address, identity: admission.identity,
+                                     budget: admission.budgetKey.map { BudgetCharge(key: $0, tokens: reservation.tokens) },
+                                     wallClockSeconds: Int64(admission.wallClock()))
+        // The store may answer before `admit` returns (memory) or later on this loop (Redis): nothing follows.
+        admission.store.admit(asked, on: writer.loop) { decision in self.admissionDecided(decision) }
+    }
+
+    private func startCall(_ request: UpstreamRequest, upstream: any UpstreamClient) {
         callReachedProvider = true
-        transfer = call.upstream.call(request, delegate: self)
+        transfer = upstream.call(request, delegate: self)
         armTimer()   // the first-byte clock starts with the call
+    }
+
+    /// The store's answer. The client may have left meanwhile: a grant then goes back at once, and no call is made.
+    private func admissionDecided(_ decision: AdmissionDecision) {
+        guard let admission else { return }
+        switch decision {
+        case .admitted(let granted):
+            switch granted.mode {
+            case .shared: break
+            case .allowedUnavailable: metrics.stateUnavailable(outcome: "allowed")
+            case .local: metrics.stateUnavailable(outcome: "local")
+            }
+            guard !ended, let call = admittedCall, machine.phase == .awaitingUpstreamHead else {
+                admission.store.settle(granted, usedTokens: 0)
+                return
+            }
+            grant = granted
+            admittedCall = nil
+            machine.admitted(now: clock.now())
+            startCall(call.request, upstream: call.upstream)
+        case .refused(let refusal):
+            if refusal == .unavailable { metrics.stateUnavailable(outcome: "rejected") }
+            admittedCall = nil
+            guard !ended else { return }
+            record.rejection = refusal.reason
+            metrics.rejected(reason: refusal.reason)
+            perform(machine.rejected(refusal.error))
+        }
     }
 
     func clientClosed() {
@@ -134,6 +197,11 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             if let masked = SecretMasker.masking(headers, secret: secret) { headers = masked }
         }
         meter.responseHead(status: status, contentType: headers.first("Content-Type"))
+        if let admission, let budgets = admission.budgets, let reservation, !reservation.hasCeiling, let grant,
+           (200..<300).contains(status), meter.tap?.format == .eventStream {
+            budgetGuard = BudgetGuard(reservedTokens: grant.reservedTokens, promptTokens: reservation.promptTokens,
+                                      step: budgets.defaultReserveTokens, onExceed: budgets.onExceed)
+        }
         perform(machine.upstreamHead(status: status, headers: headers, now: clock.now()))
     }
 
@@ -141,6 +209,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         switch machine.upstreamBody(clientAboveHighWater: writer.isAboveHighWater, now: clock.now()) {
         case .forward:
             if record.firstBodyAt == nil { record.firstBodyAt = clock.now() }
+            if budgetGuard != nil { return forwardGuarded(bytes) }
             meter.observe(bytes)
             if masker != nil {
                 let masked = masker!.feed(bytes)
@@ -161,6 +230,60 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             if meter.hasProviderUsage { perform(machine.usageArrived()) }
             return true
         }
+    }
+
+    /// The client's part of a delivery (through the usage stripper when the relay injected the usage request).
+    private func forwardToClient(_ bytes: UnsafeRawBufferPointer) {
+        switch meter.clientBytes(bytes) {
+        case .unchanged: send(bytes)
+        case .bytes(let kept): if !kept.isEmpty { kept.withUnsafeBytes { send($0) } }
+        }
+    }
+
+    /// A delivery of a guarded stream: counted, forwarded, and the reservation kept ahead of the count. Once the
+    /// budget is exhausted, bytes pass only up to the end of the event under way; the stream ends there.
+    private func forwardGuarded(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if budgetGuard?.state == .exhausted {
+            guard let end = boundary.prefixToBoundary(in: bytes) else {
+                meter.observe(bytes)
+                forwardToClient(bytes)
+                return true
+            }
+            let head = UnsafeRawBufferPointer(rebasing: bytes[0..<end])
+            meter.observe(head)
+            forwardToClient(head)
+            cut()
+            return true
+        }
+        meter.observe(bytes)
+        boundary.feed(bytes)
+        forwardToClient(bytes)
+        guardAction(budgetGuard?.counted(output: meter.countedOutput) ?? .none)
+        return true
+    }
+
+    private func guardAction(_ action: BudgetGuard.Action) {
+        switch action {
+        case .none:
+            break
+        case .extend(let tokens):
+            guard let admission, let grant else { return }
+            // Bytes keep flowing while the store decides; the answer comes on this loop (at once from memory).
+            admission.store.extend(grant, byTokens: tokens, on: writer.loop) { granted in self.extensionAnswered(granted) }
+        case .cut:
+            metrics.budgetCut(route: record.route)
+            if boundary.atBoundary { cut() }   // else the next delivery ends the event under way, then the cut
+        }
+    }
+
+    private func extensionAnswered(_ granted: Bool) {
+        guard !ended, budgetGuard != nil else { return }
+        if granted, grant != nil { grant!.reservedTokens += budgetGuard!.step }
+        guardAction(budgetGuard!.extensionAnswered(granted: granted, output: meter.countedOutput))
+    }
+
+    private func cut() {
+        perform(machine.budgetExhausted(closingEvent: BudgetGuard.closingEvent(provider: meter.settings.provider)))
     }
 
     /// One write per delivery (or per what is left of it), counted as it goes to the client.
@@ -205,6 +328,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                 writer.finish(keepAlive: keepAlive)
             case .abortClient:
                 writer.abort()
+            case .finishWithEvent(let event, let keepAlive):
+                event.withUnsafeBytes { send($0) }
+                writer.finish(keepAlive: keepAlive)
             }
         }
         if machine.isTerminal {
@@ -249,8 +375,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             record.usage = meter.usage(callReachedProvider: callReachedProvider)
             record.modelLabel = meter.modelLabel
         }
-        for (limiter, lease) in leases { limiter.release(lease) }
-        leases = []
+        if let grant, let admission {
+            admission.store.settle(grant, usedTokens: record.usage.map { $0.prompt + $0.completion } ?? 0)
+            self.grant = nil
+        }
         onEnd(self)
     }
 }

@@ -25,6 +25,8 @@ public final class RelayMetrics: Sendable {
         var cancellations: [String: UInt64] = [:]       // phase
         var rejections: [String: UInt64] = [:]          // reason
         var tokens: [String: UInt64] = [:]              // route \0 model \0 kind \0 source
+        var budgetCuts: [String: UInt64] = [:]          // route
+        var stateUnavailable: [String: UInt64] = [:]    // outcome
         var firstByte = Histogram()
         var duration = Histogram()
     }
@@ -57,6 +59,10 @@ public final class RelayMetrics: Sendable {
     public func upstreamError(kind: String) { labelled.withLock { $0.upstreamErrors[kind, default: 0] += 1 } }
     public func cancelled(phase: String) { labelled.withLock { $0.cancellations[phase, default: 0] += 1 } }
     public func rejected(reason: String) { labelled.withLock { $0.rejections[reason, default: 0] += 1 } }
+    /// A stream ended by the relay because its budget could not cover the next extension (`onExceed: cut`).
+    public func budgetCut(route: String) { labelled.withLock { $0.budgetCuts[route, default: 0] += 1 } }
+    /// An admission decided while the shared store was unavailable: `rejected`, `allowed` or `local`.
+    public func stateUnavailable(outcome: String) { labelled.withLock { $0.stateUnavailable[outcome, default: 0] += 1 } }
 
     /// The exposition text.
     public func render() -> String {
@@ -82,6 +88,8 @@ public final class RelayMetrics: Sendable {
         counterFamily(&out, "sse_relay_upstream_errors_total", "Upstream failures, by kind.", "kind", m.upstreamErrors)
         counterFamily(&out, "sse_relay_cancellations_total", "Upstream transfers cancelled because the client left, by phase.", "phase", m.cancellations)
         counterFamily(&out, "sse_relay_rejections_total", "Requests answered by the relay without reaching the provider, by reason.", "reason", m.rejections)
+        counterFamily(&out, "sse_relay_budget_cuts_total", "Streams ended early because the token budget was used up, by route.", "route", m.budgetCuts)
+        counterFamily(&out, "sse_relay_state_unavailable_total", "Admissions decided while the shared state store did not answer, by outcome (rejected, allowed, local).", "outcome", m.stateUnavailable)
         header("sse_relay_tokens_total", "counter", "Tokens used, by route, model (allowlisted or other), kind (prompt, completion) and source (provider, estimate).")
         for key in m.tokens.keys.sorted() {
             let p = key.split(separator: "\u{0}", omittingEmptySubsequences: false).map(String.init)

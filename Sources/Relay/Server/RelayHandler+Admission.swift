@@ -1,10 +1,12 @@
 import Auth
 import HTTP1
 import Support
+import Transport
 
 /// What `RelayHandler.admit` decided about a request that is not a built-in endpoint.
 enum Admission {
-    /// Forward it: everything the exchange needs, with the concurrency leases it now holds.
+    /// Forward it: everything the exchange needs. The buckets, stream caps and budget are the admission store's,
+    /// asked by the exchange once the request is whole.
     case admitted(AdmittedRequest)
     /// A CORS preflight, answered by the relay itself with these headers (204).
     case preflight(HTTPHeaders)
@@ -19,15 +21,15 @@ struct AdmittedRequest {
     var path: RequestPath
     var identity: String?
     var corsHeaders: [(String, String)]
-    /// Concurrency leases, given back when the exchange ends.
-    var leases: [(RateLimiter, RateLimiterState.Lease)]
 }
 
 extension RelayHandler {
-    /// The checks every forwarded request passes, in order: the path is one the route may reach, a route, CORS,
-    /// the method, the address's buckets, the credentials, the identity's buckets, no body on GET or HEAD.
-    /// Leases taken are given back on every refusal. `context` gathers what the rejection's log line names.
-    func admit(_ head: RequestHead, client address: String, now: Instant, context: inout Rejection) -> Admission {
+    /// The checks every forwarded request passes at its head, in order: the path is one the route may reach, a
+    /// route, CORS, the method, the address's failed-authentication bucket, the credentials, no body on GET or HEAD.
+    /// The per-address and per-identity buckets, stream caps and budgets are the admission store's, asked once the
+    /// request is whole (`RelayExchange`). `context` gathers what the rejection's log line names.
+    func admit(_ head: RequestHead, client address: String, on loop: EventLoop, context: inout Rejection) -> Admission {
+        let now = loop.clock.now()
         let configuration = server.configuration
         if admin == .adminOnly { return .rejected(.notFound(path: head.path), reason: "not_found", detail: nil) }
         // Route on exactly the path that goes upstream, and refuse any path some later hop could resolve to
@@ -63,47 +65,35 @@ extension RelayHandler {
             return .rejected(.methodNotAllowed(allowed: route.methods), reason: "method_not_allowed", detail: nil)
         }
 
-        // Who is calling, and may they spend more? The address's buckets are consulted before the credentials,
-        // so a failed authentication costs the caller a token like any request, and guessing tokens is paid for
-        // in time: once an address's failure bucket is empty, it gets 429 whatever it sends.
+        // Who is calling? Guessing tokens is paid for in time: once an address's failure bucket is empty, it gets
+        // 429 whatever it sends. That bucket stays in this process (brute-force protection is per replica), and a
+        // failure also costs the address a token of its shared `rateLimits.perAddress` bucket (an admission
+        // settled at once).
         if let retryAfter = server.authFailureLimiter.retryAfterIfEmpty(key: address, now: now) {
             return .rejected(.rateLimited(retryAfterSeconds: retryAfter), reason: "rate_limited", detail: "auth_failures")
         }
-        var leases: [(RateLimiter, RateLimiterState.Lease)] = []
-        func release() { for (limiter, lease) in leases { limiter.release(lease) } }
-        func limit(_ limiter: RateLimiter?, _ key: String?) -> Admission? {
-            guard let limiter, let key else { return nil }
-            switch limiter.acquire(key: key, now: now) {
-            case .allowed(let lease):
-                leases.append((limiter, lease))
-                return nil
-            case .limited(let retryAfter, .rate):
-                release()
-                return .rejected(.rateLimited(retryAfterSeconds: retryAfter), reason: "rate_limited", detail: nil)
-            case .limited(let retryAfter, .concurrency):
-                release()
-                return .rejected(.concurrencyLimited(retryAfterSeconds: retryAfter), reason: "concurrency_limited", detail: nil)
-            }
-        }
-        if let refused = limit(server.perAddressLimiter, address) { return refused }
         switch server.authenticator.authenticate(route.auth, headers: head.headers, now: server.wallClock()) {
         case .success(let identity):
             context.identity = identity?.key
         case .failure(let error):
-            release()   // the stream slot only: the token stays spent
             if case .allowed(let lease) = server.authFailureLimiter.acquire(key: address, now: now) {
                 server.authFailureLimiter.release(lease)
             }
+            if server.configuration.rateLimits.perAddress != nil {
+                let store = server.store
+                store.admit(AdmissionRequest(address: address, identity: nil, budget: nil, wallClockSeconds: Int64(server.wallClock())),
+                            on: loop) { decision in
+                    if case .admitted(let grant) = decision { store.settle(grant, usedTokens: 0) }
+                }
+            }
             return .rejected(error.relayError, reason: "unauthorized", detail: error.code)
         }
-        if let refused = limit(server.perIdentityLimiter, context.identity) { return refused }
 
         // GET and HEAD carry no body here (see RelayError.bodyNotAllowed); `Content-Length: 0` is no body.
         if head.method == "GET" || head.method == "HEAD", head.framing != .none && head.framing != .contentLength(0) {
-            release()
             return .rejected(.bodyNotAllowed, reason: "body_not_allowed", detail: nil)
         }
         return .admitted(AdmittedRequest(route: route, upstream: upstream, path: path, identity: context.identity,
-                                         corsHeaders: context.corsHeaders, leases: leases))
+                                         corsHeaders: context.corsHeaders))
     }
 }

@@ -40,7 +40,10 @@ extension RelayHandler {
                                      usage: usage) { ended in
             server.exchangeEnded(ended, on: state)
         }
-        exchange.leases = admitted.leases
+        let budgetKey = configuration.budgets == nil ? nil : (admitted.identity ?? writer.clientAddress)
+        exchange.admission = ExchangeAdmission(
+            store: server.store, address: writer.clientAddress, identity: admitted.identity, budgetKey: budgetKey,
+            budgets: configuration.budgets, routeMaxTokens: route.bodyPolicy.maxTokens?.limit, wallClock: server.wallClock)
         exchange.providerKey = upstream.key
         server.exchangeStarted(exchange, on: state)
         exchange.start(request, upstream: state.driver, policy: route.bodyPolicy)

@@ -25,6 +25,10 @@ struct RelayHandler: RequestHandler {
     /// Built-in endpoint, rejection, or exchange: `admit` decides, then either the answer goes out here or the
     /// exchange starts.
     func handle(_ head: RequestHead, writer: ServerConnection) -> (any RequestResponder)? {
+        // Where /metrics is served, so is /usage (the admin port, or a loopback public port without one).
+        if head.path == "/usage", head.method == "GET", admin != .publicWithoutMetrics {
+            return UsageEndpoint(head: head, writer: writer, store: server.store, wallClockSeconds: Int64(server.wallClock()))
+        }
         if let builtin = builtinResponse(head) {
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: builtin.contentType)
@@ -34,7 +38,7 @@ struct RelayHandler: RequestHandler {
         }
         let requestID = RequestRewriter.requestID(clientValue: head.headers.first("X-Request-Id"), generated: RequestIDs.make())
         var context = Rejection(head: head, requestID: requestID, writer: writer)
-        switch admit(head, client: writer.clientAddress, now: writer.loop.clock.now(), context: &context) {
+        switch admit(head, client: writer.clientAddress, on: writer.loop, context: &context) {
         case .preflight(let headers):
             writer.respond(status: 204, headers: headers, body: [], keepAlive: head.keepAlive)
             return nil

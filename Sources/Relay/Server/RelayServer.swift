@@ -22,8 +22,8 @@ public final class RelayServer: @unchecked Sendable {
     public let logger: Logger
     public let metrics = RelayMetrics()
     let authenticator: ClientAuthenticator
-    let perIdentityLimiter: RateLimiter?
-    let perAddressLimiter: RateLimiter?
+    /// Buckets, stream caps and budgets (`state`): this process's memory, or Redis shared by every replica.
+    public let store: any AdmissionStore
     /// Failed authentications per client address; see `RelayConfiguration.RateLimitSettings.authFailuresPerAddress`.
     let authFailureLimiter: RateLimiter
     /// Rejection log lines, throttled per reason.
@@ -37,20 +37,34 @@ public final class RelayServer: @unchecked Sendable {
     private let draining = Atomic<Bool>(false)
     private let openConnections = Atomic<Int>(0)
 
+    /// `makeStore` builds the admission store; by default `RelayServer.defaultStore` (memory for
+    /// `"backend": "memory"`).
     public init(configuration: RelayConfiguration, logger: Logger, clock: any Clock = MonotonicClock(),
-                wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) throws {
+                wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+                makeStore: ((RelayConfiguration, _ wallClock: @escaping @Sendable () -> Double) throws -> any AdmissionStore)? = nil) throws {
         Syscall.ignoreSIGPIPE()
         self.configuration = configuration
         self.logger = logger
         self.wallClock = wallClock
         authenticator = try ClientAuthenticator(configuration: configuration.clients)
-        perIdentityLimiter = configuration.rateLimits.perIdentity.map { RateLimiter(limits: $0) }
-        perAddressLimiter = configuration.rateLimits.perAddress.map { RateLimiter(limits: $0) }
+        store = try (makeStore ?? RelayServer.defaultStore)(configuration, wallClock)
         authFailureLimiter = RateLimiter(limits: configuration.rateLimits.authFailuresPerAddress)
         rejectionLog = RejectionLog(logger: logger, clock: clock)
         let workers = configuration.workers > 0 ? configuration.workers : max(1, System.coreCount)
         group = EventLoopGroup(count: workers, clock: clock)
         loopStates = group.loops.map { LoopState(loop: $0, driver: CurlDriver(loop: $0)) }
+    }
+
+    /// The store `state.backend` names. The Redis store plugs in here (`.redis`: a `RedisAdmissionStore` with a
+    /// `MemoryAdmissionStore` as its `local` fallback); until it exists, a Redis configuration is refused at start.
+    public static func defaultStore(_ configuration: RelayConfiguration,
+                                    wallClock: @escaping @Sendable () -> Double) throws -> any AdmissionStore {
+        switch configuration.state.backend {
+        case .memory:
+            return MemoryAdmissionStore(configuration: configuration, wallClock: wallClock)
+        case .redis:
+            throw ConfigurationError(problems: ["state.backend: \"redis\" is not available in this build"])
+        }
     }
 
     public var isDraining: Bool { draining.load(ordering: .relaxed) }

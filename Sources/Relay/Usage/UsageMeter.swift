@@ -98,6 +98,9 @@ struct UsageMeter: Sendable {
         stripper == nil ? [] : stripper!.finish()
     }
 
+    /// Output counted so far: content events, about one token each (`UsageTap`); what a budget guard watches.
+    var countedOutput: Int { tap?.contentEvents ?? 0 }
+
     /// The provider's own counts are complete (a drain can stop).
     var hasProviderUsage: Bool { tap?.usage().source == .provider }
 

@@ -1,0 +1,132 @@
+import Usage
+
+/// Keeps a stream's budget reservation ahead of its output, as a value: counted output in, `extend` or `cut` out.
+/// Only a stream whose request named no ceiling has one (its reservation was the route's limit or
+/// `budgets.defaultReserveTokens`): a ceiling in the request already bounds what the provider may bill.
+///
+/// When less than a fifth of a step (`defaultReserveTokens`) of the output reservation is left (with the
+/// default 4096: at 80 % of the first step, 3 277 tokens counted), it asks for one more step. One extension is in
+/// flight at a time; bytes keep flowing meanwhile. If the budgets refuse it, `onExceed: cut` ends the stream (the
+/// shell waits for an event boundary) and `finish` stops guarding and lets the stream run: it is charged at its end.
+/// Owned by the exchange's loop queue, like the exchange.
+struct BudgetGuard: Sendable, Equatable {
+    enum Action: Sendable, Equatable {
+        case none
+        /// Ask the store for `tokens` more.
+        case extend(tokens: Int)
+        /// The budget is exhausted: end the stream at the next event boundary.
+        case cut
+    }
+
+    enum State: Sendable, Equatable {
+        case guarding
+        case extending
+        /// Refused with `cut`: the stream ends.
+        case exhausted
+        /// Refused with `finish`: nothing more to do.
+        case stopped
+    }
+
+    let step: Int
+    let onExceed: BudgetConfiguration.OnExceed
+    /// The part of the reservation that stands for the prompt (its estimate).
+    let promptTokens: Int
+    private(set) var reservedTokens: Int
+    private(set) var state = State.guarding
+
+    init(reservedTokens: Int, promptTokens: Int, step: Int, onExceed: BudgetConfiguration.OnExceed) {
+        self.reservedTokens = reservedTokens
+        self.promptTokens = promptTokens
+        self.step = max(step, 1)
+        self.onExceed = onExceed
+    }
+
+    /// The counted output at which the next extension is asked for.
+    var threshold: Int { reservedTokens - promptTokens - step / 5 }
+
+    /// The stream's output so far (content events, about one token each: `UsageTap.contentEvents`).
+    mutating func counted(output: Int) -> Action {
+        guard state == .guarding, output >= threshold else { return .none }
+        state = .extending
+        return .extend(tokens: step)
+    }
+
+    /// The store answered the extension in flight.
+    mutating func extensionAnswered(granted: Bool, output: Int) -> Action {
+        guard state == .extending else { return .none }
+        if granted {
+            reservedTokens += step
+            state = .guarding
+            return counted(output: output)   // output may have outrun the new step already
+        }
+        switch onExceed {
+        case .cut:
+            state = .exhausted
+            return .cut
+        case .finish:
+            state = .stopped
+            return .none
+        }
+    }
+
+    /// The one event that ends a cut stream, in the provider's error shape, which its official SDKs raise as an
+    /// error: OpenAI's and Azure's raise on a data event whose JSON has an `error` member (no `[DONE]` follows:
+    /// the answer is not complete and must not look it), Anthropic's on `event: error`, Gemini's on an `error`
+    /// object with Google's `code`/`status`.
+    static func closingEvent(provider: Provider) -> [UInt8] {
+        let message = "The token budget is used up; the answer was cut short."
+        switch provider {
+        case .openai, .azureOpenAI:
+            return Array(#"data: {"error":{"message":"\#(message)","type":"budget_exhausted","code":"budget_exhausted"}}"#.utf8) + [0x0A, 0x0A]
+        case .anthropic:
+            return Array("event: error\n".utf8)
+                + Array(#"data: {"type":"error","error":{"type":"budget_exhausted","message":"\#(message)"}}"#.utf8) + [0x0A, 0x0A]
+        case .gemini:
+            return Array(#"data: {"error":{"code":429,"message":"\#(message)","status":"RESOURCE_EXHAUSTED"}}"#.utf8) + [0x0A, 0x0A]
+        }
+    }
+}
+
+/// Where events end in a byte stream (an empty line: LF or CR or CRLF after a line end, as `SSEParser` reads it),
+/// so the relay can end a stream without cutting an event in half. Remembers only the last three bytes.
+struct EventBoundary: Sendable, Equatable {
+    private var b1: UInt8 = 0x0A
+    private var b2: UInt8 = 0x0A
+    private var b3: UInt8 = 0
+
+    init() {}
+
+    /// The bytes so far end with a whole event (or nothing has passed yet).
+    var atBoundary: Bool {
+        switch (b2, b1) {
+        case (0x0A, 0x0A), (0x0D, 0x0D), (0x0A, 0x0D): true
+        case (0x0D, 0x0A): b3 == 0x0D || b3 == 0x0A
+        default: false
+        }
+    }
+
+    /// Notes bytes that passed.
+    mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+        let n = bytes.count
+        if n >= 3 {
+            (b3, b2, b1) = (bytes[n - 3], bytes[n - 2], bytes[n - 1])
+        } else {
+            for byte in bytes { (b3, b2, b1) = (b2, b1, byte) }
+        }
+    }
+
+    /// How many of `bytes` pass before the first boundary in them (nil: none); the bytes up to it are noted. An
+    /// empty line ended by CR takes the LF right after it, when this delivery has it, as the rest of its CRLF.
+    mutating func prefixToBoundary(in bytes: UnsafeRawBufferPointer) -> Int? {
+        for (i, byte) in bytes.enumerated() {
+            (b3, b2, b1) = (b2, b1, byte)
+            guard atBoundary else { continue }
+            if byte == 0x0D, i + 1 < bytes.count, bytes[i + 1] == 0x0A {
+                (b3, b2, b1) = (b2, b1, 0x0A)
+                return i + 2
+            }
+            return i + 1
+        }
+        return nil
+    }
+}

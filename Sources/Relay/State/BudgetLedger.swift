@@ -1,0 +1,271 @@
+/// Token limits of one budget (`budgets.perIdentity`, `budgets.total`); nil for no limit in that window.
+public struct BudgetLimits: Sendable, Equatable {
+    public var tokensPerDay: Int?
+    public var tokensPerMonth: Int?
+
+    public init(tokensPerDay: Int? = nil, tokensPerMonth: Int? = nil) {
+        self.tokensPerDay = tokensPerDay
+        self.tokensPerMonth = tokensPerMonth
+    }
+
+    public var isEmpty: Bool { tokensPerDay == nil && tokensPerMonth == nil }
+}
+
+/// The UTC calendar windows budgets count in, computed from Unix seconds (no Foundation, no time zone: a day is
+/// 86 400 s; leap seconds do not exist in Unix time).
+public enum BudgetWindow: Sendable, Equatable {
+    case day, month
+
+    /// Days since 1970-01-01 (UTC).
+    static func dayNumber(_ seconds: Int64) -> Int64 { floorDiv(seconds, 86_400) }
+
+    /// The window's period: the day number for `day`, `year·12 + month−1` for `month`.
+    func period(at seconds: Int64) -> Int64 {
+        let day = Self.dayNumber(seconds)
+        switch self {
+        case .day: return day
+        case .month:
+            let (y, m, _) = Self.civil(fromDays: day)
+            return y * 12 + (m - 1)
+        }
+    }
+
+    /// Seconds from `seconds` to the start of the next window (at least 1).
+    func secondsUntilReset(from seconds: Int64) -> Int {
+        let day = Self.dayNumber(seconds)
+        let next: Int64
+        switch self {
+        case .day:
+            next = (day + 1) * 86_400
+        case .month:
+            let (y, m, _) = Self.civil(fromDays: day)
+            next = Self.days(fromCivil: m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, 1) * 86_400
+        }
+        return Int(max(1, next - seconds))
+    }
+
+    /// `2026-12-01` for a day, `2026-12` for a month: the window that contains `seconds`.
+    func label(at seconds: Int64) -> String {
+        let (y, m, d) = Self.civil(fromDays: Self.dayNumber(seconds))
+        func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        switch self {
+        case .day: return "\(y)-\(two(m))-\(two(d))"
+        case .month: return "\(y)-\(two(m))"
+        }
+    }
+
+    private static func floorDiv(_ a: Int64, _ b: Int64) -> Int64 { a >= 0 ? a / b : -((-a + b - 1) / b) }
+
+    /// Howard Hinnant's `civil_from_days`: the proleptic Gregorian date of a day number.
+    static func civil(fromDays z0: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let z = z0 + 719_468
+        let era = floorDiv(z, 146_097)
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
+    }
+
+    /// Howard Hinnant's `days_from_civil`.
+    static func days(fromCivil y0: Int64, _ m: Int64, _ d: Int64) -> Int64 {
+        let y = m <= 2 ? y0 - 1 : y0
+        let era = floorDiv(y, 400)
+        let yoe = y - era * 400
+        let doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+}
+
+/// Token budgets as a value: per key (an identity, or a client address on `auth: "none"` routes) and in total,
+/// each over the UTC calendar day and month. Pure: time comes in as Unix seconds. Mutable; whoever holds it owns
+/// it (`MemoryAdmissionStore` keeps it behind its lock).
+///
+/// Reserve, then settle, like a card hold: `reserve` takes the request's ceiling in all four windows (the key's
+/// day and month, the total's day and month) or in none; `extend` grows a reservation the same way; `settle`
+/// charges what was really used and releases the rest. A window counts `used + reserved`, so requests running at
+/// once can together spend at most the limit plus what each used beyond its reservation.
+///
+/// Windows roll over lazily: the first touch after midnight (or the month's end) starts the new window from zero.
+/// A reservation made in a window that has since rolled over is forgotten with that window; its settlement is
+/// charged to the current window. Memory: one small entry per key seen this month, plus one per open reservation;
+/// when the month rolls over, idle keys are dropped (`prune`).
+public struct BudgetLedger: Sendable {
+    /// One window's counters.
+    struct Counter: Sendable, Equatable {
+        var period: Int64
+        var used = 0
+        var reserved = 0
+    }
+
+    /// A key's (or the total's) day and month.
+    struct Account: Sendable, Equatable {
+        var day: Counter
+        var month: Counter
+        /// Reservations open on this key.
+        var open = 0
+    }
+
+    /// What one reservation holds, in the periods it was taken in.
+    struct Reservation: Sendable, Equatable {
+        var key: String
+        var dayPeriod: Int64
+        var dayTokens: Int
+        var monthPeriod: Int64
+        var monthTokens: Int
+    }
+
+    /// The answer to `reserve` and `extend`.
+    public enum Decision: Sendable, Equatable {
+        case reserved(id: UInt64)
+        /// Some window cannot hold it: seconds until the latest of the refusing windows resets.
+        case refused(retryAfterSeconds: Int)
+    }
+
+    public let perKey: BudgetLimits
+    public let total: BudgetLimits
+    private var accounts: [String: Account] = [:]
+    private var totalAccount = Account(day: Counter(period: .min), month: Counter(period: .min))
+    private var reservations: [UInt64: Reservation] = [:]
+    private var nextID: UInt64 = 0
+    /// The month whose idle keys were last dropped.
+    private var prunedMonth: Int64 = .min
+
+    public init(perKey: BudgetLimits, total: BudgetLimits) {
+        self.perKey = perKey
+        self.total = total
+    }
+
+    /// Keys remembered now (for tests of the memory bound).
+    public var trackedKeys: Int { accounts.count }
+    /// Reservations not yet settled.
+    public var openReservations: Int { reservations.count }
+
+    /// The Retry-After `reserve` would answer now, or nil when `tokens` fit; changes nothing.
+    public func refusal(key: String, tokens: Int, now: Int64) -> Int? {
+        refusal(rolled(accounts[key], now: now), rolled(totalAccount, now: now), adding: max(tokens, 0), now: now)
+    }
+
+    /// Reserves `tokens` for `key` at `now`, in every window or none.
+    public mutating func reserve(key: String, tokens: Int, now: Int64) -> Decision {
+        let tokens = max(tokens, 0)
+        pruneIfMonthRolled(now: now)
+        var account = rolled(accounts[key], now: now)
+        var totals = rolled(totalAccount, now: now)
+        if let wait = refusal(account, totals, adding: tokens, now: now) {
+            if account.open > 0 || account.month.used > 0 { accounts[key] = account }
+            return .refused(retryAfterSeconds: wait)
+        }
+        nextID &+= 1
+        account.day.reserved += tokens
+        account.month.reserved += tokens
+        account.open += 1
+        totals.day.reserved += tokens
+        totals.month.reserved += tokens
+        accounts[key] = account
+        totalAccount = totals
+        reservations[nextID] = Reservation(key: key, dayPeriod: account.day.period, dayTokens: tokens,
+                                           monthPeriod: account.month.period, monthTokens: tokens)
+        return .reserved(id: nextID)
+    }
+
+    /// Grows reservation `id` by `tokens` (in the current windows), or refuses and changes nothing. An unknown id
+    /// (settled already) is refused without a wait.
+    public mutating func extend(_ id: UInt64, byTokens tokens: Int, now: Int64) -> Decision {
+        guard var r = reservations[id] else { return .refused(retryAfterSeconds: 0) }
+        let tokens = max(tokens, 0)
+        var account = rolled(accounts[r.key], now: now)
+        var totals = rolled(totalAccount, now: now)
+        if let wait = refusal(account, totals, adding: tokens, now: now) {
+            accounts[r.key] = account
+            totalAccount = totals
+            return .refused(retryAfterSeconds: wait)
+        }
+        // A window that rolled over since the reservation forgot its part: only what is added now counts there.
+        if r.dayPeriod != account.day.period { (r.dayPeriod, r.dayTokens) = (account.day.period, 0) }
+        if r.monthPeriod != account.month.period { (r.monthPeriod, r.monthTokens) = (account.month.period, 0) }
+        r.dayTokens += tokens
+        r.monthTokens += tokens
+        account.day.reserved += tokens
+        account.month.reserved += tokens
+        totals.day.reserved += tokens
+        totals.month.reserved += tokens
+        accounts[r.key] = account
+        totalAccount = totals
+        reservations[id] = r
+        return .reserved(id: id)
+    }
+
+    /// Ends reservation `id`: `usedTokens` are charged to the current windows, and what it held is released.
+    /// Settling an unknown id (twice) does nothing.
+    public mutating func settle(_ id: UInt64, usedTokens: Int, now: Int64) {
+        guard let r = reservations.removeValue(forKey: id) else { return }
+        let used = max(usedTokens, 0)
+        var account = rolled(accounts[r.key], now: now)
+        var totals = rolled(totalAccount, now: now)
+        func release(_ counter: inout Counter, period: Int64, tokens: Int) {
+            if counter.period == period { counter.reserved = max(0, counter.reserved - tokens) }
+            counter.used += used
+        }
+        release(&account.day, period: r.dayPeriod, tokens: r.dayTokens)
+        release(&account.month, period: r.monthPeriod, tokens: r.monthTokens)
+        release(&totals.day, period: r.dayPeriod, tokens: r.dayTokens)
+        release(&totals.month, period: r.monthPeriod, tokens: r.monthTokens)
+        account.open = max(0, account.open - 1)
+        accounts[r.key] = account
+        totalAccount = totals
+    }
+
+    /// The key's windows at `now` (used, reserved, limit, seconds to reset), day then month.
+    public func report(key: String, now: Int64) -> [BudgetReport.Window] {
+        let account = rolled(accounts[key], now: now)
+        return [
+            BudgetReport.Window(name: "day", period: BudgetWindow.day.label(at: now), usedTokens: account.day.used,
+                                reservedTokens: account.day.reserved, limitTokens: perKey.tokensPerDay,
+                                resetsInSeconds: BudgetWindow.day.secondsUntilReset(from: now)),
+            BudgetReport.Window(name: "month", period: BudgetWindow.month.label(at: now), usedTokens: account.month.used,
+                                reservedTokens: account.month.reserved, limitTokens: perKey.tokensPerMonth,
+                                resetsInSeconds: BudgetWindow.month.secondsUntilReset(from: now)),
+        ]
+    }
+
+    /// Forgets keys with nothing to remember: no open reservation and nothing used this month.
+    public mutating func prune(now: Int64) {
+        accounts = accounts.filter { _, account in
+            let a = rolled(account, now: now)
+            return a.open > 0 || a.month.used > 0 || a.month.reserved > 0
+        }
+        prunedMonth = BudgetWindow.month.period(at: now)
+    }
+
+    private mutating func pruneIfMonthRolled(now: Int64) {
+        if BudgetWindow.month.period(at: now) != prunedMonth { prune(now: now) }
+    }
+
+    /// The account as it stands at `now`: a counter whose period has passed starts over.
+    private func rolled(_ account: Account?, now: Int64) -> Account {
+        let day = BudgetWindow.day.period(at: now), month = BudgetWindow.month.period(at: now)
+        var a = account ?? Account(day: Counter(period: day), month: Counter(period: month))
+        if a.day.period != day { a.day = Counter(period: day) }
+        if a.month.period != month { a.month = Counter(period: month) }
+        return a
+    }
+
+    /// Nil when `tokens` fit every window; else the seconds until the latest refusing window resets.
+    private func refusal(_ account: Account, _ totals: Account, adding tokens: Int, now: Int64) -> Int? {
+        var wait: Int?
+        func check(_ counter: Counter, _ limit: Int?, _ window: BudgetWindow) {
+            guard let limit else { return }
+            let (sum, overflow) = (counter.used + counter.reserved).addingReportingOverflow(tokens)
+            if overflow || sum > limit { wait = max(wait ?? 0, window.secondsUntilReset(from: now)) }
+        }
+        check(account.day, perKey.tokensPerDay, .day)
+        check(account.month, perKey.tokensPerMonth, .month)
+        check(totals.day, total.tokensPerDay, .day)
+        check(totals.month, total.tokensPerMonth, .month)
+        return wait
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import Support
+import Transport
+
+/// The `AdmissionStore` of one replica: the per-address and per-identity token buckets and stream caps
+/// (`RateLimiterState`) and the token budgets (`BudgetLedger`), in this process's memory, behind one lock so an
+/// admission is one atomic step across all of them. It answers every call at once, synchronously, on the caller's
+/// queue. Also the `local` fallback of the Redis store (`state.redis.onUnavailable: local`), so it is a plain
+/// class built from the configuration's limits and budgets.
+///
+/// Grants are tracked here by id (their leases and reservation) until they settle; settling twice, or a grant of
+/// another store, does nothing. Safe from any thread or queue (`Locked`).
+public final class MemoryAdmissionStore: AdmissionStore {
+    /// What one grant holds until it settles.
+    struct Held: Sendable {
+        var addressLease: RateLimiterState.Lease?
+        var identityLease: RateLimiterState.Lease?
+        var identity: String?
+        var reservation: UInt64?
+    }
+
+    struct State: Sendable {
+        var perAddress: RateLimiterState?
+        var perIdentity: RateLimiterState?
+        var ledger: BudgetLedger?
+        var grants: [UInt64: Held] = [:]
+        var nextGrant: UInt64 = 0
+    }
+
+    private let state: Locked<State>
+    /// Unix seconds, for the budgets' windows at `extend` and `settle` (an admission brings its own).
+    private let wallClock: @Sendable () -> Double
+
+    public init(rateLimits: RelayConfiguration.RateLimitSettings, budgets: BudgetConfiguration?,
+                wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
+        state = Locked(State(perAddress: rateLimits.perAddress.map { RateLimiterState(limits: $0) },
+                             perIdentity: rateLimits.perIdentity.map { RateLimiterState(limits: $0) },
+                             ledger: budgets.map { BudgetLedger(perKey: $0.perIdentity, total: $0.total) }))
+        self.wallClock = wallClock
+    }
+
+    public convenience init(configuration: RelayConfiguration,
+                            wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
+        self.init(rateLimits: configuration.rateLimits, budgets: configuration.budgets, wallClock: wallClock)
+    }
+
+    /// The decision itself, synchronous (the protocol's `admit` calls it and completes at once). Order: the budget
+    /// first (a request it refuses takes no bucket token), then the address's bucket and cap, then the identity's.
+    public func admit(_ request: AdmissionRequest, now: Instant) -> AdmissionDecision {
+        state.withLock { s in
+            if let charge = request.budget,
+               let wait = s.ledger?.refusal(key: charge.key, tokens: charge.tokens, now: request.wallClockSeconds) {
+                return .refused(.budget(retryAfterSeconds: wait))
+            }
+            var held = Held(identity: request.identity)
+            if s.perAddress != nil {
+                switch s.perAddress!.acquire(key: request.address, now: now) {
+                case .allowed(let lease): held.addressLease = lease
+                case .limited(let wait, let reason): return .refused(Self.refusal(reason, wait))
+                }
+            }
+            if let identity = request.identity, s.perIdentity != nil {
+                switch s.perIdentity!.acquire(key: identity, now: now) {
+                case .allowed(let lease): held.identityLease = lease
+                case .limited(let wait, let reason):
+                    if let lease = held.addressLease { s.perAddress?.release(lease) }
+                    return .refused(Self.refusal(reason, wait))
+                }
+            }
+            var reserved = 0
+            if let charge = request.budget, s.ledger != nil,
+               case .reserved(let id) = s.ledger!.reserve(key: charge.key, tokens: charge.tokens, now: request.wallClockSeconds) {
+                held.reservation = id
+                reserved = max(charge.tokens, 0)
+            }
+            s.nextGrant &+= 1
+            s.grants[s.nextGrant] = held
+            return .admitted(AdmissionGrant(id: s.nextGrant, reservedTokens: reserved))
+        }
+    }
+
+    private static func refusal(_ reason: RateLimiterState.Reason, _ wait: Int) -> AdmissionRefusal {
+        reason == .rate ? .rate(retryAfterSeconds: wait) : .concurrency(retryAfterSeconds: wait)
+    }
+
+    /// Grows a grant's reservation; true when the budgets cover it (or there are none to cover).
+    public func extend(_ grant: AdmissionGrant, byTokens tokens: Int) -> Bool {
+        let now = Int64(wallClock())
+        return state.withLock { s in
+            guard let held = s.grants[grant.id] else { return false }
+            guard let id = held.reservation, s.ledger != nil else { return true }
+            if case .reserved = s.ledger!.extend(id, byTokens: tokens, now: now) { return true }
+            return false
+        }
+    }
+
+    /// Grants admitted and not yet settled.
+    public var openGrants: Int { state.withLock { $0.grants.count } }
+
+    public func usageReport(identity: String, wallClockSeconds: Int64) -> BudgetReport {
+        state.withLock { s in
+            BudgetReport(identity: identity, windows: s.ledger?.report(key: identity, now: wallClockSeconds) ?? [],
+                         openStreams: s.perIdentity?.openStreams(key: identity) ?? 0)
+        }
+    }
+
+    // MARK: AdmissionStore
+
+    public func admit(_ request: AdmissionRequest, on loop: EventLoop, _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
+        completion(admit(request, now: loop.clock.now()))
+    }
+
+    public func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+        completion(extend(grant, byTokens: tokens))
+    }
+
+    public func settle(_ grant: AdmissionGrant, usedTokens: Int) {
+        let now = Int64(wallClock())
+        state.withLock { s in
+            guard let held = s.grants.removeValue(forKey: grant.id) else { return }
+            if let lease = held.addressLease { s.perAddress?.release(lease) }
+            if let lease = held.identityLease { s.perIdentity?.release(lease) }
+            if let id = held.reservation { s.ledger?.settle(id, usedTokens: usedTokens, now: now) }
+        }
+    }
+
+    public func usageReport(identity: String, wallClockSeconds: Int64, on loop: EventLoop,
+                            _ completion: @escaping @Sendable (BudgetReport?) -> Void) {
+        completion(usageReport(identity: identity, wallClockSeconds: wallClockSeconds))
+    }
+}

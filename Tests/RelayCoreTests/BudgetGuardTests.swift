@@ -1,0 +1,71 @@
+// BudgetGuard and EventBoundary as values: when a stream asks for more budget, when it is cut, where events end.
+@testable import Relay
+import Testing
+import Usage
+
+@Suite struct BudgetGuardTests {
+    @Test func asksForOneStepAtEightyPercentAndOnlyOneAtATime() {
+        var g = BudgetGuard(reservedTokens: 4096 + 100, promptTokens: 100, step: 4096, onExceed: .cut)
+        #expect(g.threshold == 3277)
+        #expect(g.counted(output: 3276) == .none)
+        #expect(g.counted(output: 3277) == .extend(tokens: 4096))
+        #expect(g.counted(output: 3500) == .none, "a second extension while one is in flight")
+        #expect(g.extensionAnswered(granted: true, output: 3600) == .none)
+        #expect(g.reservedTokens == 8192 + 100)
+        #expect(g.counted(output: 7372) == .none)
+        #expect(g.counted(output: 7373) == .extend(tokens: 4096))
+    }
+
+    @Test func anOutputThatOutranTheStepAsksAgainAtOnce() {
+        var g = BudgetGuard(reservedTokens: 4096, promptTokens: 0, step: 4096, onExceed: .cut)
+        #expect(g.counted(output: 3300) == .extend(tokens: 4096))
+        #expect(g.extensionAnswered(granted: true, output: 7500) == .extend(tokens: 4096))
+    }
+
+    @Test func aRefusalCutsOrLetsTheStreamFinish() {
+        var cut = BudgetGuard(reservedTokens: 4096, promptTokens: 0, step: 4096, onExceed: .cut)
+        _ = cut.counted(output: 4000)
+        #expect(cut.extensionAnswered(granted: false, output: 4000) == .cut)
+        #expect(cut.counted(output: 9000) == .none)
+        var finish = BudgetGuard(reservedTokens: 4096, promptTokens: 0, step: 4096, onExceed: .finish)
+        _ = finish.counted(output: 4000)
+        #expect(finish.extensionAnswered(granted: false, output: 4000) == .none)
+        #expect(finish.state == .stopped)
+        #expect(finish.counted(output: 90_000) == .none)
+    }
+
+    @Test func closingEventsHaveEachProvidersErrorShape() {
+        let message = "The token budget is used up; the answer was cut short."
+        #expect(String(decoding: BudgetGuard.closingEvent(provider: .openai), as: UTF8.self)
+                == "data: {\"error\":{\"message\":\"\(message)\",\"type\":\"budget_exhausted\",\"code\":\"budget_exhausted\"}}\n\n")
+        #expect(BudgetGuard.closingEvent(provider: .azureOpenAI) == BudgetGuard.closingEvent(provider: .openai))
+        #expect(String(decoding: BudgetGuard.closingEvent(provider: .anthropic), as: UTF8.self)
+                == "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"budget_exhausted\",\"message\":\"\(message)\"}}\n\n")
+        #expect(String(decoding: BudgetGuard.closingEvent(provider: .gemini), as: UTF8.self)
+                == "data: {\"error\":{\"code\":429,\"message\":\"\(message)\",\"status\":\"RESOURCE_EXHAUSTED\"}}\n\n")
+    }
+
+    /// Every line-end style, fed whole and one byte at a time: the boundary is right after the empty line (fed
+    /// whole, an empty line ended by CR takes its LF along; one byte at a time, the CR alone already ends it).
+    @Test func eventBoundariesForEveryLineEnd() {
+        for (stream, whole, dripped) in [("data: a\n\ndata: b", 9, 9), ("data: a\r\n\r\ndata: b", 11, 10), ("data: a\r\rdata: b", 9, 9),
+                                         ("data: a\n\rdata: b", 9, 9), ("data: a\r\n\ndata: b", 10, 10), (": c\ndata: a\nid: 1\n\nx", 19, 19)] {
+            let bytes = Array(stream.utf8)
+            var all = EventBoundary()
+            #expect(all.atBoundary, "nothing sent is a boundary")
+            #expect(bytes.withUnsafeBytes { all.prefixToBoundary(in: $0) } == whole, "\(stream.debugDescription)")
+            #expect(all.atBoundary)
+            var one = EventBoundary()
+            var found: Int?
+            for (i, byte) in bytes.enumerated() where found == nil {
+                if [byte].withUnsafeBytes({ one.prefixToBoundary(in: $0) }) != nil { found = i + 1 }
+            }
+            #expect(found == dripped, "\(stream.debugDescription) dripped")
+            var fed = EventBoundary()
+            bytes[..<dripped].withUnsafeBytes { fed.feed($0) }
+            #expect(fed.atBoundary)
+            bytes[..<(dripped - 1)].withUnsafeBytes { fed.feed($0) }
+            #expect(!fed.atBoundary, "\(stream.debugDescription) one byte short")
+        }
+    }
+}

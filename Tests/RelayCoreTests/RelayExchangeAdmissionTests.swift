@@ -1,0 +1,200 @@
+// Admission in RelayExchange, with the fakes of RelayExchangeTests and an admission store that answers when the
+// test says (as Redis would, later, on the loop): the wait, the client leaving meanwhile, refusals, the settle, and
+// a stream's reservation growing or the stream being cut at an event boundary.
+@testable import Relay
+import Support
+import Testing
+import Transport
+
+/// An admission store the test answers by hand. Touched on the loop's queue only (every test step runs there).
+final class FakeAdmissionStore: AdmissionStore, @unchecked Sendable {
+    // Invariant: touched on the test loop's queue only.
+    private(set) var admits: [(request: AdmissionRequest, answer: @Sendable (AdmissionDecision) -> Void)] = []
+    private(set) var extensions: [(grant: AdmissionGrant, tokens: Int, answer: @Sendable (Bool) -> Void)] = []
+    private(set) var settled: [(grant: AdmissionGrant, used: Int)] = []
+
+    func admit(_ request: AdmissionRequest, on loop: EventLoop, _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
+        admits.append((request, completion))
+    }
+    func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+        extensions.append((grant, tokens, completion))
+    }
+    func settle(_ grant: AdmissionGrant, usedTokens: Int) { settled.append((grant, usedTokens)) }
+    func usageReport(identity: String, wallClockSeconds: Int64, on loop: EventLoop, _ completion: @escaping @Sendable (BudgetReport?) -> Void) {
+        completion(nil)
+    }
+}
+
+extension RelayExchangeTests {
+    static let budgets = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: 1_000_000), onExceed: .cut, defaultReserveTokens: 10)
+
+    /// A harness whose exchange asks `store`, keyed on identity `app`.
+    static func admitting(_ store: FakeAdmissionStore, budgets: BudgetConfiguration? = RelayExchangeTests.budgets) -> Harness {
+        let h = Harness()
+        h.run {
+            h.exchange.admission = ExchangeAdmission(store: store, address: "198.51.100.7", identity: "app",
+                                                     budgetKey: budgets == nil ? nil : "app", budgets: budgets,
+                                                     routeMaxTokens: nil, wallClock: { 1_797_328_800 })
+        }
+        return h
+    }
+
+    /// The chat request, admitted with 15 tokens reserved (10 + 5), a 200 event-stream head and `hellos` events.
+    static func streamAdmitted(_ h: Harness, _ store: FakeAdmissionStore, hellos: Int) {
+        h.run {
+            h.exchange.requestBody(Array(ChatStream.request.utf8))
+            h.exchange.requestEnd()
+            store.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 15)))
+            h.call.head(200)
+            for _ in 0..<hellos { h.call.body(ChatStream.hello) }
+        }
+    }
+
+    @Test func theProviderWaitsForTheStoreAndTheReservationIsTheDefaultPlusThePrompt() {
+        let store = FakeAdmissionStore()
+        let h = Self.admitting(store)
+        h.run {
+            h.exchange.requestBody(Array(ChatStream.request.utf8))
+            h.exchange.requestEnd()
+        }
+        #expect(h.upstream.calls.isEmpty, "called before the store answered")
+        #expect(store.admits.map(\.request) == [AdmissionRequest(address: "198.51.100.7", identity: "app",
+                                                                 budget: BudgetCharge(key: "app", tokens: 10 + 5), wallClockSeconds: 1_797_328_800)])
+        h.run { store.admits[0].answer(.admitted(AdmissionGrant(id: 7, reservedTokens: 15))) }
+        #expect(h.upstream.calls.count == 1)
+        h.run {
+            h.call.head(200)
+            h.call.body(ChatStream.hello)
+            h.call.complete()
+        }
+        #expect(store.settled.map(\.grant.id) == [7], "settled exactly once")
+        #expect(store.settled.first?.used == 5 + 1, "the estimate: 5 prompt tokens and one content event")
+    }
+
+    @Test func aRequestCeilingIsReservedAndNeedsNoGuard() {
+        let store = FakeAdmissionStore()
+        let h = Self.admitting(store)
+        h.run {
+            h.exchange.requestBody(Array(#"{"model":"gpt-4o","max_tokens":300,"max_completion_tokens":200,"messages":[{"role":"user","content":"How are you today?"}]}"#.utf8))
+            h.exchange.requestEnd()
+        }
+        #expect(store.admits.first?.request.budget == BudgetCharge(key: "app", tokens: 300 + 5))
+    }
+
+    @Test func aClientThatLeavesWhileTheStoreDecidesGetsNoCallAndItsGrantGoesBackAtOnce() {
+        let store = FakeAdmissionStore()
+        let h = Harness(drainMaxSeconds: 30)   // even a drain route: nothing was called, nothing to drain
+        h.run {
+            h.exchange.admission = ExchangeAdmission(store: store, address: "198.51.100.7", identity: "app", budgetKey: "app",
+                                                     budgets: Self.budgets, routeMaxTokens: nil, wallClock: { 1_797_328_800 })
+            h.exchange.requestBody(Array(ChatStream.request.utf8))
+            h.exchange.requestEnd()
+            h.exchange.clientClosed()
+        }
+        #expect(h.ended == 1)
+        h.run { store.admits[0].answer(.admitted(AdmissionGrant(id: 3, reservedTokens: 15))) }
+        #expect(h.upstream.calls.isEmpty)
+        #expect(store.settled.map(\.grant.id) == [3])
+        #expect(store.settled.first?.used == 0)
+        #expect(h.writer.events.isEmpty)
+    }
+
+    @Test func refusalsAreAnsweredWithTheirErrorAndNoCall() {
+        for (refusal, status, code) in [(AdmissionRefusal.budget(retryAfterSeconds: 50_400), 429, "budget_exhausted"),
+                                        (.rate(retryAfterSeconds: 2), 429, "rate_limit_exceeded"),
+                                        (.concurrency(retryAfterSeconds: 1), 429, "concurrency_limit_exceeded"),
+                                        (.unavailable, 503, "state_unavailable")] {
+            let store = FakeAdmissionStore()
+            let h = Self.admitting(store)
+            h.run {
+                h.exchange.requestEnd()
+                store.admits[0].answer(.refused(refusal))
+            }
+            #expect(h.writer.events == [.error(status: status, code: code)], "\(refusal)")
+            #expect(h.upstream.calls.isEmpty)
+            #expect(store.settled.isEmpty)
+            #expect(h.ended == 1)
+            #expect(h.exchange.record.rejection == refusal.reason)
+        }
+    }
+
+    /// 10 tokens reserved for output: at 8 content events one more step is asked for; bytes flow while it is
+    /// pending; refused, the stream ends at once (it is at a boundary) with the closing event, the upstream cancelled.
+    @Test func aRefusedExtensionEndsTheStreamWithOneErrorEventAndCancelsTheUpstream() {
+        let store = FakeAdmissionStore()
+        let h = Self.admitting(store)
+        Self.streamAdmitted(h, store, hellos: 7)
+        #expect(store.extensions.isEmpty)
+        _ = h.run { h.call.body(ChatStream.hello) }
+        #expect(store.extensions.map(\.tokens) == [10])
+        h.run {
+            #expect(h.call.body(ChatStream.world), "bytes stopped while the extension was pending")
+            #expect(h.call.body(ChatStream.world))
+        }
+        #expect(store.extensions.count == 1, "a second extension while one was in flight")
+        h.run { store.extensions[0].answer(false) }
+        let expected = String(repeating: ChatStream.hello, count: 8) + ChatStream.world + ChatStream.world
+            + #"data: {"error":{"message":"The token budget is used up; the answer was cut short.","type":"budget_exhausted","code":"budget_exhausted"}}"# + "\n\n"
+        #expect(String(decoding: h.writer.body, as: UTF8.self) == expected)
+        #expect(h.writer.events.last == .finish(keepAlive: true))
+        #expect(h.call.cancelled == 1)
+        #expect(h.exchange.record.outcome == "budget_exhausted")
+        #expect(store.settled.map(\.used) == [5 + 10])
+        #expect(h.metrics.render().contains(#"sse_relay_budget_cuts_total{route="/v1/"} 1"#))
+    }
+
+    @Test func aGrantedExtensionLetsTheStreamRunOn() {
+        let store = FakeAdmissionStore()
+        let h = Self.admitting(store)
+        Self.streamAdmitted(h, store, hellos: 8)
+        h.run {
+            store.extensions[0].answer(true)
+            for _ in 0..<9 { h.call.body(ChatStream.hello) }
+        }
+        #expect(store.extensions.count == 1, "the next step is asked for at 18 events, not before")
+        _ = h.run { h.call.body(ChatStream.hello) }
+        #expect(store.extensions.count == 2)
+        h.run { h.call.complete() }
+        #expect(h.call.cancelled == 0)
+        #expect(h.writer.events.last == .finish(keepAlive: true))
+        #expect(store.settled.count == 1)
+    }
+
+    /// The refusal arrives while the client has half an event: the rest of that event passes, then the closing
+    /// event; the bytes after the boundary are dropped.
+    @Test func aCutMidEventWaitsForTheEventsEnd() {
+        let store = FakeAdmissionStore()
+        let h = Self.admitting(store)
+        let half = ChatStream.world.count - 1
+        let world = Array(ChatStream.world.utf8)
+        Self.streamAdmitted(h, store, hellos: 8)
+        h.run {
+            h.call.body(String(decoding: world[..<half], as: UTF8.self))
+            store.extensions[0].answer(false)
+        }
+        #expect(h.call.cancelled == 0, "cut before the event under way ended")
+        _ = h.run { h.call.body("\n" + ChatStream.hello) }
+        let expected = String(repeating: ChatStream.hello, count: 8) + ChatStream.world
+            + #"data: {"error":{"message":"The token budget is used up; the answer was cut short.","type":"budget_exhausted","code":"budget_exhausted"}}"# + "\n\n"
+        #expect(String(decoding: h.writer.body, as: UTF8.self) == expected)
+        #expect(h.call.cancelled == 1)
+        #expect(h.writer.events.last == .finish(keepAlive: true))
+    }
+
+    @Test func finishLetsTheStreamRunAndChargesIt() {
+        let store = FakeAdmissionStore()
+        var budgets = Self.budgets
+        budgets.onExceed = .finish
+        let h = Self.admitting(store, budgets: budgets)
+        Self.streamAdmitted(h, store, hellos: 8)
+        h.run {
+            store.extensions[0].answer(false)
+            for _ in 0..<20 { h.call.body(ChatStream.hello) }
+            h.call.complete()
+        }
+        #expect(h.call.cancelled == 0)
+        #expect(h.writer.body == Array(String(repeating: ChatStream.hello, count: 28).utf8))
+        #expect(store.extensions.count == 1)
+        #expect(store.settled.map(\.used) == [5 + 28])
+    }
+}

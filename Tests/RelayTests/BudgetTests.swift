@@ -1,0 +1,104 @@
+import Foundation
+import Relay
+import RelayTestSupport
+import Support
+import TestHarness
+import Testing
+import TestSupportCore
+
+/// Token budgets through the real relay: a request the budget cannot hold is refused before the provider is
+/// called, a stream without a ceiling is cut at an event boundary when its budget runs out, and ops read the spend
+/// on the admin listener. The wall clock is fixed (2026-12-15T10:00:00Z).
+@Suite("Budgets")
+struct BudgetTests {
+    static let now = 1_797_328_800.0
+    /// 18 characters of message text: 5 estimated prompt tokens.
+    static let request = Array(#"{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"How are you today?"}]}"#.utf8)
+    static let chunk = #"data: {"choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}]}"# + "\n\n"
+
+    static func relay(_ upstream: ScriptedUpstream, perDay: Int, reserve: Int = 4096) throws -> RelayFixture {
+        try RelayFixture(upstream: upstream, fixedWallClock: now) { config in
+            config.clients.tokens = [.init(id: "app", sha256Hex: ClientAuthTests.sha256Hex(RelayFixture.clientToken))]
+            config.routes = [.init(prefix: "/v1/", upstream: "test", auth: .token)]
+            config.budgets = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: perDay), defaultReserveTokens: reserve)
+            config.admin = .init(host: "127.0.0.1", port: 0)
+        }
+    }
+
+    static func post(_ client: TestClient) throws {
+        try client.sendRequest(path: "/v1/chat/completions", headers: [("Authorization", "Bearer \(RelayFixture.clientToken)")],
+                               body: request)
+    }
+
+    @Test("a request the budget cannot hold gets 429 budget_exhausted with Retry-After to UTC midnight; the provider sees nothing")
+    func refusedBeforeTheProvider() throws {
+        let upstream = try ScriptedUpstream { connection in _ = try connection.readRequest() }
+        let relay = try Self.relay(upstream, perDay: 4000)   // 4096 + 5 does not fit
+        let client = try relay.client()
+        try Self.post(client)
+        let head = try client.readHead()
+        let body = String(decoding: try client.readBody(head: head), as: UTF8.self)
+        #expect(head.status == 429)
+        #expect(head.header("Retry-After") == String(14 * 3600))
+        #expect(ClientAuthTests.code(body) == "budget_exhausted")
+        #expect(body.contains(#""type":"budget_exhausted""#))
+        try relay.waitUntilIdle()
+        #expect(upstream.requests.isEmpty)
+        #expect(relay.server.metrics.render().contains(#"sse_relay_rejections_total{reason="budget_exhausted"} 1"#))
+    }
+
+    /// Reserve 10 + 5 against a day of 20: the extension is asked when the 8th event is counted and refused (the
+    /// memory store answers at once). That event arrives in one delivery with the first half of the 9th, so the
+    /// relay passes the rest of the 9th from the next delivery, then the closing event and a clean end; the 10th
+    /// event is dropped and the provider's connection closed. One upstream chunk is one delivery (curl's chunk
+    /// decoder), so the split is the one the script writes.
+    @Test("a stream without a ceiling is cut at an event boundary with one error event when its budget runs out")
+    func cutMidStream() throws {
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: sseHead)
+            for _ in 0..<7 { try connection.writeChunk(Self.chunk) }
+            let bytes = Array(Self.chunk.utf8)
+            try connection.writeChunk(bytes + Array(bytes[..<20]))
+            try connection.writeChunk(Array(bytes[20...]) + bytes)
+            _ = try connection.waitForPeerClose(timeout: 5)
+        }
+        let relay = try Self.relay(upstream, perDay: 20, reserve: 10)
+        let client = try relay.client()
+        try Self.post(client)
+        let head = try client.readHead()
+        #expect(head.status == 200)
+        let closing = #"data: {"error":{"message":"The token budget is used up; the answer was cut short.","type":"budget_exhausted","code":"budget_exhausted"}}"# + "\n\n"
+        let body = try client.readChunkedBody(until: closing)
+        #expect(String(decoding: body, as: UTF8.self) == String(repeating: Self.chunk, count: 9) + closing)
+        #expect(try client.readChunk() == nil, "a clean end: the terminal chunk")
+        try upstream.waitForScriptsToFinish()
+        try relay.waitUntilIdle()
+        #expect(relay.server.metrics.render().contains(#"sse_relay_budget_cuts_total{route="/v1/"} 1"#))
+        #expect(relay.logs.lines.contains { $0.contains(#""outcome":"budget_exhausted""#) })
+    }
+
+    @Test("GET /usage?identity= on the admin listener answers the identity's windows; 400 without identity")
+    func usageEndpoint() throws {
+        let relay = try Self.relay(try oneEventUpstream(), perDay: 100_000)
+        let client = try relay.client()
+        try Self.post(client)
+        let head = try client.readHead()
+        _ = try client.readBody(head: head)
+        try relay.waitUntilIdle()
+        let admin = try TestClient(port: relay.server.adminPort!)
+        try admin.sendRequest(method: "GET", path: "/usage?identity=static%3Aapp")   // the identity as logged
+        let answer = try admin.readHead()
+        let json = String(decoding: try admin.readBody(head: answer), as: UTF8.self)
+        #expect(answer.status == 200)
+        // The one event is `data: x` (not a chat chunk): the settle is the prompt estimate alone.
+        #expect(json == #"{"identity":"static:app","openStreams":0,"windows":[{"window":"day","period":"2026-12-15","used":5,"reserved":0,"limit":100000,"resetsIn":50400},{"window":"month","period":"2026-12","used":5,"reserved":0,"limit":null,"resetsIn":1432800}]}"# + "\n")
+        try admin.sendRequest(method: "GET", path: "/usage")
+        let missing = try admin.readHead()
+        #expect(missing.status == 400)
+        _ = try admin.readBody(head: missing)
+        let publicPort = try relay.client()
+        try publicPort.sendRequest(method: "GET", path: "/usage?identity=app", headers: [("Authorization", "Bearer \(RelayFixture.clientToken)")])
+        #expect(try publicPort.readHead().status != 200, "the public port does not answer /usage")
+    }
+}
