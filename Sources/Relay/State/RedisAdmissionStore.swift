@@ -125,6 +125,9 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
 
     public var unavailableCounters: Counters { counters.withLock { $0 } }
 
+    /// Scripts whose SHA1 is known (loaded with SCRIPT LOAD since a connection became ready).
+    public var loadedScriptCount: Int { shas.withLock { $0.count } }
+
     /// - Parameters:
     ///   - loops: the loops requests arrive on; one connection each, connected now. The first runs the refresh timer.
     ///   - fallback: the store `onUnavailable: local` decides with (this replica's memory store).
