@@ -202,13 +202,7 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
     }
 
     private static func resolve(host: String, port: Int) -> Result<SocketAddress, ResolveError> {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        #if canImport(Glibc)
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        #else
-        hints.ai_socktype = SOCK_STREAM
-        #endif
+        var hints = Syscall.streamAddressHints()
         var list: UnsafeMutablePointer<addrinfo>?
         let status = getaddrinfo(host, String(port), &hints, &list)
         guard status == 0, let first = list else {

@@ -38,7 +38,7 @@ struct Replica: Sendable {
 
     init(_ server: RedisServerProcess, _ settings: RedisAdmissionStore.Settings, fallback: (any AdmissionStore)? = nil, index: Int = 0) {
         var settings = settings
-        settings.port = server.port
+        settings.redis.port = server.port
         loop = EventLoop(index: index)
         store = RedisAdmissionStore(settings: settings, loops: [loop], fallback: fallback, logger: Logger(label: "redis-store", level: .error))
     }
@@ -96,7 +96,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
     @Test func bucketAdmitsExactlyNAcrossTwoReplicas() throws {
         let server = try RedisServerProcess()
         let clock = ManualMilliseconds()
-        let settings = RedisAdmissionStore.Settings(timeoutMs: 2_000, perIdentity: RateLimits(requestsPerMinute: 10), clockMilliseconds: clock.read)
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), perIdentity: RateLimits(requestsPerMinute: 10), clockMilliseconds: clock.read)
         let one = Replica(server, settings), two = Replica(server, settings, index: 1)
         let box = Mailbox<(Replica, AdmissionDecision)>()
         one.burst(20, request(), into: box)
@@ -112,7 +112,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
     /// A cap of 3 streams holds across replicas; settling one frees its slot for the other replica.
     @Test func concurrencyCapHoldsAcrossReplicas() throws {
         let server = try RedisServerProcess()
-        let settings = RedisAdmissionStore.Settings(timeoutMs: 2_000, perIdentity: RateLimits(requestsPerMinute: nil, maxConcurrentStreams: 3))
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), perIdentity: RateLimits(requestsPerMinute: nil, maxConcurrentStreams: 3))
         let one = Replica(server, settings), two = Replica(server, settings, index: 1)
         let box = Mailbox<(Replica, AdmissionDecision)>()
         one.burst(5, request(), into: box)
@@ -135,7 +135,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
     @Test func leaseExpiryFreesSlotsAndRefreshKeepsThem() throws {
         let server = try RedisServerProcess()
         let clock = ManualMilliseconds()
-        let settings = RedisAdmissionStore.Settings(timeoutMs: 2_000, leaseTTLSeconds: 1,
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), leaseTTLSeconds: 1,
                                                      perIdentity: RateLimits(requestsPerMinute: nil, maxConcurrentStreams: 1),
                                                      clockMilliseconds: clock.read)
         let holder = Replica(server, settings), other = Replica(server, settings, index: 1)
@@ -154,7 +154,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
     /// on without restarting the store.
     @Test func scriptCacheLossIsRecovered() throws {
         let server = try RedisServerProcess()
-        let replica = Replica(server, RedisAdmissionStore.Settings(timeoutMs: 2_000))
+        let replica = Replica(server, RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000)))
         #expect(admitted([try replica.admit(request())]).count == 1)
         try eventually("scripts loaded", timeout: 5) { replica.store.loadedScriptCount == 5 }
         #expect(admitted([try replica.admit(request())]).count == 1)
@@ -170,7 +170,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
     func unavailableRedisAnswersPerPolicyWithinTheTimeout(_ policy: RedisAdmissionStore.OnUnavailable) throws {
         let server = try RedisServerProcess()
         let fallback = RecordingFallbackStore()
-        let replica = Replica(server, RedisAdmissionStore.Settings(timeoutMs: 150, onUnavailable: policy,
+        let replica = Replica(server, RedisAdmissionStore.Settings(redis: .init(timeoutMs: 150), onUnavailable: policy,
                                                                     budgets: .init(identityTokensPerDay: 1_000)), fallback: fallback)
         try eventually("connected, scripts loaded", timeout: 10) { replica.store.loadedScriptCount == 5 }
         let running = try #require(admitted([try replica.admit(request(tokens: 100))]).first)
@@ -202,7 +202,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
     /// (9 800), never more, and a refusal leaves nothing behind (no bucket token, no lease, no reservation).
     @Test func budgetReservationsNeverOverspend() throws {
         let server = try RedisServerProcess()
-        let settings = RedisAdmissionStore.Settings(timeoutMs: 2_000, perIdentity: RateLimits(requestsPerMinute: 1_000, maxConcurrentStreams: 100),
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), perIdentity: RateLimits(requestsPerMinute: 1_000, maxConcurrentStreams: 100),
                                                      budgets: .init(identityTokensPerDay: 10_000))
         let one = Replica(server, settings), two = Replica(server, settings, index: 1)
         let box = Mailbox<(Replica, AdmissionDecision)>()
@@ -230,7 +230,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
     /// A refusal by the budget leaves the bucket and the stream set untouched.
     @Test func refusalHasNoSideEffects() throws {
         let server = try RedisServerProcess()
-        let settings = RedisAdmissionStore.Settings(timeoutMs: 2_000, perIdentity: RateLimits(requestsPerMinute: 5, maxConcurrentStreams: 1),
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), perIdentity: RateLimits(requestsPerMinute: 5, maxConcurrentStreams: 1),
                                                      budgets: .init(identityTokensPerDay: 100))
         let replica = Replica(server, settings)
         #expect(try replica.admit(request(tokens: 500)) == .refused(.budget(retryAfterSeconds: 23 * 3_600)))
@@ -242,7 +242,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
     /// Extensions grow a reservation while the budget covers them; settling charges the real usage.
     @Test func extendGrowsTheReservationUntilTheBudgetIsSpent() throws {
         let server = try RedisServerProcess()
-        let replica = Replica(server, RedisAdmissionStore.Settings(timeoutMs: 2_000, budgets: .init(identityTokensPerDay: 2_500, totalTokensPerDay: 100_000)))
+        let replica = Replica(server, RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), budgets: .init(identityTokensPerDay: 2_500, totalTokensPerDay: 100_000)))
         let grant = try #require(admitted([try replica.admit(request(tokens: 1_000))]).first)
         #expect(try replica.extend(grant, 1_000))
         #expect(try replica.extend(grant, 1_000) == false)

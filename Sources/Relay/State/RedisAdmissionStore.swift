@@ -49,14 +49,10 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
 
     /// What the store needs from the configuration (`state.redis`, `limits`, `budgets`).
     public struct Settings: Sendable {
-        public var host: String
-        public var port: Int
-        public var database: Int
-        public var username: String?
-        public var password: Secret?
+        /// Where Redis is, its credentials, and `timeoutMs`: how long an admission waits before `onUnavailable`.
+        public var redis: RedisClient.Configuration
         /// Prepended to every key, so several relays (or environments) can share one Redis.
         public var keyPrefix: String
-        public var timeoutMs: Int
         public var onUnavailable: OnUnavailable
         public var leaseTTLSeconds: Double
         public var perIdentity: RateLimits?
@@ -66,17 +62,11 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
         /// shares. Tests pass a manual one.
         public var clockMilliseconds: (@Sendable () -> Int64)?
 
-        public init(host: String = "127.0.0.1", port: Int = 6379, database: Int = 0, username: String? = nil, password: Secret? = nil,
-                    keyPrefix: String = "sse-relay:", timeoutMs: Int = 50, onUnavailable: OnUnavailable = .reject,
+        public init(redis: RedisClient.Configuration = .init(), keyPrefix: String = "sse-relay:", onUnavailable: OnUnavailable = .reject,
                     leaseTTLSeconds: Double = 30, perIdentity: RateLimits? = nil, perAddress: RateLimits? = nil,
                     budgets: BudgetLimits = BudgetLimits(), clockMilliseconds: (@Sendable () -> Int64)? = nil) {
-            self.host = host
-            self.port = port
-            self.database = database
-            self.username = username
-            self.password = password
+            self.redis = redis
             self.keyPrefix = keyPrefix
-            self.timeoutMs = timeoutMs
             self.onUnavailable = onUnavailable
             self.leaseTTLSeconds = max(0.1, leaseTTLSeconds)
             self.perIdentity = perIdentity
@@ -338,10 +328,7 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
     // MARK: Redis
 
     private func makeClient(_ loop: EventLoop) -> RedisClient {
-        let configuration = RedisClient.Configuration(host: settings.host, port: settings.port, database: settings.database,
-                                                      username: settings.username, password: settings.password,
-                                                      timeoutMs: settings.timeoutMs)
-        let client = RedisClient(loop: loop, configuration: configuration, logger: logger)
+        let client = RedisClient(loop: loop, configuration: settings.redis, logger: logger)
         client.onReady = { [weak self, unowned client] in
             for name in RedisAdmissionScripts.Name.allCases {
                 client.send(["SCRIPT", "LOAD", RedisAdmissionScripts.source(name)]) { result in
