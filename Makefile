@@ -1,7 +1,7 @@
 # SSE Relay: the two commands a newcomer needs are `make run` and `make test`.
 SHELL := /bin/bash
 SWIFT ?= swift
-APT_PACKAGES := libcurl4-openssl-dev libssl-dev curl openssl python3-h2
+APT_PACKAGES := libcurl4-openssl-dev libssl-dev curl openssl python3-h2 redis-server
 # macOS ships libcurl; OpenSSL (for the auth module) comes from Homebrew: `brew install openssl@3`.
 ifeq ($(shell uname),Darwin)
 OPENSSL_PREFIX ?= $(shell brew --prefix openssl@3 2>/dev/null)

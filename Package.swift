@@ -34,9 +34,12 @@ let package = Package(
         // libcurl multi driver: one transfer per relayed request, driven on an event loop's queue; the
         // UpstreamClient / UpstreamCall seams it implements.
         .target(name: "Upstream", dependencies: ["CCurl", "HTTP1", "Transport", "Support"]),
+        // A small RESP2 client on our own poller: pure parser and encoder, and one pipelined connection per event loop
+        // with timeouts and reconnects. Knows nothing of the relay.
+        .target(name: "Redis", dependencies: ["Transport", "Support"]),
         // Configuration, routing, admission (auth, limits, policies), request rewriting, the exchange and its state
         // machine, usage presets, the composition root (`RelayServer`) and the dev fake provider.
-        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage"]),
+        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage", "Redis"]),
         .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support"]),
         // libFuzzer target for the request parser (`make fuzz`); a normal build replays a corpus instead.
         .executableTarget(name: "relay-fuzz", dependencies: ["HTTP1"]),
@@ -83,6 +86,9 @@ let package = Package(
         // The client library against the real relay (dev fake provider, scripted upstream) on port 0.
         .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "Support", "Auth", "COpenSSL",
                                                                "RelayTestSupport", "TestHarness", "TestSupportCore"]),
+        // The RESP parser as a value; the Redis client and the Redis admission store against a real redis-server
+        // (TestHarness's RedisServerProcess, on a free loopback port).
+        .testTarget(name: "RedisTests", dependencies: ["Redis", "Relay", "Transport", "Support", "TestHarness", "TestSupportCore"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "COpenSSL", "Support", "TestSupportCore"], resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]

@@ -25,14 +25,7 @@ public final class Listener: @unchecked Sendable {
     /// Binds `host:port` (port 0 picks a free one; read it back from `port`).
     public init(host: String, port: Int, group: EventLoopGroup, logger: Logger, backlog: Int32 = 4096,
                 onAccept: @escaping @Sendable (Int32, String, EventLoop) -> Void) throws {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        #if canImport(Glibc)
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        #else
-        hints.ai_socktype = SOCK_STREAM
-        #endif
-        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        var hints = Syscall.streamAddressHints(flags: AI_PASSIVE | AI_NUMERICSERV)
         var result: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(host, String(port), &hints, &result)
         guard rc == 0, let info = result else {

@@ -160,6 +160,19 @@ public enum Syscall {
     }
     #endif
 
+    /// `getaddrinfo` hints for TCP on IPv4 or IPv6 (`flags` such as AI_PASSIVE for a listener).
+    public static func streamAddressHints(flags: Int32 = 0) -> addrinfo {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        #if canImport(Glibc)
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        #else
+        hints.ai_socktype = SOCK_STREAM
+        #endif
+        hints.ai_flags = flags
+        return hints
+    }
+
     public static func setNonBlocking(_ fd: Int32) {
         let flags = fcntl(fd, F_GETFL, 0)
         _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)

@@ -1,0 +1,224 @@
+/// The Lua scripts of `RedisAdmissionStore`. Each runs atomically inside Redis (no other command interleaves), so
+/// "check every limit, then take everything" cannot race between replicas. Loaded with SCRIPT LOAD when a
+/// connection becomes ready and called with EVALSHA; on NOSCRIPT (Redis restarted, or SCRIPT FLUSH) the call is
+/// repeated once with EVAL, which runs the script and caches it again. An EVALSHA answered NOSCRIPT did not run,
+/// so the repeat cannot apply anything twice.
+///
+/// Arithmetic: Lua numbers are doubles, exact for integers below 2^53. A token bucket holds `burst · 60 000` units
+/// (at most 6·10^12) and every millisecond adds `requestsPerMinute` units: the same exact scheme as
+/// `RateLimiterState`, in milliseconds. Numbers handed to Redis go through `int()` (`%d`), because Lua 5.1 prints
+/// numbers with 14 significant digits.
+///
+/// Layout (every key under the configured prefix):
+/// - `rate:addr:A`, `rate:id:I`: a bucket, HASH {u: units, t: ms of the last refill}; expires once it would be full
+///   again (an absent bucket is a full one).
+/// - `streams:addr:A`, `streams:id:I`: ZSET of open streams, member = grant uid, score = lease expiry (ms). Expired
+///   members are removed before counting: a replica killed with -9 frees its slots within the lease TTL.
+/// - `budget:id:K:day:2026-12-01`, `…:month:2026-12`, `budget:total:day:…`, `budget:total:month:…`: HASH
+///   {used, reserved, r:<uid>: that grant's reservation}; with `…:res`, a ZSET of the reservations by expiry.
+///   Expired reservations are subtracted lazily. Both expire an hour after their window ends.
+enum RedisAdmissionScripts {
+    enum Name: Int, CaseIterable, Sendable {
+        case admit, extend, settle, refresh, report
+    }
+
+    static func source(_ name: Name) -> String {
+        switch name {
+        case .admit: prelude + admit
+        case .extend: prelude + extend
+        case .settle: prelude + settle
+        case .refresh: prelude + refresh
+        case .report: prelude + report
+        }
+    }
+
+    /// `now_ms`: the caller's clock when it passed one (tests), else Redis's own, the one clock every replica shares.
+    static let prelude = """
+        local function int(x) return string.format('%d', x) end
+        local function now_ms(arg)
+          if arg ~= '' then return tonumber(arg) end
+          local t = redis.call('TIME')
+          return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        end
+        local UNIT = 60000
+        -- Drops the window's expired reservations; returns used + reserved.
+        local function window(hash, zset, now)
+          local expired = redis.call('ZRANGEBYSCORE', zset, '-inf', int(now))
+          for _, uid in ipairs(expired) do
+            local amount = tonumber(redis.call('HGET', hash, 'r:' .. uid))
+            if amount then
+              redis.call('HINCRBY', hash, 'reserved', int(-amount))
+              redis.call('HDEL', hash, 'r:' .. uid)
+            end
+          end
+          if #expired > 0 then redis.call('ZREMRANGEBYSCORE', zset, '-inf', int(now)) end
+          local h = redis.call('HMGET', hash, 'used', 'reserved')
+          return (tonumber(h[1]) or 0) + (tonumber(h[2]) or 0)
+        end
+
+        """
+
+    /// KEYS: 1 address bucket, 2 identity bucket, 3 address streams, 4 identity streams, 5-12 the four budget
+    /// windows (hash, reservations) as identity day, identity month, total day, total month.
+    /// ARGV: 1 now ms or '', 2 lease TTL ms, 3 uid, 4-7 address rpm (0: none), burst, stream cap (-1: none),
+    /// concurrency Retry-After, 8-11 the same for the identity, 12 has identity (1/0), 13 tokens to reserve
+    /// (0: no budget), 14-17 the windows' limits (-1: none), 18 wall clock s, 19 day end s, 20 month end s.
+    /// Returns {1} or {0, reason, retryAfterSeconds}.
+    static let admit = """
+        local now = now_ms(ARGV[1])
+        local ttl = tonumber(ARGV[2])
+        local uid = ARGV[3]
+        local has_identity = ARGV[12] == '1'
+        local function limits(i) return tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]) end
+        local a_rpm, a_burst, a_cap, a_retry = limits(4)
+        local i_rpm, i_burst, i_cap, i_retry = limits(8)
+        if not has_identity then i_rpm = 0; i_cap = -1 end
+
+        local function streams(key, cap)
+          if cap < 0 then return 0 end
+          redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now))
+          return redis.call('ZCARD', key)
+        end
+        if a_cap >= 0 and streams(KEYS[3], a_cap) >= a_cap then return {0, 'concurrency', a_retry} end
+        if i_cap >= 0 and streams(KEYS[4], i_cap) >= i_cap then return {0, 'concurrency', i_retry} end
+
+        local function bucket(key, rpm, burst)
+          if rpm <= 0 then return nil end
+          local cap = burst * UNIT
+          local h = redis.call('HMGET', key, 'u', 't')
+          local units, at = tonumber(h[1]), tonumber(h[2])
+          if units == nil or at == nil then return cap end
+          if now > at and units < cap then
+            local elapsed = now - at
+            local full_after = math.floor((cap - units + rpm - 1) / rpm)
+            if elapsed >= full_after then units = cap else units = units + elapsed * rpm end
+          end
+          return units
+        end
+        local function retry_after(units, rpm)
+          local wait_ms = math.floor((UNIT - units + rpm - 1) / rpm)
+          return math.max(1, math.floor((wait_ms + 999) / 1000))
+        end
+        local a_units = bucket(KEYS[1], a_rpm, a_burst)
+        if a_units and a_units < UNIT then return {0, 'rate', retry_after(a_units, a_rpm)} end
+        local i_units = bucket(KEYS[2], i_rpm, i_burst)
+        if i_units and i_units < UNIT then return {0, 'rate', retry_after(i_units, i_rpm)} end
+
+        local tokens = tonumber(ARGV[13])
+        local wall = tonumber(ARGV[18])
+        local ends = {tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[19]), tonumber(ARGV[20])}
+        if tokens > 0 then
+          local refuse = 0
+          for w = 0, 3 do
+            local limit = tonumber(ARGV[14 + w])
+            local spent = window(KEYS[5 + 2 * w], KEYS[6 + 2 * w], now)
+            if limit >= 0 and spent + tokens > limit then refuse = math.max(refuse, ends[w + 1] - wall) end
+          end
+          if refuse > 0 then return {0, 'budget', math.max(1, refuse)} end
+        end
+
+        local function take(key, units, rpm, burst)
+          units = units - UNIT
+          redis.call('HSET', key, 'u', int(units), 't', int(now))
+          redis.call('PEXPIRE', key, int(math.floor((burst * UNIT - units + rpm - 1) / rpm) + 1000))
+        end
+        if a_units then take(KEYS[1], a_units, a_rpm, a_burst) end
+        if i_units then take(KEYS[2], i_units, i_rpm, i_burst) end
+        local expiry = int(now + ttl)
+        if a_cap >= 0 then
+          redis.call('ZADD', KEYS[3], expiry, uid)
+          redis.call('PEXPIRE', KEYS[3], int(ttl + 1000))
+        end
+        if has_identity then
+          if i_cap < 0 then redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', int(now)) end
+          redis.call('ZADD', KEYS[4], expiry, uid)
+          redis.call('PEXPIRE', KEYS[4], int(ttl + 1000))
+        end
+        if tokens > 0 then
+          for w = 0, 3 do
+            local hash, zset = KEYS[5 + 2 * w], KEYS[6 + 2 * w]
+            redis.call('HINCRBY', hash, 'reserved', int(tokens))
+            redis.call('HSET', hash, 'r:' .. uid, int(tokens))
+            redis.call('ZADD', zset, expiry, uid)
+            redis.call('EXPIREAT', hash, int(ends[w + 1] + 3600))
+            redis.call('EXPIREAT', zset, int(ends[w + 1] + 3600))
+          end
+        end
+        return {1}
+        """
+
+    /// KEYS: 1-8 the four budget windows. ARGV: 1 now ms or '', 2 lease TTL ms, 3 uid, 4 tokens, 5-8 limits.
+    /// Returns 1 (reserved) or 0 (a budget cannot cover it; nothing changed).
+    static let extend = """
+        local now = now_ms(ARGV[1])
+        local uid = ARGV[3]
+        local tokens = tonumber(ARGV[4])
+        for w = 0, 3 do
+          local limit = tonumber(ARGV[5 + w])
+          local spent = window(KEYS[1 + 2 * w], KEYS[2 + 2 * w], now)
+          if limit >= 0 and spent + tokens > limit then return 0 end
+        end
+        for w = 0, 3 do
+          local hash, zset = KEYS[1 + 2 * w], KEYS[2 + 2 * w]
+          redis.call('HINCRBY', hash, 'reserved', int(tokens))
+          redis.call('HINCRBY', hash, 'r:' .. uid, int(tokens))
+          redis.call('ZADD', zset, int(now + tonumber(ARGV[2])), uid)
+        end
+        return 1
+        """
+
+    /// KEYS: 1 address streams, 2 identity streams, then the four budget windows when ARGV[3] is 1.
+    /// ARGV: 1 uid, 2 tokens used, 3 has budget, 4 day end s, 5 month end s.
+    static let settle = """
+        local uid = ARGV[1]
+        redis.call('ZREM', KEYS[1], uid)
+        redis.call('ZREM', KEYS[2], uid)
+        if ARGV[3] == '1' then
+          local ends = {ARGV[4], ARGV[5], ARGV[4], ARGV[5]}
+          for w = 0, 3 do
+            local hash, zset = KEYS[3 + 2 * w], KEYS[4 + 2 * w]
+            local amount = tonumber(redis.call('HGET', hash, 'r:' .. uid))
+            if amount then
+              redis.call('HINCRBY', hash, 'reserved', int(-amount))
+              redis.call('HDEL', hash, 'r:' .. uid)
+            end
+            redis.call('ZREM', zset, uid)
+            redis.call('HINCRBY', hash, 'used', ARGV[2])
+            redis.call('EXPIREAT', hash, int(tonumber(ends[w + 1]) + 3600))
+          end
+        end
+        return 1
+        """
+
+    /// Pushes the expiry of live leases and reservations. KEYS: the sorted sets; the first ARGV[3] of them are
+    /// stream sets (whose key TTL follows the leases). ARGV: 1 now ms or '', 2 lease TTL ms, 3 count, then per key
+    /// its members separated by spaces. ZADD XX: a member already settled or expired is not brought back.
+    static let refresh = """
+        local now = now_ms(ARGV[1])
+        local ttl = tonumber(ARGV[2])
+        local stream_sets = tonumber(ARGV[3])
+        local expiry = int(now + ttl)
+        for i, key in ipairs(KEYS) do
+          for uid in string.gmatch(ARGV[3 + i], '%S+') do
+            redis.call('ZADD', key, 'XX', expiry, uid)
+          end
+          if i <= stream_sets then redis.call('PEXPIRE', key, int(ttl + 1000)) end
+        end
+        return 1
+        """
+
+    /// KEYS: 1-4 the identity's day and month windows (hash, reservations), 5 its streams. ARGV: 1 now ms or ''.
+    /// Returns {used day, reserved day, used month, reserved month, open streams}.
+    static let report = """
+        local now = now_ms(ARGV[1])
+        local out = {}
+        for w = 0, 1 do
+          window(KEYS[1 + 2 * w], KEYS[2 + 2 * w], now)
+          local h = redis.call('HMGET', KEYS[1 + 2 * w], 'used', 'reserved')
+          out[#out + 1] = tonumber(h[1]) or 0
+          out[#out + 1] = tonumber(h[2]) or 0
+        end
+        out[#out + 1] = redis.call('ZCOUNT', KEYS[5], '(' .. int(now), '+inf')
+        return out
+        """
+}

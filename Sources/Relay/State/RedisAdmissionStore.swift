@@ -1,0 +1,428 @@
+import Redis
+import Support
+import Transport
+
+/// The admission store every replica shares: buckets, stream leases and budget reservations in Redis, each
+/// admission one atomic Lua script (`RedisAdmissionScripts`) in one round trip. See README, "Running several
+/// replicas".
+///
+/// One `RedisClient` per event loop: a request's admission, extension and settlement go out on the connection of
+/// the loop its exchange lives on, so no call hops between queues and no lock guards a connection (a handful of
+/// connections per replica is nothing for Redis). Requests wait asynchronously, many in flight on each connection.
+///
+/// Leases and reservations carry an expiry (`leaseTTL`) that one timer per store (on the first loop) pushes forward
+/// for every live grant, in one script call per round (every `leaseTTL / 3`). A replica killed with -9 stops
+/// refreshing, so its leases and reservations lapse within the TTL and the other replicas admit again.
+///
+/// When Redis does not answer within `timeout` (or is down), `onUnavailable` decides: `reject` refuses
+/// (`.unavailable`, 503), `allow` admits without limits (mode `.allowedUnavailable`), `local` asks the injected
+/// fallback store (this replica's memory limits, mode `.local`). A stream already running is never cut because
+/// Redis went away: an `extend` that cannot reach Redis answers `true` whatever `onUnavailable` says (with `reject`
+/// that means "let it finish"). A degraded grant never touches Redis when it settles (a `.local` one settles in
+/// the fallback).
+///
+/// Thread safety: the live-grant table and the script hashes are behind locks (`Locked`); each client is owned by
+/// its loop's queue. `admit`, `extend` and `usageReport` are called on `loop`; `settle` from anywhere.
+public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
+    // Invariant: `clients`, `live`, `shas` and `refreshTimer` are only touched under their locks; a client itself
+    // only on its loop's queue.
+
+    public enum OnUnavailable: String, Sendable, CaseIterable {
+        case reject, allow, local
+    }
+
+    /// Budget limits in tokens; nil: none for that window.
+    public struct BudgetLimits: Sendable, Equatable {
+        public var identityTokensPerDay: Int?
+        public var identityTokensPerMonth: Int?
+        public var totalTokensPerDay: Int?
+        public var totalTokensPerMonth: Int?
+
+        public init(identityTokensPerDay: Int? = nil, identityTokensPerMonth: Int? = nil, totalTokensPerDay: Int? = nil,
+                    totalTokensPerMonth: Int? = nil) {
+            self.identityTokensPerDay = identityTokensPerDay
+            self.identityTokensPerMonth = identityTokensPerMonth
+            self.totalTokensPerDay = totalTokensPerDay
+            self.totalTokensPerMonth = totalTokensPerMonth
+        }
+    }
+
+    /// What the store needs from the configuration (`state.redis`, `limits`, `budgets`).
+    public struct Settings: Sendable {
+        /// Where Redis is, its credentials, and `timeoutMs`: how long an admission waits before `onUnavailable`.
+        public var redis: RedisClient.Configuration
+        /// Prepended to every key, so several relays (or environments) can share one Redis.
+        public var keyPrefix: String
+        public var onUnavailable: OnUnavailable
+        public var leaseTTLSeconds: Double
+        public var perIdentity: RateLimits?
+        public var perAddress: RateLimits?
+        public var budgets: BudgetLimits
+        /// Milliseconds for buckets and lease expiry; nil (production): Redis's own clock, which every replica
+        /// shares. Tests pass a manual one.
+        public var clockMilliseconds: (@Sendable () -> Int64)?
+
+        public init(redis: RedisClient.Configuration = .init(), keyPrefix: String = "sse-relay:", onUnavailable: OnUnavailable = .reject,
+                    leaseTTLSeconds: Double = 30, perIdentity: RateLimits? = nil, perAddress: RateLimits? = nil,
+                    budgets: BudgetLimits = BudgetLimits(), clockMilliseconds: (@Sendable () -> Int64)? = nil) {
+            self.redis = redis
+            self.keyPrefix = keyPrefix
+            self.onUnavailable = onUnavailable
+            self.leaseTTLSeconds = max(0.1, leaseTTLSeconds)
+            self.perIdentity = perIdentity
+            self.perAddress = perAddress
+            self.budgets = budgets
+            self.clockMilliseconds = clockMilliseconds
+        }
+    }
+
+    /// What the store remembers of an admitted grant until it settles.
+    private struct Live {
+        var loop: EventLoop
+        var uid: String
+        var mode: AdmissionGrant.Mode
+        /// The stream sets holding the grant's leases (address, identity): where it holds none, nil.
+        var streamKeys: [String?]
+        /// The four budget windows (hash, reservations) the grant reserved in; empty without a budget.
+        var windowKeys: [String]
+        var windowEnds: (day: Int64, month: Int64)
+        /// The fallback's own grant, for `.local` grants.
+        var fallbackGrant: AdmissionGrant?
+    }
+
+    public let settings: Settings
+    private let loops: [EventLoop]
+    private let fallback: (any AdmissionStore)?
+    private let logger: Logger
+    private let clients: Locked<[ObjectIdentifier: RedisClient]>
+    private let live = Locked<[UInt64: Live]>([:])
+    private let shas = Locked<[RedisAdmissionScripts.Name: String]>([:])
+    private let nextID = Locked<UInt64>(0)
+    private let refreshTimer = Locked<(timer: LoopTimer?, stopped: Bool)>((nil, false))
+    private let counters = Locked(Counters())
+    /// Distinguishes this store's grants from other replicas' in the shared sets.
+    private let instanceTag: String
+
+    /// Decisions taken without Redis, by kind: for metrics and tests.
+    public struct Counters: Sendable, Equatable {
+        public var rejectedUnavailable = 0
+        public var allowedUnavailable = 0
+        public var localFallback = 0
+        /// Extensions granted because Redis could not be asked (a running stream is never cut for that).
+        public var extendedUnavailable = 0
+        public var settleFailures = 0
+    }
+
+    public var unavailableCounters: Counters { counters.withLock { $0 } }
+
+    /// Scripts whose SHA1 is known (loaded with SCRIPT LOAD since a connection became ready).
+    public var loadedScriptCount: Int { shas.withLock { $0.count } }
+
+    /// - Parameters:
+    ///   - loops: the loops requests arrive on; one connection each, connected now. The first runs the refresh timer.
+    ///   - fallback: the store `onUnavailable: local` decides with (this replica's memory store).
+    public init(settings: Settings, loops: [EventLoop], fallback: (any AdmissionStore)? = nil, logger: Logger) {
+        precondition(!loops.isEmpty, "RedisAdmissionStore needs at least one event loop")
+        self.settings = settings
+        self.loops = loops
+        self.fallback = fallback
+        self.logger = logger
+        var random = SystemRandomNumberGenerator()
+        instanceTag = String(random.next() as UInt64, radix: 36)
+        clients = Locked([:])
+        for loop in loops {
+            let client = makeClient(loop)
+            loop.execute { client.start() }
+        }
+        loops[0].execute { [weak self] in self?.scheduleRefresh() }
+    }
+
+    /// Stops refreshing and closes the connections. Grants still live lapse after the lease TTL.
+    public func shutdown() {
+        let armed = refreshTimer.withLock { state in
+            state.stopped = true
+            defer { state.timer = nil }
+            return state.timer
+        }
+        if let armed { loops[0].execute { armed.cancel() } }
+        for (_, client) in clients.withLock({ $0 }) { client.loop.execute { client.close() } }
+    }
+
+    // MARK: AdmissionStore
+
+    public func admit(_ request: AdmissionRequest, on loop: EventLoop, _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
+        let id = nextID.withLock { $0 &+= 1; return $0 }
+        let uid = "\(instanceTag):\(id)"
+        let a = settings.perAddress, i = request.identity == nil ? nil : settings.perIdentity
+        let windows = BudgetWindows(wallClockSeconds: request.wallClockSeconds)
+        let streamKeys = [key("streams:addr:", request.address), key("streams:id:", request.identity ?? "")]
+        let windowKeys = request.budget.map { windowKeyList($0.key, windows) } ?? Array(repeating: key("unused"), count: 8)
+        let keys = [key("rate:addr:", request.address), key("rate:id:", request.identity ?? "")] + streamKeys + windowKeys
+        let limits = settings.budgets
+        var arguments = [nowArgument(), ttlArgument(), uid]
+        for limit in [a, i] {
+            arguments += [String(limit?.requestsPerMinute ?? 0), String(limit?.burst ?? 1), String(limit?.maxConcurrentStreams ?? -1),
+                          String(limit?.concurrencyRetryAfterSeconds ?? 1)]
+        }
+        arguments += [request.identity == nil ? "0" : "1", String(max(0, request.budget?.tokens ?? 0))]
+        arguments += [limits.identityTokensPerDay, limits.identityTokensPerMonth, limits.totalTokensPerDay, limits.totalTokensPerMonth]
+            .map { String($0 ?? -1) }
+        arguments += [String(request.wallClockSeconds), String(windows.dayEnd), String(windows.monthEnd)]
+
+        evaluate(.admit, keys: keys, arguments: arguments, on: loop) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success(let value):
+                guard let reply = value.array, let first = reply.first?.integer else {
+                    return self.unavailable(request, id: id, on: loop, why: "unexpected reply \(value)", completion)
+                }
+                if first == 1 {
+                    let held = [a?.maxConcurrentStreams == nil ? nil : streamKeys[0], request.identity == nil ? nil : streamKeys[1]]
+                    let record = Live(loop: loop, uid: uid, mode: .shared, streamKeys: held,
+                                      windowKeys: request.budget == nil ? [] : windowKeys,
+                                      windowEnds: (windows.dayEnd, windows.monthEnd), fallbackGrant: nil)
+                    self.live.withLock { $0[id] = record }
+                    completion(.admitted(AdmissionGrant(id: id, reservedTokens: request.budget?.tokens ?? 0)))
+                    return
+                }
+                let seconds = reply.count > 2 ? Int(reply[2].integer ?? 1) : 1
+                switch reply.count > 1 ? reply[1].string : nil {
+                case "rate": completion(.refused(.rate(retryAfterSeconds: seconds)))
+                case "concurrency": completion(.refused(.concurrency(retryAfterSeconds: seconds)))
+                case "budget": completion(.refused(.budget(retryAfterSeconds: seconds)))
+                default: self.unavailable(request, id: id, on: loop, why: "unexpected reply \(value)", completion)
+                }
+            case .failure(let error):
+                self.unavailable(request, id: id, on: loop, why: "\(error)", completion)
+            }
+        }
+    }
+
+    public func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+        guard let record = live.withLock({ $0[grant.id] }) else { return completion(true) }
+        if record.mode == .local, let fallback, let inner = record.fallbackGrant {
+            fallback.extend(inner, byTokens: tokens, on: loop) { [weak self] granted in
+                if granted { self?.live.withLock { $0[grant.id]?.fallbackGrant?.reservedTokens += tokens } }
+                completion(granted)
+            }
+            return
+        }
+        guard !record.windowKeys.isEmpty, tokens > 0 else { return completion(true) }
+        let limits = settings.budgets
+        let arguments = [nowArgument(), ttlArgument(), record.uid, String(tokens)]
+            + [limits.identityTokensPerDay, limits.identityTokensPerMonth, limits.totalTokensPerDay, limits.totalTokensPerMonth].map { String($0 ?? -1) }
+        evaluate(.extend, keys: record.windowKeys, arguments: arguments, on: loop) { [weak self] result in
+            switch result {
+            case .success(let value) where value.integer != nil:
+                completion(value.integer == 1)
+            default:
+                // Redis cannot be asked: the stream goes on, whatever onUnavailable says.
+                self?.counters.withLock { $0.extendedUnavailable += 1 }
+                completion(true)
+            }
+        }
+    }
+
+    public func settle(_ grant: AdmissionGrant, usedTokens: Int) {
+        guard let record = live.withLock({ $0.removeValue(forKey: grant.id) }) else { return }
+        switch record.mode {
+        case .allowedUnavailable:
+            return
+        case .local:
+            if let fallback, let inner = record.fallbackGrant { fallback.settle(inner, usedTokens: usedTokens) }
+        case .shared:
+            let keys = record.streamKeys.map { $0 ?? key("unused") } + record.windowKeys
+            let hasBudget = !record.windowKeys.isEmpty
+            let arguments = [record.uid, String(max(0, usedTokens)), hasBudget ? "1" : "0", String(record.windowEnds.day), String(record.windowEnds.month)]
+            record.loop.execute { [weak self] in
+                self?.evaluate(.settle, keys: keys, arguments: arguments, on: record.loop) { result in
+                    guard case .failure(let error) = result, let self else { return }
+                    // The leases and reservation lapse after the TTL; the usage goes uncounted.
+                    self.counters.withLock { $0.settleFailures += 1 }
+                    self.logger.warning("redis settle failed", [("error", .string("\(error)")), ("tokens", .int(usedTokens))])
+                }
+            }
+        }
+    }
+
+    public func usageReport(identity: String, wallClockSeconds: Int64, on loop: EventLoop,
+                            _ completion: @escaping @Sendable (BudgetReport?) -> Void) {
+        let windows = BudgetWindows(wallClockSeconds: wallClockSeconds)
+        let keys = Array(windowKeyList(identity, windows).prefix(4)) + [key("streams:id:", identity)]
+        let limits = settings.budgets
+        evaluate(.report, keys: keys, arguments: [nowArgument()], on: loop) { result in
+            guard case .success(let value) = result, let numbers = value.array?.compactMap(\.integer), numbers.count == 5 else {
+                return completion(nil)
+            }
+            completion(BudgetReport(identity: identity, windows: [
+                .init(name: "day", period: windows.day, usedTokens: Int(numbers[0]), reservedTokens: Int(numbers[1]),
+                      limitTokens: limits.identityTokensPerDay, resetsInSeconds: Int(windows.dayEnd - wallClockSeconds)),
+                .init(name: "month", period: windows.month, usedTokens: Int(numbers[2]), reservedTokens: Int(numbers[3]),
+                      limitTokens: limits.identityTokensPerMonth, resetsInSeconds: Int(windows.monthEnd - wallClockSeconds)),
+            ], openStreams: Int(numbers[4])))
+        }
+    }
+
+    // MARK: Refreshing leases
+
+    /// Pushes every live grant's lease and reservation expiry now (the timer does it every `leaseTTL / 3`);
+    /// `done` runs when Redis answered (or did not). Call on the first loop.
+    public func refreshNow(_ done: (@Sendable () -> Void)? = nil) {
+        let records = live.withLock { Array($0.values) }.filter { $0.mode == .shared }
+        var members: [String: [String]] = [:]
+        var order: [String] = []
+        func add(_ key: String, _ uid: String) {
+            if members[key] == nil { order.append(key) }
+            members[key, default: []].append(uid)
+        }
+        for record in records { for key in record.streamKeys.compactMap({ $0 }) { add(key, record.uid) } }
+        let streamSets = order.count
+        for record in records { for (index, key) in record.windowKeys.enumerated() where index % 2 == 1 { add(key, record.uid) } }
+        guard !order.isEmpty else {
+            done?()
+            return
+        }
+        let arguments = [nowArgument(), ttlArgument(), String(streamSets)] + order.map { members[$0, default: []].joined(separator: " ") }
+        evaluate(.refresh, keys: order, arguments: arguments, on: loops[0]) { [weak self] result in
+            defer { done?() }
+            if case .failure(let error) = result {
+                self?.logger.warning("redis lease refresh failed", [("error", .string("\(error)"))])
+            }
+        }
+    }
+
+    private func scheduleRefresh() {
+        guard !refreshTimer.withLock({ $0.stopped }) else { return }
+        let timer = loops[0].schedule(afterSeconds: settings.leaseTTLSeconds / 3) { [weak self] in
+            guard let self, !self.refreshTimer.withLock({ $0.stopped }) else { return }
+            self.refreshNow()
+            self.scheduleRefresh()
+        }
+        refreshTimer.withLock { $0.timer = timer }
+    }
+
+    // MARK: Degraded decisions
+
+    private func unavailable(_ request: AdmissionRequest, id: UInt64, on loop: EventLoop, why: String,
+                             _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
+        logger.debug("redis admission unavailable", [("error", .string(why)), ("onUnavailable", .string(settings.onUnavailable.rawValue))])
+        switch settings.onUnavailable {
+        case .local where fallback != nil:
+            counters.withLock { $0.localFallback += 1 }
+            fallback?.admit(request, on: loop) { [weak self] decision in
+                guard case .admitted(let inner) = decision else { return completion(decision) }
+                self?.live.withLock {
+                    $0[id] = Live(loop: loop, uid: "", mode: .local, streamKeys: [nil, nil], windowKeys: [], windowEnds: (0, 0), fallbackGrant: inner)
+                }
+                completion(.admitted(AdmissionGrant(id: id, reservedTokens: inner.reservedTokens, mode: .local)))
+            }
+        case .allow:
+            counters.withLock { $0.allowedUnavailable += 1 }
+            completion(.admitted(AdmissionGrant(id: id, reservedTokens: request.budget?.tokens ?? 0, mode: .allowedUnavailable)))
+        case .reject, .local:
+            counters.withLock { $0.rejectedUnavailable += 1 }
+            completion(.refused(.unavailable))
+        }
+    }
+
+    // MARK: Redis
+
+    private func makeClient(_ loop: EventLoop) -> RedisClient {
+        let client = RedisClient(loop: loop, configuration: settings.redis, logger: logger)
+        client.onReady = { [weak self, unowned client] in
+            for name in RedisAdmissionScripts.Name.allCases {
+                client.send(["SCRIPT", "LOAD", RedisAdmissionScripts.source(name)]) { result in
+                    guard case .success(let value) = result, let sha = value.string else { return }
+                    self?.shas.withLock { $0[name] = sha }
+                }
+            }
+        }
+        clients.withLock { $0[ObjectIdentifier(loop)] = client }
+        return client
+    }
+
+    /// The loop's client; a loop the store was not built with gets one now (tests, late loops).
+    private func client(for loop: EventLoop) -> RedisClient {
+        if let client = clients.withLock({ $0[ObjectIdentifier(loop)] }) { return client }
+        let client = makeClient(loop)
+        client.start()
+        return client
+    }
+
+    /// EVALSHA when the hash is known, EVAL otherwise; NOSCRIPT (a restarted or flushed Redis) is answered by one
+    /// EVAL, which runs the script and caches it again. Call on `loop`.
+    private func evaluate(_ name: RedisAdmissionScripts.Name, keys: [String], arguments: [String], on loop: EventLoop,
+                          _ completion: @escaping (Result<RESPValue, RedisError>) -> Void) {
+        let client = client(for: loop)
+        let tail = [String(keys.count)] + keys + arguments
+        guard let sha = shas.withLock({ $0[name] }) else {
+            return client.send(["EVAL", RedisAdmissionScripts.source(name)] + tail, completion)
+        }
+        client.send(["EVALSHA", sha] + tail) { result in
+            if case .failure(.server(let message)) = result, message.hasPrefix("NOSCRIPT") {
+                client.send(["EVAL", RedisAdmissionScripts.source(name)] + tail, completion)
+                return
+            }
+            completion(result)
+        }
+    }
+
+    private func key(_ parts: String...) -> String { settings.keyPrefix + parts.joined() }
+
+    private func windowKeyList(_ budgetKey: String, _ windows: BudgetWindows) -> [String] {
+        let identityDay = key("budget:id:", budgetKey, ":day:", windows.day)
+        let identityMonth = key("budget:id:", budgetKey, ":month:", windows.month)
+        let totalDay = key("budget:total:day:", windows.day)
+        let totalMonth = key("budget:total:month:", windows.month)
+        return [identityDay, identityDay + ":res", identityMonth, identityMonth + ":res", totalDay, totalDay + ":res", totalMonth, totalMonth + ":res"]
+    }
+
+    private func nowArgument() -> String { settings.clockMilliseconds.map { String($0()) } ?? "" }
+    private func ttlArgument() -> String { String(Int64(settings.leaseTTLSeconds * 1000)) }
+}
+
+/// The UTC calendar day and month a wall-clock second falls in, and when each ends. Pure.
+struct BudgetWindows: Equatable {
+    var day: String
+    var month: String
+    /// Unix seconds at which the day and the month end.
+    var dayEnd: Int64
+    var monthEnd: Int64
+
+    init(wallClockSeconds: Int64) {
+        let days = wallClockSeconds >= 0 ? wallClockSeconds / 86_400 : (wallClockSeconds - 86_399) / 86_400
+        let (y, m, d) = Self.civil(fromDays: days)
+        day = "\(Self.pad(y, 4))-\(Self.pad(m, 2))-\(Self.pad(d, 2))"
+        month = "\(Self.pad(y, 4))-\(Self.pad(m, 2))"
+        dayEnd = (days + 1) * 86_400
+        monthEnd = Self.days(fromCivil: m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, 1) * 86_400
+    }
+
+    private static func pad(_ value: Int64, _ width: Int) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+
+    /// Howard Hinnant's `civil_from_days` (proleptic Gregorian).
+    static func civil(fromDays z: Int64) -> (Int64, Int64, Int64) {
+        let z = z + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
+    }
+
+    /// Howard Hinnant's `days_from_civil`.
+    static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+}

@@ -1,0 +1,255 @@
+import Redis
+import Relay
+import Support
+import Testing
+import TestHarness
+import TestSupportCore
+import Transport
+
+/// A store for `onUnavailable: local` tests: admits everything, remembers what it was asked.
+final class RecordingFallbackStore: AdmissionStore, @unchecked Sendable {
+    // Invariant: `log` is only touched under its lock.
+    let log = Locked<[String]>([])
+    func admit(_ request: AdmissionRequest, on loop: EventLoop, _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
+        log.withLock { $0.append("admit") }
+        completion(.admitted(AdmissionGrant(id: 7_000, reservedTokens: request.budget?.tokens ?? 0)))
+    }
+    func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+        log.withLock { $0.append("extend \(grant.id)") }
+        completion(true)
+    }
+    func settle(_ grant: AdmissionGrant, usedTokens: Int) { log.withLock { $0.append("settle \(grant.id) \(usedTokens)") } }
+    func usageReport(identity: String, wallClockSeconds: Int64, on loop: EventLoop, _ completion: @escaping @Sendable (BudgetReport?) -> Void) {
+        completion(nil)
+    }
+}
+
+/// Milliseconds that only move when the test says so (buckets and lease expiry without waiting).
+final class ManualMilliseconds: Sendable {
+    let value = Locked<Int64>(1_800_000_000_000)
+    var read: @Sendable () -> Int64 { { [value] in value.withLock { $0 } } }
+    func advance(_ ms: Int64) { value.withLock { $0 += ms } }
+}
+
+/// One "replica": a store on its own event loop with its own connection.
+struct Replica: Sendable {
+    let loop: EventLoop
+    let store: RedisAdmissionStore
+
+    init(_ server: RedisServerProcess, _ settings: RedisAdmissionStore.Settings, fallback: (any AdmissionStore)? = nil, index: Int = 0) {
+        var settings = settings
+        settings.redis.port = server.port
+        loop = EventLoop(index: index)
+        store = RedisAdmissionStore(settings: settings, loops: [loop], fallback: fallback, logger: Logger(label: "redis-store", level: .error))
+    }
+
+    func admit(_ request: AdmissionRequest) throws -> AdmissionDecision {
+        let box = Mailbox<AdmissionDecision>()
+        loop.execute { store.admit(request, on: loop) { box.put($0) } }
+        return try box.take(timeout: 5)
+    }
+
+    /// `count` admissions issued in one turn of the loop (all in flight together); decisions go to `box`, each
+    /// with the replica that decided it (the one that must settle it).
+    func burst(_ count: Int, _ request: AdmissionRequest, into box: Mailbox<(Replica, AdmissionDecision)>) {
+        let replica = self
+        loop.execute { for _ in 0..<count { store.admit(request, on: loop) { box.put((replica, $0)) } } }
+    }
+
+    func extend(_ grant: AdmissionGrant, _ tokens: Int) throws -> Bool {
+        let box = Mailbox<Bool>()
+        loop.execute { store.extend(grant, byTokens: tokens, on: loop) { box.put($0) } }
+        return try box.take(timeout: 5)
+    }
+
+    func report(_ identity: String, wall: Int64) throws -> BudgetReport? {
+        let box = Mailbox<BudgetReport?>()
+        loop.execute { store.usageReport(identity: identity, wallClockSeconds: wall, on: loop) { box.put($0) } }
+        return try box.take(timeout: 5)
+    }
+
+    func refresh() throws {
+        let gate = Gate()
+        loop.execute { store.refreshNow { gate.signal() } }
+        try gate.wait(timeout: 5)
+    }
+}
+
+private let wall: Int64 = 1_796_083_200 + 3_600   // 2026-12-01T01:00:00Z
+
+private func request(_ identity: String? = "alice", tokens: Int? = nil) -> AdmissionRequest {
+    AdmissionRequest(address: "10.0.0.1", identity: identity, budget: tokens.map { BudgetCharge(key: identity ?? "10.0.0.1", tokens: $0) },
+                     wallClockSeconds: wall)
+}
+
+private func admitted(_ decisions: [AdmissionDecision]) -> [AdmissionGrant] {
+    decisions.compactMap { if case .admitted(let grant) = $0 { grant } else { nil } }
+}
+
+private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica, AdmissionGrant)] {
+    decisions.compactMap { if case .admitted(let grant) = $0.1 { ($0.0, grant) } else { nil } }
+}
+
+@Suite struct RedisAdmissionStoreTests {
+    /// A bucket of 10 (no refill: the clock stands still) admits exactly 10 of 40 requests sent at once through
+    /// two replicas; the others are refused with a Retry-After.
+    @Test func bucketAdmitsExactlyNAcrossTwoReplicas() throws {
+        let server = try RedisServerProcess()
+        let clock = ManualMilliseconds()
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), perIdentity: RateLimits(requestsPerMinute: 10), clockMilliseconds: clock.read)
+        let one = Replica(server, settings), two = Replica(server, settings, index: 1)
+        let box = Mailbox<(Replica, AdmissionDecision)>()
+        one.burst(20, request(), into: box)
+        two.burst(20, request(), into: box)
+        let decisions = try (0..<40).map { _ in try box.take(timeout: 5) }
+        #expect(admitted(decisions).count == 10)
+        #expect(decisions.filter { $0.1 == .refused(.rate(retryAfterSeconds: 6)) }.count == 30)
+        clock.advance(6_000)
+        #expect(admitted([try two.admit(request())]).count == 1, "one token back after 6 s at 10/min")
+        #expect(try one.admit(request()) == .refused(.rate(retryAfterSeconds: 6)))
+    }
+
+    /// A cap of 3 streams holds across replicas; settling one frees its slot for the other replica.
+    @Test func concurrencyCapHoldsAcrossReplicas() throws {
+        let server = try RedisServerProcess()
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), perIdentity: RateLimits(requestsPerMinute: nil, maxConcurrentStreams: 3))
+        let one = Replica(server, settings), two = Replica(server, settings, index: 1)
+        let box = Mailbox<(Replica, AdmissionDecision)>()
+        one.burst(5, request(), into: box)
+        two.burst(5, request(), into: box)
+        let decisions = try (0..<10).map { _ in try box.take(timeout: 5) }
+        let grants = admitted(decisions)
+        #expect(grants.count == 3)
+        #expect(decisions.filter { $0.1 == .refused(.concurrency(retryAfterSeconds: 1)) }.count == 7)
+        #expect(try two.report("alice", wall: wall)?.openStreams == 3)
+        #expect(try one.admit(request()) == .refused(.concurrency(retryAfterSeconds: 1)))
+        // One replica settles one of its grants: the other replica gets the slot.
+        let (owner, grant) = try #require(grants.first)
+        owner.store.settle(grant, usedTokens: 0)
+        let other = owner.loop === one.loop ? two : one
+        try eventually("a slot freed", timeout: 5) { admitted([try other.admit(request())]).count == 1 }
+    }
+
+    /// A replica killed with -9 (here: shut down without settling, its refresh stopped) frees its leases once the
+    /// TTL passes; a live replica's refresh keeps them.
+    @Test func leaseExpiryFreesSlotsAndRefreshKeepsThem() throws {
+        let server = try RedisServerProcess()
+        let clock = ManualMilliseconds()
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), leaseTTLSeconds: 1,
+                                                     perIdentity: RateLimits(requestsPerMinute: nil, maxConcurrentStreams: 1),
+                                                     clockMilliseconds: clock.read)
+        let holder = Replica(server, settings), other = Replica(server, settings, index: 1)
+        #expect(admitted([try holder.admit(request())]).count == 1)
+        #expect(try other.admit(request()) == .refused(.concurrency(retryAfterSeconds: 1)))
+        clock.advance(800)
+        try holder.refresh()
+        clock.advance(800)
+        #expect(try other.admit(request()) == .refused(.concurrency(retryAfterSeconds: 1)), "refreshed at 0.8 s: alive at 1.6 s")
+        holder.store.shutdown()
+        clock.advance(1_001)
+        #expect(admitted([try other.admit(request())]).count == 1, "lapsed 1 s after its last refresh")
+    }
+
+    /// After SCRIPT FLUSH, and after a restart of Redis (empty script cache, the connection lost), admissions go
+    /// on without restarting the store.
+    @Test func scriptCacheLossIsRecovered() throws {
+        let server = try RedisServerProcess()
+        let replica = Replica(server, RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000)))
+        #expect(admitted([try replica.admit(request())]).count == 1)
+        try eventually("scripts loaded", timeout: 5) { replica.store.loadedScriptCount == 5 }
+        #expect(admitted([try replica.admit(request())]).count == 1)
+        #expect(try server.command("SCRIPT FLUSH") == "+OK")
+        #expect(admitted([try replica.admit(request())]).count == 1, "NOSCRIPT answered by EVAL")
+        try server.restart()
+        try eventually("admitting after the restart", timeout: 5) { admitted([try replica.admit(request())]).count == 1 }
+    }
+
+    /// Redis stopped (SIGSTOP): each onUnavailable answers within about timeoutMs; a grant decided locally
+    /// settles in the fallback; a running stream's extension is never refused for want of Redis.
+    @Test(arguments: RedisAdmissionStore.OnUnavailable.allCases)
+    func unavailableRedisAnswersPerPolicyWithinTheTimeout(_ policy: RedisAdmissionStore.OnUnavailable) throws {
+        let server = try RedisServerProcess()
+        let fallback = RecordingFallbackStore()
+        let replica = Replica(server, RedisAdmissionStore.Settings(redis: .init(timeoutMs: 150), onUnavailable: policy,
+                                                                    budgets: .init(identityTokensPerDay: 1_000)), fallback: fallback)
+        try eventually("connected, scripts loaded", timeout: 10) { replica.store.loadedScriptCount == 5 }
+        let running = try #require(admitted([try replica.admit(request(tokens: 100))]).first)
+        server.pause()
+        defer { server.resume() }
+        let start = monotonicNanoseconds()
+        let decision = try replica.admit(request(tokens: 100))
+        let elapsedMs = Double(monotonicNanoseconds() - start) / 1e6
+        #expect(elapsedMs >= 140 && elapsedMs < 500, "answered after \(elapsedMs) ms (timeout 150 ms)")
+        #expect(try replica.extend(running, 5_000), "a running stream is not cut because Redis is away")
+        switch policy {
+        case .reject:
+            #expect(decision == .refused(.unavailable))
+        case .allow:
+            let grant = try #require(admitted([decision]).first)
+            #expect(grant.mode == .allowedUnavailable)
+            replica.store.settle(grant, usedTokens: 10)
+        case .local:
+            let grant = try #require(admitted([decision]).first)
+            #expect(grant.mode == .local)
+            #expect(try replica.extend(grant, 50))
+            replica.store.settle(grant, usedTokens: 42)
+            #expect(fallback.log.withLock { $0 } == ["admit", "extend 7000", "settle 7000 42"])
+        }
+        #expect(replica.store.unavailableCounters.extendedUnavailable == 1)
+    }
+
+    /// 50 reservations of 700 tokens at once from two replicas against a daily budget of 10 000: exactly 14 fit
+    /// (9 800), never more, and a refusal leaves nothing behind (no bucket token, no lease, no reservation).
+    @Test func budgetReservationsNeverOverspend() throws {
+        let server = try RedisServerProcess()
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), perIdentity: RateLimits(requestsPerMinute: 1_000, maxConcurrentStreams: 100),
+                                                     budgets: .init(identityTokensPerDay: 10_000))
+        let one = Replica(server, settings), two = Replica(server, settings, index: 1)
+        let box = Mailbox<(Replica, AdmissionDecision)>()
+        one.burst(25, request(tokens: 700), into: box)
+        two.burst(25, request(tokens: 700), into: box)
+        let decisions = try (0..<50).map { _ in try box.take(timeout: 5) }
+        let grants = admitted(decisions)
+        #expect(grants.count == 14)
+        #expect(decisions.filter { $0.1 == .refused(.budget(retryAfterSeconds: 23 * 3_600)) }.count == 36)
+        let report = try #require(try one.report("alice", wall: wall))
+        #expect(report.windows[0].reservedTokens == 9_800)
+        #expect(report.windows[0].period == "2026-12-01" && report.windows[1].period == "2026-12")
+        #expect(report.openStreams == 14)
+        // The refusals took nothing: 14 bucket tokens gone of 1000, 14 leases.
+        #expect(try server.command("ZCARD sse-relay:streams:id:alice") == ":14")
+        #expect(try server.command("EXISTS sse-relay:rate:id:alice") == ":1")
+
+        // Settle at the real usage: the budget then counts what was used, not what was reserved.
+        for (replica, grant) in grants { replica.store.settle(grant, usedTokens: 500) }
+        try eventually("settled", timeout: 5) { try one.report("alice", wall: wall)?.windows[0].usedTokens == 7_000 }
+        let after = try #require(try one.report("alice", wall: wall))
+        #expect(after.windows[0].reservedTokens == 0 && after.openStreams == 0)
+    }
+
+    /// A refusal by the budget leaves the bucket and the stream set untouched.
+    @Test func refusalHasNoSideEffects() throws {
+        let server = try RedisServerProcess()
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), perIdentity: RateLimits(requestsPerMinute: 5, maxConcurrentStreams: 1),
+                                                     budgets: .init(identityTokensPerDay: 100))
+        let replica = Replica(server, settings)
+        #expect(try replica.admit(request(tokens: 500)) == .refused(.budget(retryAfterSeconds: 23 * 3_600)))
+        #expect(try server.command("EXISTS sse-relay:rate:id:alice") == ":0")
+        #expect(try server.command("EXISTS sse-relay:streams:id:alice") == ":0")
+        #expect(try server.command("EXISTS sse-relay:budget:id:alice:day:2026-12-01") == ":0")
+    }
+
+    /// Extensions grow a reservation while the budget covers them; settling charges the real usage.
+    @Test func extendGrowsTheReservationUntilTheBudgetIsSpent() throws {
+        let server = try RedisServerProcess()
+        let replica = Replica(server, RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), budgets: .init(identityTokensPerDay: 2_500, totalTokensPerDay: 100_000)))
+        let grant = try #require(admitted([try replica.admit(request(tokens: 1_000))]).first)
+        #expect(try replica.extend(grant, 1_000))
+        #expect(try replica.extend(grant, 1_000) == false)
+        #expect(try replica.report("alice", wall: wall)?.windows[0].reservedTokens == 2_000)
+        replica.store.settle(grant, usedTokens: 1_500)
+        try eventually("settled", timeout: 5) { try replica.report("alice", wall: wall)?.windows[0].usedTokens == 1_500 }
+        #expect(try replica.report("alice", wall: wall)?.windows[0].reservedTokens == 0)
+        #expect(try server.command("HINCRBY sse-relay:budget:total:day:2026-12-01 used 0") == ":1500")
+    }
+}
