@@ -62,12 +62,17 @@ public final class RelayProcess: @unchecked Sendable {
         try process.run()
 
         let reading = output.fileHandleForReading
-        let lines = self.lines
+        let lines = self.lines, running = process
         let reader = Thread {
             var pending = Data()
             while true {
                 let data = reading.availableData
-                if data.isEmpty { return }
+                if data.isEmpty {
+                    // The process closed its output: wake a start-up wait, which then sees it is not running.
+                    running.waitUntilExit()
+                    lines.withLock { _ in }
+                    return
+                }
                 pending.append(data)
                 while let newline = pending.firstIndex(of: 0x0A) {
                     let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)

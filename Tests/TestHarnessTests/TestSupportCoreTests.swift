@@ -38,7 +38,7 @@ import TestSupportCore
         let checks = Atomic(0)
         // The timeout is only a safety bound: in a full run, blocking suites may hold the shared pool's threads
         // for seconds before a suspended check resumes.
-        try await eventually(timeout: 30) { checks.add(1, ordering: .relaxed).newValue == 3 }
+        try await eventually(timeout: 120) { checks.add(1, ordering: .relaxed).newValue == 3 }
         #expect(checks.load(ordering: .relaxed) == 3)
     }
 }

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import HTTP1
 import HTTPServer
+import Redis
 import Support
 import Synchronization
 import Transport
@@ -37,33 +38,51 @@ public final class RelayServer: @unchecked Sendable {
     private let draining = Atomic<Bool>(false)
     private let openConnections = Atomic<Int>(0)
 
-    /// `makeStore` builds the admission store; by default `RelayServer.defaultStore` (memory for
-    /// `"backend": "memory"`).
+    /// What building an admission store may use: the wall clock (budget windows), the event loops (a Redis
+    /// store keeps one connection per loop) and the logger.
+    public struct StoreEnvironment: Sendable {
+        public var wallClock: @Sendable () -> Double
+        public var loops: [EventLoop]
+        public var logger: Logger
+    }
+
+    /// `makeStore` builds the admission store; by default `RelayServer.defaultStore` (`state.backend`).
     public init(configuration: RelayConfiguration, logger: Logger, clock: any Clock = MonotonicClock(),
                 wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
-                makeStore: ((RelayConfiguration, _ wallClock: @escaping @Sendable () -> Double) throws -> any AdmissionStore)? = nil) throws {
+                makeStore: ((RelayConfiguration, StoreEnvironment) throws -> any AdmissionStore)? = nil) throws {
         Syscall.ignoreSIGPIPE()
         self.configuration = configuration
         self.logger = logger
         self.wallClock = wallClock
         authenticator = try ClientAuthenticator(configuration: configuration.clients)
-        store = try (makeStore ?? RelayServer.defaultStore)(configuration, wallClock)
         authFailureLimiter = RateLimiter(limits: configuration.rateLimits.authFailuresPerAddress)
         rejectionLog = RejectionLog(logger: logger, clock: clock)
         let workers = configuration.workers > 0 ? configuration.workers : max(1, System.coreCount)
         group = EventLoopGroup(count: workers, clock: clock)
         loopStates = group.loops.map { LoopState(loop: $0, driver: CurlDriver(loop: $0)) }
+        store = try (makeStore ?? RelayServer.defaultStore)(configuration,
+                                                             StoreEnvironment(wallClock: wallClock, loops: group.loops, logger: logger))
     }
 
-    /// The store `state.backend` names. The Redis store plugs in here (`.redis`: a `RedisAdmissionStore` with a
-    /// `MemoryAdmissionStore` as its `local` fallback); until it exists, a Redis configuration is refused at start.
-    public static func defaultStore(_ configuration: RelayConfiguration,
-                                    wallClock: @escaping @Sendable () -> Double) throws -> any AdmissionStore {
+    /// The store `state.backend` names: this process's memory, or Redis shared by every replica (with a
+    /// `MemoryAdmissionStore` as its fallback when `onUnavailable` is `local`).
+    public static func defaultStore(_ configuration: RelayConfiguration, environment: StoreEnvironment) throws -> any AdmissionStore {
         switch configuration.state.backend {
         case .memory:
-            return MemoryAdmissionStore(configuration: configuration, wallClock: wallClock)
-        case .redis:
-            throw ConfigurationError(problems: ["state.backend: \"redis\" is not available in this build"])
+            return MemoryAdmissionStore(configuration: configuration, wallClock: environment.wallClock)
+        case .redis(let redis):
+            let budgets = configuration.budgets ?? BudgetConfiguration()
+            let settings = RedisAdmissionStore.Settings(
+                redis: RedisClient.Configuration(host: redis.host, port: redis.port, database: redis.database,
+                                                 password: redis.password, timeoutMs: redis.timeoutMilliseconds),
+                keyPrefix: redis.keyPrefix, onUnavailable: redis.onUnavailable, leaseTTLSeconds: Double(redis.leaseTTLSeconds),
+                perIdentity: configuration.rateLimits.perIdentity, perAddress: configuration.rateLimits.perAddress,
+                budgets: RedisAdmissionStore.BudgetLimits(
+                    identityTokensPerDay: budgets.perIdentity.tokensPerDay, identityTokensPerMonth: budgets.perIdentity.tokensPerMonth,
+                    totalTokensPerDay: budgets.total.tokensPerDay, totalTokensPerMonth: budgets.total.tokensPerMonth))
+            let fallback = redis.onUnavailable == .local
+                ? MemoryAdmissionStore(configuration: configuration, wallClock: environment.wallClock) : nil
+            return RedisAdmissionStore(settings: settings, loops: environment.loops, fallback: fallback, logger: environment.logger)
         }
     }
 
@@ -236,6 +255,8 @@ public final class RelayServer: @unchecked Sendable {
                 state.driver.shutdown()
             }
         }
+        // After the exchanges ended (their settles are queued ahead of the close): stop refreshing leases.
+        (store as? RedisAdmissionStore)?.shutdown()
     }
 
     /// The largest pending-write buffer any open connection has had (what slow readers cost, at most).

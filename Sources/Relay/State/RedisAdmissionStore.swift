@@ -27,9 +27,7 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
     // Invariant: `clients`, `live`, `shas` and `refreshTimer` are only touched under their locks; a client itself
     // only on its loop's queue.
 
-    public enum OnUnavailable: String, Sendable, CaseIterable {
-        case reject, allow, local
-    }
+    public typealias OnUnavailable = StateConfiguration.OnUnavailable
 
     /// Budget limits in tokens; nil: none for that window.
     public struct BudgetLimits: Sendable, Equatable {
@@ -381,7 +379,7 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
     private func ttlArgument() -> String { String(Int64(settings.leaseTTLSeconds * 1000)) }
 }
 
-/// The UTC calendar day and month a wall-clock second falls in, and when each ends. Pure.
+/// The UTC calendar day and month a wall-clock second falls in (the ledger's `BudgetWindow`), and when each ends.
 struct BudgetWindows: Equatable {
     var day: String
     var month: String
@@ -389,40 +387,10 @@ struct BudgetWindows: Equatable {
     var dayEnd: Int64
     var monthEnd: Int64
 
-    init(wallClockSeconds: Int64) {
-        let days = wallClockSeconds >= 0 ? wallClockSeconds / 86_400 : (wallClockSeconds - 86_399) / 86_400
-        let (y, m, d) = Self.civil(fromDays: days)
-        day = "\(Self.pad(y, 4))-\(Self.pad(m, 2))-\(Self.pad(d, 2))"
-        month = "\(Self.pad(y, 4))-\(Self.pad(m, 2))"
-        dayEnd = (days + 1) * 86_400
-        monthEnd = Self.days(fromCivil: m == 12 ? y + 1 : y, m == 12 ? 1 : m + 1, 1) * 86_400
-    }
-
-    private static func pad(_ value: Int64, _ width: Int) -> String {
-        let digits = String(value)
-        return String(repeating: "0", count: max(0, width - digits.count)) + digits
-    }
-
-    /// Howard Hinnant's `civil_from_days` (proleptic Gregorian).
-    static func civil(fromDays z: Int64) -> (Int64, Int64, Int64) {
-        let z = z + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
-    }
-
-    /// Howard Hinnant's `days_from_civil`.
-    static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
+    init(wallClockSeconds seconds: Int64) {
+        day = BudgetWindow.day.label(at: seconds)
+        month = BudgetWindow.month.label(at: seconds)
+        dayEnd = seconds + Int64(BudgetWindow.day.secondsUntilReset(from: seconds))
+        monthEnd = seconds + Int64(BudgetWindow.month.secondsUntilReset(from: seconds))
     }
 }
