@@ -138,6 +138,11 @@ check(key_files and all(k in secret_targets for k in key_files),
       "config.compose.json reads the key from the compose secret (%s)" % ", ".join(key_files), secret_targets)
 check(compose_config["listen"]["host"] == "0.0.0.0" and "8080:8080" in svc.get("ports", []),
       "listens on 0.0.0.0:8080, published as 8080")
+compose_state = compose_config.get("state", {})
+compose_redis = re.match(r"redis://([^:/]+)", compose_state.get("redis", {}).get("url", ""))
+check(compose_state.get("backend") == "redis" and compose_redis and compose_redis.group(1) in compose["services"]
+      and compose_redis.group(1) != "sse-relay",
+      "config.compose.json: state.redis.url names the compose redis service", compose_state)
 check(compose_config.get("trustedProxies") == [],
       "config.compose.json trusts no proxy (clients connect straight to the published port)",
       compose_config.get("trustedProxies"))
@@ -148,7 +153,11 @@ by_kind = {}
 for m in manifests:
     for d in load(m):
         by_kind.setdefault(d["kind"], []).append(d)
-dep = by_kind["Deployment"][0]
+def named(kind, name):
+    return next(d for d in by_kind[kind] if d["metadata"]["name"] == name)
+
+
+dep = named("Deployment", "sse-relay")
 pod = dep["spec"]["template"]["spec"]
 c = pod["containers"][0]
 cm = by_kind["ConfigMap"][0]
@@ -210,9 +219,23 @@ check("FAKE" in json.dumps(secret.get("stringData", {})) and "PLACEHOLDER" in js
       "secret.example.yaml holds a clearly fake placeholder")
 
 labels = dep["spec"]["template"]["metadata"]["labels"]
-svc_k = by_kind["Service"][0]
+svc_k = named("Service", "sse-relay")
 check(all(labels.get(k) == v for k, v in svc_k["spec"]["selector"].items()), "Service selector matches the pods")
 check(all(p["targetPort"] in ports for p in svc_k["spec"]["ports"]), "Service target ports are named container ports")
+
+# Shared state: the relay's Redis URL names the in-cluster Redis Service, and neither Service selects the other's pods.
+state = config.get("state", {})
+check(state.get("backend") == "redis", "ConfigMap: state.backend redis (the HPA runs several replicas)", state)
+redis_url = re.match(r"redis://([^:/]+):(\d+)/", state.get("redis", {}).get("url", "") + "/")
+redis_svc = named("Service", "sse-relay-redis")
+redis_dep = named("Deployment", "sse-relay-redis")
+redis_labels = redis_dep["spec"]["template"]["metadata"]["labels"]
+check(redis_url and redis_url.group(1) == redis_svc["metadata"]["name"]
+      and int(redis_url.group(2)) in [p["port"] for p in redis_svc["spec"]["ports"]],
+      "state.redis.url names the Redis Service and its port", state)
+check(not all(redis_labels.get(k) == v for k, v in svc_k["spec"]["selector"].items())
+      and not all(labels.get(k) == v for k, v in redis_svc["spec"]["selector"].items()),
+      "the relay's Service does not select Redis pods, nor the Redis Service relay pods")
 pdb = by_kind["PodDisruptionBudget"][0]
 check(all(labels.get(k) == v for k, v in pdb["spec"]["selector"]["matchLabels"].items()), "PDB selector matches the pods")
 hpa = by_kind["HorizontalPodAutoscaler"][0]
