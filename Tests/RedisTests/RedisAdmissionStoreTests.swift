@@ -252,4 +252,27 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
         #expect(try replica.report("alice", wall: wall)?.windows[0].reservedTokens == 0)
         #expect(try server.command("HINCRBY sse-relay:budget:total:day:2026-12-01 used 0") == ":1500")
     }
+
+    /// Redis stalls (SIGSTOP) with an admission written to it: the store answers onUnavailable at the timeout, but
+    /// Redis runs the script when it wakes. That late run must not keep a lease and a reservation nobody will ever
+    /// settle: the client was refused, yet it held its one stream slot and 600 of its 1 000 tokens for the lease TTL.
+    @Test(arguments: RedisAdmissionStore.OnUnavailable.allCases)
+    func anAdmissionRunAfterItsTimeoutLeavesNothingBehind(_ policy: RedisAdmissionStore.OnUnavailable) throws {
+        let server = try RedisServerProcess()
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 150), onUnavailable: policy, leaseTTLSeconds: 30,
+                                                     perIdentity: RateLimits(requestsPerMinute: 1_000, maxConcurrentStreams: 1),
+                                                     budgets: .init(identityTokensPerDay: 1_000))
+        let replica = Replica(server, settings, fallback: RecordingFallbackStore())
+        try eventually("connected, scripts loaded", timeout: 10) { replica.store.loadedScriptCount == 5 }
+        server.pause()
+        let degraded = try replica.admit(request(tokens: 600))
+        server.resume()
+        if case .admitted(let grant) = degraded { replica.store.settle(grant, usedTokens: 0) }
+        // Redis runs what it had buffered (the late admission) before anything from the reconnected client.
+        try eventually("the slot and the tokens are free again", timeout: 5) {
+            guard case .admitted(let grant) = try replica.admit(request(tokens: 600)) else { return false }
+            replica.store.settle(grant, usedTokens: 0)
+            return grant.mode == .shared   // decided by Redis, not by onUnavailable while reconnecting
+        }
+    }
 }

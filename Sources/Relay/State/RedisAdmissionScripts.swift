@@ -59,12 +59,14 @@ enum RedisAdmissionScripts {
         """
 
     /// KEYS: 1 address bucket, 2 identity bucket, 3 address streams, 4 identity streams, 5-12 the four budget
-    /// windows (hash, reservations) as identity day, identity month, total day, total month.
+    /// windows (hash, reservations) as identity day, identity month, total day, total month, 13 the grant's
+    /// tombstone (`released:UID`: the caller gave up waiting and released it; this run is late and takes nothing).
     /// ARGV: 1 now ms or '', 2 lease TTL ms, 3 uid, 4-7 address rpm (0: none), burst, stream cap (-1: none),
     /// concurrency Retry-After, 8-11 the same for the identity, 12 has identity (1/0), 13 tokens to reserve
     /// (0: no budget), 14-17 the windows' limits (-1: none), 18 wall clock s, 19 day end s, 20 month end s.
     /// Returns {1} or {0, reason, retryAfterSeconds}.
     static let admit = """
+        if redis.call('EXISTS', KEYS[13]) == 1 then return {0, 'released', 0} end
         local now = now_ms(ARGV[1])
         local ttl = tonumber(ARGV[2])
         local uid = ARGV[3]
@@ -167,8 +169,10 @@ enum RedisAdmissionScripts {
         return 1
         """
 
-    /// KEYS: 1 address streams, 2 identity streams, then the four budget windows when ARGV[3] is 1.
-    /// ARGV: 1 uid, 2 tokens used, 3 has budget, 4 day end s, 5 month end s.
+    /// KEYS: 1 address streams, 2 identity streams, then the four budget windows when ARGV[3] is 1, then (with
+    /// ARGV[6]) the grant's tombstone. ARGV: 1 uid, 2 tokens used, 3 has budget, 4 day end s, 5 month end s,
+    /// 6 optional: the tombstone's TTL in ms, for an admission whose answer never came (it may still run: then
+    /// it finds the tombstone and takes nothing).
     static let settle = """
         local uid = ARGV[1]
         redis.call('ZREM', KEYS[1], uid)
@@ -187,6 +191,7 @@ enum RedisAdmissionScripts {
             redis.call('EXPIREAT', hash, int(tonumber(ends[w + 1]) + 3600))
           end
         end
+        if ARGV[6] then redis.call('SET', KEYS[#KEYS], '1', 'PX', ARGV[6]) end
         return 1
         """
 

@@ -155,7 +155,8 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
         let windows = BudgetWindows(wallClockSeconds: request.wallClockSeconds)
         let streamKeys = [key("streams:addr:", request.address), key("streams:id:", request.identity ?? "")]
         let windowKeys = request.budget.map { windowKeyList($0.key, windows) } ?? Array(repeating: key("unused"), count: 8)
-        let keys = [key("rate:addr:", request.address), key("rate:id:", request.identity ?? "")] + streamKeys + windowKeys
+        let tombstone = key("released:", uid)
+        let keys = [key("rate:addr:", request.address), key("rate:id:", request.identity ?? "")] + streamKeys + windowKeys + [tombstone]
         let limits = settings.budgets
         var arguments = [nowArgument(), ttlArgument(), uid]
         for limit in [a, i] {
@@ -191,7 +192,38 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
                 default: self.unavailable(request, id: id, on: loop, why: "unexpected reply \(value)", completion)
                 }
             case .failure(let error):
+                if error == .timeout || error == .connectionLost {
+                    // Sent, unanswered: Redis may run it yet, after we decided without it.
+                    let budget = request.budget == nil ? "0" : "1"
+                    self.release(Release(keys: streamKeys + (request.budget == nil ? [] : windowKeys) + [tombstone],
+                                         arguments: [uid, "0", budget, String(windows.dayEnd), String(windows.monthEnd),
+                                                     String(2 * Int64(self.settings.leaseTTLSeconds * 1000))]), on: loop)
+                }
                 self.unavailable(request, id: id, on: loop, why: "\(error)", completion)
+            }
+        }
+    }
+
+    /// The settle of an admission that may have run in Redis unseen (its reply timed out, or its connection
+    /// dropped with it sent), leaving a tombstone that stops it if it has not run yet. Without it the late run
+    /// would hold a stream slot and a reservation for the lease TTL though the client was answered without them.
+    private struct Release: Sendable {
+        var keys: [String]
+        var arguments: [String]
+    }
+
+    /// Releases not sent yet (the client was backing off), per loop, sent when its connection is ready again.
+    /// Bounded: past `maxUnreleased` the oldest go (their leases lapse within the TTL anyway).
+    private let unreleased = Locked<[ObjectIdentifier: [Release]]>([:])
+    private static let maxUnreleased = 10_000
+
+    private func release(_ release: Release, on loop: EventLoop) {
+        evaluate(.settle, keys: release.keys, arguments: release.arguments, on: loop) { [weak self] result in
+            guard case .failure(let error) = result, let self else { return }
+            if case .server = error { return }
+            self.unreleased.withLock { all in
+                all[ObjectIdentifier(loop), default: []].append(release)
+                if all[ObjectIdentifier(loop)]!.count > Self.maxUnreleased { all[ObjectIdentifier(loop)]!.removeFirst() }
             }
         }
     }
@@ -334,6 +366,9 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
                     self?.shas.withLock { $0[name] = sha }
                 }
             }
+            guard let self else { return }
+            let waiting = self.unreleased.withLock { $0.removeValue(forKey: ObjectIdentifier(loop)) ?? [] }
+            for release in waiting { self.release(release, on: loop) }
         }
         clients.withLock { $0[ObjectIdentifier(loop)] = client }
         return client
