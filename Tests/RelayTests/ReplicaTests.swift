@@ -75,14 +75,14 @@ struct ReplicaTests {
         try client.sendRequest(path: "/v1/chat/completions",
                                headers: [("Host", "relay"), ("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
                                body: body)
-        return (client, try client.readHead(timeout: 10))
+        return (client, try client.readHead(timeout: 30))
     }
 
     /// One whole request: status and body.
     static func request(_ relay: RelayProcess) throws -> (Int, [UInt8]) {
         let (client, head) = try open(relay)
         defer { client.close() }
-        return (head.status, try client.readBody(head: head, timeout: 10))
+        return (head.status, try client.readBody(head: head, timeout: 30))
     }
 
     static func usage(_ relay: RelayProcess, identity: String = "static:app-user") throws -> [String: Any] {
@@ -145,15 +145,23 @@ struct ReplicaTests {
         let relays = try Self.startReplicas(upstream: upstream.server.port, redis: redis,
                                             extra: #", "budgets": {"perIdentity": {"tokensPerDay": \#(budget)}, "onExceed": "cut"}"#)
         let statuses = HarnessMonitor<[Int]>([])
+        let failures = HarnessMonitor<[String]>([])
         // A thread each: all 50 block at once (the global queue would start its threads one by one).
         for i in 0..<50 {
             Thread {
-                let status = (try? Self.request(relays[i % 3]).0) ?? -1
+                let status: Int
+                do { status = try Self.request(relays[i % 3]).0 } catch {
+                    status = -1
+                    failures.withLock { $0.append("request \(i): \(error)") }
+                }
                 statuses.withLock { $0.append(status) }
             }.start()
         }
-        // Every request is either refused or held at the upstream: then the reservations are all taken.
-        _ = try statuses.wait(timeout: 30) { s in s.count + upstream.received.withLock { $0 } >= 50 ? true : nil }
+        // Every request is either refused or held at the upstream: then the reservations are all taken. (Two
+        // monitors: no single signal covers both, so this polls.)
+        try eventually("every request refused or held", timeout: 30) {
+            statuses.withLock { $0.count } + upstream.received.withLock { $0 } >= 50
+        }
         let admitted = upstream.received.withLock { $0 }
         let report = try Self.usage(relays[0])
         let day = try #require((report["windows"] as? [[String: Any]])?.first { $0["window"] as? String == "day" })
@@ -164,6 +172,7 @@ struct ReplicaTests {
         #expect(admitted < 50)
         upstream.gate.signal(50)
         let final = try statuses.wait(timeout: 30) { s in s.count == 50 ? s : nil }
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
         #expect(final.filter { $0 == 200 }.count == admitted)
         #expect(final.filter { $0 == 429 }.count == 50 - admitted, "\(final.sorted())")
         // Settling follows the stream's end (fire and forget): wait for it, then every reservation is gone and
