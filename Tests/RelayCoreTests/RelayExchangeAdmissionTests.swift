@@ -208,27 +208,22 @@ extension RelayExchangeTests {
         func chunk(_ text: String) -> String {
             #"data: {"candidates":[{"content":{"parts":[{"text":"\#(text)"}],"role":"model"},"index":0,"safetyRatings":[]}],"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5},"modelVersion":"gemini-2.5-flash"}"# + "\r\n\r\n"
         }
-        let gemini = UsageMeter.Settings(provider: .gemini)
-        let store = FakeAdmissionStore()
-        let h = Self.admitting(store, usage: gemini)
-        h.run {
-            h.exchange.requestBody(Array(#"{"contents":[{"parts":[{"text":"How are you today?"}]}]}"#.utf8))
-            h.exchange.requestEnd()
-            store.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 15)))
-            h.call.head(200)
-            h.call.body(chunk(String(repeating: "word ", count: 8)))
+        /// A Gemini stream admitted with 15 tokens reserved (10 + 5), its chunks delivered one by one.
+        func streamed(_ chunks: [String]) -> (FakeAdmissionStore, Harness) {
+            let store = FakeAdmissionStore()
+            let h = Self.admitting(store, usage: UsageMeter.Settings(provider: .gemini))
+            h.run {
+                h.exchange.requestBody(Array(#"{"contents":[{"parts":[{"text":"How are you today?"}]}]}"#.utf8))
+                h.exchange.requestEnd()
+                store.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 15)))
+                h.call.head(200)
+                for c in chunks { h.call.body(c) }
+            }
+            return (store, h)
         }
+        let (store, _) = streamed([chunk(String(repeating: "word ", count: 8))])
         #expect(store.extensions.map(\.tokens) == [10], "40 bytes of text are 10 tokens, past the step's 80 %")
-
-        let framed = FakeAdmissionStore()
-        let f = Self.admitting(framed, usage: gemini)
-        f.run {
-            f.exchange.requestBody(Array(#"{"contents":[{"parts":[{"text":"How are you today?"}]}]}"#.utf8))
-            f.exchange.requestEnd()
-            framed.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 15)))
-            f.call.head(200)
-            for _ in 0..<7 { f.call.body(chunk("word")) }
-        }
+        let (framed, f) = streamed(Array(repeating: chunk("word"), count: 7))
         #expect(framed.extensions.isEmpty, "7 chunks of 4 bytes of text are 7 tokens, whatever their framing")
         _ = f.run { f.call.body(chunk("word")) }
         #expect(framed.extensions.count == 1)
