@@ -177,15 +177,20 @@ struct JSONPeek {
     }
 
     /// Which of `keys` appear anywhere as a member name (`present`, bit i for key i), which have a string value that
-    /// is not empty (`nonEmptyString`) and which an object value (`object`). One pass: strings are skipped whole, so
-    /// text inside a value can never pose as a key. This runs on every event of a stream, so it stays a tight loop:
-    /// no allocation, names compared by length first.
-    func scanKeys(_ set: KeySet) -> (present: UInt64, nonEmptyString: UInt64, object: UInt64) {
+    /// is not empty (`nonEmptyString`) and which an object value (`object`); and `measured`, the bytes between the
+    /// quotes of the string values of the keys in `measuring` (as written: an escape counts its bytes), every
+    /// occurrence summed. One pass: strings are skipped whole, so text inside a value can never pose as a key. This
+    /// runs on every event of a stream, so it stays a tight loop: no allocation, names compared by length first.
+    func scanKeys(_ set: KeySet, measuring: UInt64 = 0)
+        -> (present: UInt64, nonEmptyString: UInt64, object: UInt64, measured: Int) {
         var present: UInt64 = 0
         var nonEmpty: UInt64 = 0
         var object: UInt64 = 0
+        var measured = 0
+        /// Where the string value of a measured key opens: the next string the loop skips.
+        var measuredValue = -1
         let count = bytes.count
-        guard let base = bytes.baseAddress else { return (0, 0, 0) }
+        guard let base = bytes.baseAddress else { return (0, 0, 0, 0) }
         var i = 0
         while i < count {
             // memchr: the quotes are all that matter between keys, and it scans many bytes per step.
@@ -202,6 +207,7 @@ struct JSONPeek {
             }
             guard j < count, base[j] == Self.quote, j > i else { break }
             let nameStart = i + 1, nameCount = j - i - 1
+            if i == measuredValue { measured += nameCount }
             var after = j + 1
             while after < count && (base[after] == 0x20 || base[after] == 0x09 || base[after] == 0x0A || base[after] == 0x0D) { after += 1 }
             if after < count && base[after] == UInt8(ascii: ":") {
@@ -215,6 +221,7 @@ struct JSONPeek {
                     while v < count && (base[v] == 0x20 || base[v] == 0x09 || base[v] == 0x0A || base[v] == 0x0D) { v += 1 }
                     if v + 1 < count && base[v] == Self.quote && base[v + 1] != Self.quote {
                         nonEmpty |= 1 << k
+                        if measuring & (1 << k) != 0 { measuredValue = v }
                     } else if v < count && base[v] == UInt8(ascii: "{") {
                         object |= 1 << k
                     }
@@ -223,7 +230,7 @@ struct JSONPeek {
             }
             i = j + 1
         }
-        return (present, nonEmpty, object)
+        return (present, nonEmpty, object, measured)
     }
 
     /// The number of Unicode scalars the string at `i` decodes to (escapes count as the one character they

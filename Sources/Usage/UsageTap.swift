@@ -19,10 +19,14 @@ import SSE
 /// repeats `usageMetadata` in every chunk, so only the latest such event is kept (the parser's own string, no copy)
 /// and walked when usage is asked.
 ///
-/// Content events, the estimate's unit (one is about one token; the deltas are counted, not their bytes):
-/// OpenAI chat chunks with a non-empty `content`, `refusal`, `arguments`, `reasoning_content` or `reasoning`
-/// string; Responses API events named `….delta`; Anthropic `content_block_delta`; Gemini chunks with a non-empty
-/// `text` or a `functionCall`.
+/// Content events: OpenAI chat chunks with a non-empty `content`, `refusal`, `arguments`, `reasoning_content` or
+/// `reasoning` string; Responses API events named `….delta`; Anthropic `content_block_delta`; Gemini chunks with a
+/// non-empty `text` or a `functionCall`. Content bytes: the bytes of those delta strings themselves, as written
+/// between their quotes (never the JSON or event framing around them, which is tens of times larger): the chat
+/// fields above; a Responses `delta` (but base64 audio); Anthropic's `text`, `partial_json`, `thinking`; Gemini's
+/// `text`. The output estimate (`estimatedOutputTokens`) is the larger of the events (one is at least a token) and
+/// the bytes / 4 (a token is about four bytes of English; Gemini chunks carry dozens of tokens, Anthropic deltas
+/// several): conservative, within a small factor of the provider's count.
 ///
 /// Memory is bounded: one event (`maxEventBytes`) or the JSON body (`maxJSONBytes`). Past either bound the tap
 /// gives up (`gaveUp`): what it read so far still counts, and the result is an estimate.
@@ -68,6 +72,11 @@ public struct UsageTap: Sendable {
     public let maxJSONBytes: Int
     /// Content events seen so far (see the type's documentation).
     public private(set) var contentEvents = 0
+    /// Bytes of content text seen so far (see the type's documentation).
+    public private(set) var contentBytes = 0
+    /// The output so far, in tokens, as the relay estimates it: what a budget guard watches, and the completion of
+    /// an estimate.
+    public var estimatedOutputTokens: Int { max(contentEvents, contentBytes / 4) }
     /// A bound was passed; the tap stopped reading.
     public private(set) var gaveUp = false
 
@@ -120,7 +129,7 @@ public struct UsageTap: Sendable {
     /// The usage so far. `estimatedPrompt` (from `PromptEstimate`) stands in for the prompt count when the
     /// provider gave none. Complete provider counts are `.provider`; anything less is `.estimate`, with each
     /// missing count estimated (prompt: `estimatedPrompt`; completion: the larger of the provider's partial count
-    /// and `contentEvents`); with nothing at all to go on, `.none`.
+    /// and `estimatedOutputTokens`); with nothing at all to go on, `.none`.
     public func usage(estimatedPrompt: Int? = nil) -> Usage {
         var c = counts
         switch format {
@@ -143,15 +152,20 @@ public struct UsageTap: Sendable {
                          cacheCreation: c.cacheCreation, source: .provider)
         }
         guard !c.isEmpty || contentEvents > 0 || estimatedPrompt != nil else { return .none }
-        return Usage(prompt: c.prompt ?? estimatedPrompt ?? 0, completion: max(c.completion ?? 0, contentEvents),
+        return Usage(prompt: c.prompt ?? estimatedPrompt ?? 0, completion: max(c.completion ?? 0, estimatedOutputTokens),
                      cached: c.cached, reasoning: c.reasoning, cacheCreation: c.cacheCreation, source: .estimate)
     }
 
     // MARK: Events
 
-    /// OpenAI chat keys read per chunk: the delta's text fields, then `usage` (last bit).
+    /// OpenAI chat keys read per chunk: the delta's text fields (measured), then `usage` (last bit).
     private static let openAIChunkKeys = JSONPeek.KeySet(["content", "refusal", "arguments", "reasoning_content", "reasoning", "usage"])
     private static let openAIUsageBit: UInt64 = 1 << 5
+    private static let openAITextBits: UInt64 = 0b11111
+    /// The Responses API's delta text.
+    private static let responsesDeltaKeys = JSONPeek.KeySet(["delta"])
+    /// Anthropic's `content_block_delta` text: `text_delta`, `input_json_delta`, `thinking_delta`.
+    private static let anthropicDeltaKeys = JSONPeek.KeySet(["text", "partial_json", "thinking"])
     /// Gemini keys read per chunk: content (`text`, `functionCall`), usage, and the end of the answer.
     private static let geminiKeys = JSONPeek.KeySet(["text", "functionCall", "usageMetadata", "finishReason"])
 
@@ -170,6 +184,7 @@ public struct UsageTap: Sendable {
             switch type {
             case "content_block_delta":
                 contentEvents += 1
+                contentBytes += data.withUTF8 { JSONPeek($0).scanKeys(Self.anthropicDeltaKeys, measuring: 0b111).measured }
             case "message_start":
                 data.withUTF8 { buffer in
                     let p = JSONPeek(buffer)
@@ -188,8 +203,9 @@ public struct UsageTap: Sendable {
                 break
             }
         case .gemini:
-            let keys = data.withUTF8 { JSONPeek($0).scanKeys(Self.geminiKeys) }
+            let keys = data.withUTF8 { JSONPeek($0).scanKeys(Self.geminiKeys, measuring: 0b1) }
             if keys.nonEmptyString & 0b1 != 0 || keys.present & 0b10 != 0 { contentEvents += 1 }
+            contentBytes += keys.measured
             if keys.present & 0b100 != 0 {
                 latestGeminiUsage = event.data
                 latestGeminiFinal = keys.present & 0b1000 != 0
@@ -201,8 +217,9 @@ public struct UsageTap: Sendable {
         if data == "[DONE]" { return }
         data.withUTF8 { buffer in
             let p = JSONPeek(buffer)
-            let keys = p.scanKeys(Self.openAIChunkKeys)
+            let keys = p.scanKeys(Self.openAIChunkKeys, measuring: Self.openAITextBits)
             if keys.nonEmptyString & ~Self.openAIUsageBit != 0 { contentEvents += 1 }
+            contentBytes += keys.measured
             // `usage` is null on every chunk but the last when include_usage is on: walk the chunk only for an object.
             if keys.object & Self.openAIUsageBit != 0, let u = p.member("usage", inObjectAt: p.root), p.isObject(at: u) {
                 UsageReaders.openAI(p, usageAt: u, into: &counts)
@@ -213,6 +230,10 @@ public struct UsageTap: Sendable {
     private mutating func readResponsesEvent(type: String, data: inout String) {
         if type.hasSuffix(".delta") {
             contentEvents += 1
+            // `response.audio.delta` carries base64 audio, not text.
+            if !type.hasSuffix("audio.delta") {
+                contentBytes += data.withUTF8 { JSONPeek($0).scanKeys(Self.responsesDeltaKeys, measuring: 0b1).measured }
+            }
             return
         }
         guard type == "response.completed" || type == "response.incomplete" || type == "response.failed" else { return }

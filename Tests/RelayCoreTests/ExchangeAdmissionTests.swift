@@ -12,6 +12,8 @@ import Usage
                           routeMaxTokens: routeMaxTokens, wallClock: { 1_797_328_800 })
     }
 
+    static let chat = "/v1/chat/completions"
+
     static func body(_ members: String) -> [UInt8] {
         Array(#"{"model":"gpt-4o",\#(members),"messages":[{"role":"user","content":"How are you today?"}]}"#.utf8)
     }
@@ -20,7 +22,7 @@ import Usage
     /// took the whole relay down (every stream of every user with it).
     @Test(arguments: ["9223372036854775807", "9223372036854775806", "99999999999999999999"])
     func aHugeCeilingSaturatesInsteadOfTrapping(_ ceiling: String) {
-        let r = Self.admission().reservation(forwardedBody: Self.body(#""max_tokens":\#(ceiling)"#), provider: .openai)
+        let r = Self.admission().reservation(forwardedBody: Self.body(#""max_tokens":\#(ceiling)"#), provider: .openai, path: Self.chat)
         #expect(r.hasCeiling)
         #expect(r.tokens >= Int.max / 4, "still refused by any budget")
         #expect(r.tokens <= Int.max / 2, "with room left for extensions and sums")
@@ -28,13 +30,92 @@ import Usage
 
     /// OpenAI's `n` asks for n choices, each up to the ceiling, and bills them all: the reservation covers n of them.
     @Test func nChoicesReserveNTimesTheCeiling() {
-        let one = Self.admission().reservation(forwardedBody: Self.body(#""max_tokens":100"#), provider: .openai)
-        let eight = Self.admission().reservation(forwardedBody: Self.body(#""max_tokens":100,"n":8"#), provider: .openai)
+        let one = Self.admission().reservation(forwardedBody: Self.body(#""max_tokens":100"#), provider: .openai, path: Self.chat)
+        let eight = Self.admission().reservation(forwardedBody: Self.body(#""max_tokens":100,"n":8"#), provider: .openai, path: Self.chat)
         #expect(eight.tokens - eight.promptTokens == 8 * (one.tokens - one.promptTokens))
         #expect(eight.hasCeiling)
-        let noCeiling = Self.admission(routeMaxTokens: 50).reservation(forwardedBody: Self.body(#""n":4"#), provider: .openai)
+        let noCeiling = Self.admission(routeMaxTokens: 50).reservation(forwardedBody: Self.body(#""n":4"#), provider: .openai, path: Self.chat)
         #expect(noCeiling.tokens - noCeiling.promptTokens == 4 * 50, "the route's limit is per choice too")
-        let huge = Self.admission().reservation(forwardedBody: Self.body(#""max_tokens":4611686018427387903,"n":128"#), provider: .openai)
+        let huge = Self.admission().reservation(forwardedBody: Self.body(#""max_tokens":4611686018427387903,"n":128"#), provider: .openai, path: Self.chat)
         #expect(huge.tokens >= Int.max / 4 && huge.tokens <= Int.max / 2)
+    }
+
+    /// Each endpoint's own ceiling and choices keys are reserved (here 10 per choice is the default): the Responses
+    /// API's `max_output_tokens` and Gemini's `generationConfig.maxOutputTokens` × `candidateCount` once went
+    /// unread, reserving the default while the provider was allowed far more. A key the endpoint ignores is no
+    /// ceiling: it would reserve little and bound nothing.
+    @Test func eachEndpointsCeilingKeysAreReserved() {
+        let a = Self.admission()
+        func output(_ body: String, _ provider: Provider, _ path: String) -> (Int, Bool) {
+            let r = a.reservation(forwardedBody: Array(body.utf8), provider: provider, path: path)
+            return (r.tokens - r.promptTokens, r.hasCeiling)
+        }
+        let gemini = "/v1beta/models/gemini-2.5-flash:generateContent"
+        #expect(output(#"{"model":"o3","input":"Hi","max_output_tokens":700}"#, .openai, "/v1/responses") == (700, true))
+        #expect(output(#"{"model":"o3","input":"Hi","max_output_tokens":700}"#, .azureOpenAI, "/openai/responses?api-version=preview") == (700, true))
+        #expect(output(#"{"contents":[],"generationConfig":{"maxOutputTokens":300,"candidateCount":2}}"#, .gemini, gemini) == (600, true))
+        #expect(output(#"{"contents":[],"generation_config":{"max_output_tokens":300,"candidate_count":3}}"#, .gemini, gemini) == (900, true))
+        #expect(output(#"{"contents":[],"generationConfig":{"candidateCount":4}}"#, .gemini, gemini) == (40, false))
+        #expect(output(#"{"model":"gpt-4o","max_output_tokens":1,"messages":[]}"#, .openai, Self.chat) == (10, false), "chat ignores it")
+        #expect(output(#"{"model":"o3","max_tokens":1,"input":"Hi"}"#, .openai, "/v1/responses") == (10, false), "Responses ignores it")
+        #expect(output(#"{"contents":[],"maxOutputTokens":5}"#, .gemini, gemini) == (10, false), "not inside generationConfig")
+        #expect(output(#"{"model":"claude","max_tokens":900,"max_completion_tokens":1,"messages":[]}"#, .anthropic, "/v1/messages") == (900, true))
+    }
+
+    /// A ceiling or choices key given twice: the provider reads one (often the last, maybe `null`), the relay cannot
+    /// know which, so the request is refused rather than reserved for the smaller.
+    @Test func aDuplicatedCeilingKeyIsReported() {
+        let a = Self.admission()
+        #expect(a.reservation(forwardedBody: Self.body(#""max_tokens":10,"max_tokens":null"#), provider: .openai, path: Self.chat).duplicatedKey == "max_tokens")
+        #expect(a.reservation(forwardedBody: Self.body(#""n":1,"n":64"#), provider: .openai, path: Self.chat).duplicatedKey == "n")
+        #expect(a.reservation(forwardedBody: Array(#"{"generationConfig":{},"generation_config":{"maxOutputTokens":9}}"#.utf8),
+                              provider: .gemini, path: "/v1beta/models/m:generateContent").duplicatedKey == "generationConfig")
+        #expect(a.reservation(forwardedBody: Array(#"{"generationConfig":{"maxOutputTokens":9,"max_output_tokens":null}}"#.utf8),
+                              provider: .gemini, path: "/v1beta/models/m:generateContent").duplicatedKey == "maxOutputTokens")
+        #expect(a.reservation(forwardedBody: Self.body(#""max_tokens":10,"max_completion_tokens":20"#), provider: .openai, path: Self.chat).duplicatedKey == nil)
+    }
+
+    /// The ceiling written into a request the guard cannot watch, byte for byte: inserted after the last member (or
+    /// into `generationConfig`), a `null` replaced, everything else untouched; event streams and endpoints that take
+    /// no such key are left alone.
+    @Test(arguments: [
+        // OpenAI chat, not streaming: max_completion_tokens (o-series models reject max_tokens).
+        (Provider.openai, "/v1/chat/completions", #"{"model":"o3","messages":[] }"#, #"{"model":"o3","messages":[],"max_completion_tokens":64 }"#),
+        (.openai, "/v1/chat/completions", #"{"model":"o3","max_tokens":null,"stream":false}"#, #"{"model":"o3","max_tokens":null,"stream":false,"max_completion_tokens":64}"#),
+        (.openai, "/v1/chat/completions", #"{"max_completion_tokens":null,"model":"o3"}"#, #"{"max_completion_tokens":64,"model":"o3"}"#),
+        (.openai, "/v1/chat/completions", " {} ", #" {"max_completion_tokens":64} "#),
+        (.azureOpenAI, "/openai/deployments/d/chat/completions?api-version=2024-10-21", #"{"messages":[]}"#, #"{"messages":[],"max_completion_tokens":64}"#),
+        (.openai, "/v1/responses", #"{"model":"o3","input":"Hi"}"#, #"{"model":"o3","input":"Hi","max_output_tokens":64}"#),
+        // Gemini: generationConfig.maxOutputTokens, created, merged or replacing null.
+        (.gemini, "/v1beta/models/m:generateContent", #"{"contents":[]}"#, #"{"contents":[],"generationConfig":{"maxOutputTokens":64}}"#),
+        (.gemini, "/v1beta/models/m:generateContent", #"{"contents":[],"generationConfig":{"temperature":0.2}}"#, #"{"contents":[],"generationConfig":{"temperature":0.2,"maxOutputTokens":64}}"#),
+        (.gemini, "/v1beta/models/m:generateContent", #"{"generation_config":{ },"contents":[]}"#, #"{"generation_config":{"maxOutputTokens":64 },"contents":[]}"#),
+        (.gemini, "/v1beta/models/m:generateContent", #"{"generationConfig":null}"#, #"{"generationConfig":{"maxOutputTokens":64}}"#),
+        (.gemini, "/v1beta/models/m:streamGenerateContent", #"{"contents":[]}"#, #"{"contents":[],"generationConfig":{"maxOutputTokens":64}}"#),
+        (.gemini, "/v1beta/models/m:streamGenerateContent?alt=json", #"{"contents":[]}"#, #"{"contents":[],"generationConfig":{"maxOutputTokens":64}}"#),
+        // Left alone: event streams (the guard watches them), endpoints without the key, values the provider refuses.
+        (.openai, "/v1/chat/completions", #"{"model":"o3","stream":true}"#, #"{"model":"o3","stream":true}"#),
+        (.openai, "/v1/responses", #"{"model":"o3","stream":true}"#, #"{"model":"o3","stream":true}"#),
+        (.gemini, "/v1beta/models/m:streamGenerateContent?alt=sse", #"{"contents":[]}"#, #"{"contents":[]}"#),
+        (.anthropic, "/v1/messages", #"{"model":"claude","messages":[]}"#, #"{"model":"claude","messages":[]}"#),
+        (.openai, "/v1/embeddings", #"{"model":"e","input":"Hi"}"#, #"{"model":"e","input":"Hi"}"#),
+        (.openai, "/v1/completions", #"{"model":"i","prompt":"Hi"}"#, #"{"model":"i","prompt":"Hi"}"#),
+        (.gemini, "/v1beta/models/m:countTokens", #"{"contents":[]}"#, #"{"contents":[]}"#),
+        (.openai, "/v1/chat/completions", #"{"max_completion_tokens":"9"}"#, #"{"max_completion_tokens":"9"}"#),
+        (.gemini, "/v1beta/models/m:generateContent", #"{"generationConfig":[]}"#, #"{"generationConfig":[]}"#),
+    ])
+    func theReservedCeilingIsWrittenIntoRequestsTheGuardCannotWatch(_ provider: Provider, _ path: String, _ body: String, _ bounded: String) {
+        let result = OutputCeiling(provider: provider, path: path).bound(Array(body.utf8), path: path, ceiling: 64)
+        #expect(result == .success(Array(bounded.utf8)))
+    }
+
+    /// A body the relay cannot edit unambiguously is refused rather than sent on without a ceiling.
+    @Test func anUneditableBodyIsRefused() {
+        let chat = OutputCeiling(provider: .openai, path: Self.chat)
+        #expect(chat.bound(Array("{\"model\":\"o3\"".utf8), path: Self.chat, ceiling: 64) == .failure(.invalidJSON))
+        #expect(chat.bound([0xEF, 0xBB, 0xBF] + Array("{}".utf8), path: Self.chat, ceiling: 64) == .failure(.invalidJSON))
+        let path = "/v1beta/models/m:generateContent"
+        #expect(OutputCeiling(provider: .gemini, path: path).bound(Array(#"{"generationConfig":{},"generationConfig":{}}"#.utf8), path: path, ceiling: 64)
+                == .failure(.duplicateKey("generationConfig")))
     }
 }

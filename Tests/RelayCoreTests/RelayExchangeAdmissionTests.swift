@@ -29,8 +29,9 @@ extension RelayExchangeTests {
     static let budgets = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: 1_000_000), onExceed: .cut, defaultReserveTokens: 10)
 
     /// A harness whose exchange asks `store`, keyed on identity `app`.
-    static func admitting(_ store: FakeAdmissionStore, budgets: BudgetConfiguration? = RelayExchangeTests.budgets) -> Harness {
-        let h = Harness()
+    static func admitting(_ store: FakeAdmissionStore, budgets: BudgetConfiguration? = RelayExchangeTests.budgets,
+                          usage: UsageMeter.Settings = UsageMeter.Settings()) -> Harness {
+        let h = Harness(usage: usage)
         h.run {
             h.exchange.admission = ExchangeAdmission(store: store, address: "198.51.100.7", identity: "app",
                                                      budgetKey: budgets == nil ? nil : "app", budgets: budgets,
@@ -118,12 +119,13 @@ extension RelayExchangeTests {
         }
     }
 
-    /// 10 tokens reserved for output: at 8 content events one more step is asked for; bytes flow while it is
-    /// pending; refused, the stream ends at once (it is at a boundary) with the closing event, the upstream cancelled.
+    /// 10 tokens reserved for output: at 8 counted (the 7th "Hello": 35 bytes of text / 4) one more step is asked
+    /// for; bytes flow while it is pending; refused, the stream ends at once (it is at a boundary) with the closing
+    /// event, the upstream cancelled.
     @Test func aRefusedExtensionEndsTheStreamWithOneErrorEventAndCancelsTheUpstream() {
         let store = FakeAdmissionStore()
         let h = Self.admitting(store)
-        Self.streamAdmitted(h, store, hellos: 7)
+        Self.streamAdmitted(h, store, hellos: 6)
         #expect(store.extensions.isEmpty)
         _ = h.run { h.call.body(ChatStream.hello) }
         #expect(store.extensions.map(\.tokens) == [10])
@@ -133,25 +135,25 @@ extension RelayExchangeTests {
         }
         #expect(store.extensions.count == 1, "a second extension while one was in flight")
         h.run { store.extensions[0].answer(false) }
-        let expected = String(repeating: ChatStream.hello, count: 8) + ChatStream.world + ChatStream.world
+        let expected = String(repeating: ChatStream.hello, count: 7) + ChatStream.world + ChatStream.world
             + #"data: {"error":{"message":"The token budget is used up; the answer was cut short.","type":"budget_exhausted","code":"budget_exhausted"}}"# + "\n\n"
         #expect(String(decoding: h.writer.body, as: UTF8.self) == expected)
         #expect(h.writer.events.last == .finish(keepAlive: true))
         #expect(h.call.cancelled == 1)
         #expect(h.exchange.record.outcome == "budget_exhausted")
-        #expect(store.settled.map(\.used) == [5 + 10])
+        #expect(store.settled.map(\.used) == [5 + 11], "9 events, 47 bytes of text: 11 tokens")
         #expect(h.metrics.render().contains(#"sse_relay_budget_cuts_total{route="/v1/"} 1"#))
     }
 
     @Test func aGrantedExtensionLetsTheStreamRunOn() {
         let store = FakeAdmissionStore()
         let h = Self.admitting(store)
-        Self.streamAdmitted(h, store, hellos: 8)
+        Self.streamAdmitted(h, store, hellos: 7)
         h.run {
             store.extensions[0].answer(true)
-            for _ in 0..<9 { h.call.body(ChatStream.hello) }
+            for _ in 0..<7 { h.call.body(ChatStream.hello) }
         }
-        #expect(store.extensions.count == 1, "the next step is asked for at 18 events, not before")
+        #expect(store.extensions.count == 1, "the next step is asked for at 18 tokens (the 15th Hello), not before")
         _ = h.run { h.call.body(ChatStream.hello) }
         #expect(store.extensions.count == 2)
         h.run { h.call.complete() }
@@ -195,6 +197,102 @@ extension RelayExchangeTests {
         #expect(h.call.cancelled == 0)
         #expect(h.writer.body == Array(String(repeating: ChatStream.hello, count: 28).utf8))
         #expect(store.extensions.count == 1)
-        #expect(store.settled.map(\.used) == [5 + 28])
+        #expect(store.settled.map(\.used) == [5 + 35], "28 deltas of 5 bytes: 35 tokens")
+    }
+
+    /// Output is counted by its text, not one token per event: a Gemini chunk carries dozens of tokens, and counted
+    /// as one, a guarded stream ran to many times its reservation before its first extension. 10 tokens reserved
+    /// for output, the step asked at 8: one chunk with 40 bytes of text (10 tokens) asks at once. The framing is
+    /// not text: chunks of 4 bytes of text in 200 bytes of JSON count one token each.
+    @Test func aGeminiChunkCountsItsTextNotOneTokenPerEvent() {
+        func chunk(_ text: String) -> String {
+            #"data: {"candidates":[{"content":{"parts":[{"text":"\#(text)"}],"role":"model"},"index":0,"safetyRatings":[]}],"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5},"modelVersion":"gemini-2.5-flash"}"# + "\r\n\r\n"
+        }
+        /// A Gemini stream admitted with 15 tokens reserved (10 + 5), its chunks delivered one by one.
+        func streamed(_ chunks: [String]) -> (FakeAdmissionStore, Harness) {
+            let store = FakeAdmissionStore()
+            let h = Self.admitting(store, usage: UsageMeter.Settings(provider: .gemini))
+            h.run {
+                h.exchange.requestBody(Array(#"{"contents":[{"parts":[{"text":"How are you today?"}]}]}"#.utf8))
+                h.exchange.requestEnd()
+                store.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 15)))
+                h.call.head(200)
+                for c in chunks { h.call.body(c) }
+            }
+            return (store, h)
+        }
+        let (store, _) = streamed([chunk(String(repeating: "word ", count: 8))])
+        #expect(store.extensions.map(\.tokens) == [10], "40 bytes of text are 10 tokens, past the step's 80 %")
+        let (framed, f) = streamed(Array(repeating: chunk("word"), count: 7))
+        #expect(framed.extensions.isEmpty, "7 chunks of 4 bytes of text are 7 tokens, whatever their framing")
+        _ = f.run { f.call.body(chunk("word")) }
+        #expect(framed.extensions.count == 1)
+    }
+
+    /// Anthropic deltas and OpenAI chunks likewise: the text of `delta.text` / `delta.content`, bytes / 4.
+    @Test func anthropicAndOpenAIDeltasCountTheirText() {
+        let long = String(repeating: "abcd", count: 8)   // 32 bytes: 8 tokens, the threshold
+        let anthropic = FakeAdmissionStore()
+        let a = Self.admitting(anthropic, usage: UsageMeter.Settings(provider: .anthropic))
+        a.run {
+            a.exchange.requestBody(Array(#"{"model":"claude","stream":true,"messages":[{"role":"user","content":"How are you today?"}]}"#.utf8))
+            a.exchange.requestEnd()
+            anthropic.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 15)))
+            a.call.head(200)
+            a.call.body("event: content_block_delta\n" + #"data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\#(long)"}}"# + "\n\n")
+        }
+        #expect(anthropic.extensions.count == 1)
+        let openAI = FakeAdmissionStore()
+        let o = Self.admitting(openAI)
+        Self.streamAdmitted(o, openAI, hellos: 0)
+        _ = o.run { o.call.body(#"data: {"choices":[{"index":0,"delta":{"content":"\#(long)"}}]}"# + "\n\n") }
+        #expect(openAI.extensions.count == 1)
+    }
+
+    /// A non-streaming request without a ceiling cannot be guarded (no events to count), so it carries the ceiling
+    /// it reserved: the provider stops there. One that names its own ceiling is forwarded as received.
+    @Test func aNonStreamingRequestWithoutACeilingCarriesTheReservedOne() {
+        let store = FakeAdmissionStore()
+        let h = Self.admitting(store)
+        let request = #"{"model":"o3","messages":[{"role":"user","content":"How are you today?"}]}"#
+        h.run {
+            h.exchange.requestBody(Array(request.utf8))
+            h.exchange.requestEnd()
+            store.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 15)))
+        }
+        #expect(store.admits.first?.request.budget == BudgetCharge(key: "app", tokens: 10 + 5))
+        #expect(h.call.request.body.map { String(decoding: $0, as: UTF8.self) }
+                == #"{"model":"o3","messages":[{"role":"user","content":"How are you today?"}],"max_completion_tokens":10}"#)
+
+        let named = FakeAdmissionStore()
+        let n = Self.admitting(named)
+        let own = #"{"model":"o3","max_tokens":7,"messages":[{"role":"user","content":"How are you today?"}]}"#
+        n.run {
+            n.exchange.requestBody(Array(own.utf8))
+            n.exchange.requestEnd()
+            named.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 12)))
+        }
+        #expect(n.call.request.body == Array(own.utf8))
+
+        let unbudgeted = FakeAdmissionStore()
+        let u = Self.admitting(unbudgeted, budgets: nil)
+        u.run {
+            u.exchange.requestBody(Array(request.utf8))
+            u.exchange.requestEnd()
+            unbudgeted.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 0)))
+        }
+        #expect(u.call.request.body == Array(request.utf8), "without budgets the body is not touched")
+    }
+
+    @Test func aDuplicatedCeilingIsRefusedBeforeTheStore() {
+        let store = FakeAdmissionStore()
+        let h = Self.admitting(store)
+        h.run {
+            h.exchange.requestBody(Array(#"{"model":"o3","stream":true,"max_tokens":1,"max_tokens":null,"messages":[]}"#.utf8))
+            h.exchange.requestEnd()
+        }
+        #expect(h.writer.events == [.error(status: 400, code: "duplicate_key")])
+        #expect(store.admits.isEmpty)
+        #expect(h.upstream.calls.isEmpty)
     }
 }

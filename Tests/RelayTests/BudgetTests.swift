@@ -101,4 +101,36 @@ struct BudgetTests {
         try publicPort.sendRequest(method: "GET", path: "/usage?identity=app", headers: [("Authorization", "Bearer \(RelayFixture.clientToken)")])
         #expect(try publicPort.readHead().status != 200, "the public port does not answer /usage")
     }
+
+    /// A non-streaming answer cannot be cut, so a request without a ceiling carries the one it reserved
+    /// (`max_completion_tokens` on chat completions, the default reservation here): the provider stops there, and
+    /// concurrent requests cannot overspend beyond their reservations. A request that names its ceiling is
+    /// forwarded byte for byte.
+    @Test("a non-streaming request without a ceiling reaches the provider with the reserved one; one with its own is untouched")
+    func nonStreamingRequestsCarryTheirReservedCeiling() throws {
+        let json = Array(#"{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}"#.utf8)
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: [("Content-Type", "application/json"), ("Content-Length", "\(json.count)"),
+                                                            ("Connection", "close")])
+            try connection.write(json)
+        }
+        let relay = try Self.relay(upstream, perDay: 100_000, reserve: 512)
+        let bare = Array(#"{"model":"o3","messages":[{"role":"user","content":"How are you today?"}]}"#.utf8)
+        let named = Array(#"{"model":"o3", "max_completion_tokens": 64, "messages":[{"role":"user","content":"How are you today?"}]}"#.utf8)
+        for body in [bare, named] {
+            let client = try relay.client()
+            try client.sendRequest(path: "/v1/chat/completions", headers: [("Authorization", "Bearer \(RelayFixture.clientToken)")], body: body)
+            let head = try client.readHead()
+            #expect(head.status == 200)
+            #expect(try client.readBody(head: head) == json, "the answer passes byte for byte")
+        }
+        try upstream.waitForScriptsToFinish()
+        try relay.waitUntilIdle()
+        #expect(upstream.requests.map { String(decoding: $0.body, as: UTF8.self) } == [
+            #"{"model":"o3","messages":[{"role":"user","content":"How are you today?"}],"max_completion_tokens":512}"#,
+            String(decoding: named, as: UTF8.self),
+        ])
+        #expect(upstream.requests.first?.header("Content-Length") == String(bare.count + #","max_completion_tokens":512"#.utf8.count))
+    }
 }

@@ -100,6 +100,28 @@ struct UsageTapTests {
         #expect(tap.usage() == Usage(prompt: 2130, completion: 16, cached: 2000, cacheCreation: 100, source: .provider))
     }
 
+    /// The content bytes are the delta text itself, per provider, never the framing around it; fed one byte at a
+    /// time they are the same.
+    @Test(arguments: [
+        (Provider.openai, [GoldenStreams.chatFirst, GoldenStreams.chatDelta("Hello"), GoldenStreams.chatDelta(" world"), GoldenStreams.chatFinish, GoldenStreams.done], 11),
+        (.openai, [#"data: {"choices":[{"delta":{"reasoning_content":"Think","tool_calls":[{"index":0,"function":{"arguments":"{\"a\":1}"}}]}}]}"#], 5 + 9),
+        (.openai, ["event: response.output_text.delta\n" + #"data: {"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi there"}"#,
+                   "event: response.audio.delta\n" + #"data: {"type":"response.audio.delta","delta":"UklGRiQAAABXQVZFZm10IBAAAAABAAEA"}"#], 8),
+        (.anthropic, ["event: content_block_delta\n" + #"data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello!"}}"#,
+                      "event: content_block_delta\n" + #"data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"city\": "}}"#,
+                      "event: ping\n" + #"data: {"type":"ping","text":"not content"}"#], 6 + 11),
+        (.gemini, [#"data: {"candidates":[{"content":{"parts":[{"text":"The quick brown fox"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":4}}"#], 19),
+    ])
+    func contentBytesAreTheDeltaTextOnly(_ provider: Provider, _ events: [String], _ bytes: Int) {
+        var whole = UsageTap(provider: provider, contentType: "text/event-stream")
+        whole.feed(GoldenStreams.sse(events))
+        #expect(whole.contentBytes == bytes)
+        var dripped = UsageTap(provider: provider, contentType: "text/event-stream")
+        for byte in GoldenStreams.sse(events) { dripped.feed([byte]) }
+        #expect(dripped.contentBytes == bytes)
+        #expect(whole.estimatedOutputTokens == max(whole.contentEvents, bytes / 4))
+    }
+
     @Test func geminiFunctionCallCountsAsContent() {
         var tap = UsageTap(provider: .gemini, contentType: "text/event-stream")
         tap.feed(GoldenStreams.sse([#"data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{}}}]}}]}"#]))

@@ -44,7 +44,8 @@ struct BudgetGuard: Sendable, Equatable {
     /// The counted output at which the next extension is asked for.
     var threshold: Int { reservedTokens - promptTokens - step / 5 }
 
-    /// The stream's output so far (content events, about one token each: `UsageTap.contentEvents`).
+    /// The stream's output so far, in tokens (`UsageTap.estimatedOutputTokens`: the larger of the content events
+    /// and the content text's bytes / 4).
     mutating func counted(output: Int) -> Action {
         guard state == .guarding, output >= threshold else { return .none }
         state = .extending

@@ -97,9 +97,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             if call.policy.isActive {
                 switch call.policy.evaluate(body) {
                 case .reject(let error):
-                    record.rejection = error.code
-                    metrics.rejected(reason: error.code)
-                    perform(machine.rejected(error))
+                    reject(error)
                     return
                 case .forward(let forwarded, let changed):
                     if changed { body = forwarded }
@@ -107,10 +105,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             }
             if meter.settings.injectsUsage, IncludeUsageInjection.applies(toPath: record.path),
                let key = IncludeUsageInjection.duplicatedKey(in: body) {
-                let error = RelayError.duplicateKey(key)
-                record.rejection = error.code
-                metrics.rejected(reason: error.code)
-                perform(machine.rejected(error))
+                reject(.duplicateKey(key))
                 return
             }
             // After the policy's clamp, so both edits compose; curl frames the new length.
@@ -125,8 +120,24 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             startCall(request, upstream: call.upstream)
             return
         }
-        let reservation = admission.reservation(forwardedBody: request.body == nil ? nil : forwardedBody, provider: meter.settings.provider)
+        let reservation = admission.reservation(forwardedBody: request.body == nil ? nil : forwardedBody,
+                                                provider: meter.settings.provider, path: record.path)
         forwardedBody = []
+        if let key = reservation.duplicatedKey {
+            reject(.duplicateKey(key))
+            return
+        }
+        // A request without a ceiling whose answer the guard cannot watch (not an event stream) carries the
+        // ceiling it reserved, so the provider stops where the reservation ends.
+        if !reservation.hasCeiling, let forwarded = request.body {
+            switch OutputCeiling(provider: meter.settings.provider, path: record.path)
+                .bound(forwarded, path: record.path, ceiling: reservation.outputCeiling) {
+            case .success(let bounded): request.body = bounded
+            case .failure(let error):
+                reject(error)
+                return
+            }
+        }
         self.reservation = reservation
         admittedCall = (request, call.upstream)
         machine.awaitAdmission()
@@ -135,6 +146,13 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                                      wallClockSeconds: Int64(admission.wallClock()))
         // The store may answer before `admit` returns (memory) or later on this loop (Redis): nothing follows.
         admission.store.admit(asked, on: writer.loop) { decision in self.admissionDecided(decision) }
+    }
+
+    /// Answers the client with `error`; the provider is not called.
+    private func reject(_ error: RelayError) {
+        record.rejection = error.code
+        metrics.rejected(reason: error.code)
+        perform(machine.rejected(error))
     }
 
     private func startCall(_ request: UpstreamRequest, upstream: any UpstreamClient) {

@@ -98,8 +98,9 @@ struct UsageMeter: Sendable {
         stripper == nil ? [] : stripper!.finish()
     }
 
-    /// Output counted so far: content events, about one token each (`UsageTap`); what a budget guard watches.
-    var countedOutput: Int { tap?.contentEvents ?? 0 }
+    /// Output counted so far, in tokens: the larger of the content events and the content text's bytes / 4
+    /// (`UsageTap.estimatedOutputTokens`); what a budget guard watches.
+    var countedOutput: Int { tap?.estimatedOutputTokens ?? 0 }
 
     /// The provider's own counts are complete (a drain can stop).
     var hasProviderUsage: Bool { tap?.usage().source == .provider }
