@@ -7,7 +7,8 @@
 #   nginx-tls  nginx, proxy_pass https:// with proxy_ssl_verify on, proxy_ssl_session_reuse on, HTTP/1.1 keep-alive
 #              (nginx's proxy speaks only HTTP/1.x to an upstream)
 # Each relay config is relay.json with only the upstream's baseURL, caFile and httpVersion changed; the nginx one is
-# nginx.conf.template with only proxy_pass made https:// and the proxy_ssl lines added.
+# nginx.conf.template with only proxy_pass made https:// and the proxy_ssl lines added (proxy_ssl_protocols adds
+# TLSv1.3, which nginx 1.22's proxy leaves out by default, so that both proxies speak TLS 1.3 to the provider).
 # The provider: a second nginx on the load CPU (nginx-tls-terminator.conf.template) terminating TLS (HTTP/1.1 and
 # HTTP/2 by ALPN) in front of the fake upstream, with a throwaway CA and P-256 certificate made by the openssl CLI
 # (the commands of Tests/TestHarness/TLSUpstream.swift). Its CPU counts as load ("load core busy"), not as
@@ -62,7 +63,7 @@ tls_setup() {
     grep -q '"caFile"' "$WORK/relay-tls-$version.json" || die "relay.json.template has no baseURL to point at the TLS upstream"
   done
   sed -e "s|@UPSTREAM_PORT@|$TLS_PORT|g" \
-    -e "s|proxy_pass http://bench_upstream;|proxy_pass https://bench_upstream;\n            proxy_ssl_trusted_certificate $TLS_DIR/ca.pem;\n            proxy_ssl_verify on;\n            proxy_ssl_name localhost;\n            proxy_ssl_session_reuse on;|" \
+    -e "s|proxy_pass http://bench_upstream;|proxy_pass https://bench_upstream;\n            proxy_ssl_trusted_certificate $TLS_DIR/ca.pem;\n            proxy_ssl_verify on;\n            proxy_ssl_name localhost;\n            proxy_ssl_session_reuse on;\n            proxy_ssl_protocols TLSv1.2 TLSv1.3;|" \
     "$HERE/nginx.conf.template" >"$WORK/nginx-tls.conf.template"
   grep -q 'proxy_ssl_verify on' "$WORK/nginx-tls.conf.template" || die "nginx.conf.template has no proxy_pass to make https://"
 }
