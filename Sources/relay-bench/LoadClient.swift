@@ -24,6 +24,8 @@ final class LoadClient {
         var timeoutSeconds = 60.0
         var proxyPID: Int32 = 0
         var upstreamPID: Int32 = 0
+        /// Another process of the load whose CPU counts with the upstream's (the TLS terminator in front of it).
+        var extraLoadPID: Int32 = 0
         var upstreamPort = 0
         var labels = ""
         /// CPUs of the proxy and of the load (client + upstream), to report what else ran on them.
@@ -121,7 +123,7 @@ final class LoadClient {
         }
 
         let cpuProxyStart = ProcStats.cpuSeconds(pid: config.proxyPID)
-        let cpuUpstreamStart = ProcStats.cpuSeconds(pid: config.upstreamPID)
+        let cpuUpstreamStart = loadCPUSeconds()
         let cpuSelfStart = ProcStats.cpuSeconds(pid: getpid())
         let coresStart = ProcStats.coreTicks()
         let rssBase = ProcStats.statusKB(pid: config.proxyPID, key: "VmRSS") ?? 0
@@ -169,7 +171,7 @@ final class LoadClient {
         let end = monotonicNow()
         let wall = Double(end - t0) / 1e9
         let cpuProxy = ProcStats.cpuSeconds(pid: config.proxyPID).flatMap { a in cpuProxyStart.map { a - $0 } }
-        let cpuUpstream = ProcStats.cpuSeconds(pid: config.upstreamPID).flatMap { a in cpuUpstreamStart.map { a - $0 } }
+        let cpuUpstream = loadCPUSeconds().flatMap { a in cpuUpstreamStart.map { a - $0 } }
         let cpuSelf = ProcStats.cpuSeconds(pid: getpid()).flatMap { a in cpuSelfStart.map { a - $0 } } ?? 0
         let coresEnd = ProcStats.coreTicks()
         /// Busy share of one CPU over the run (from /proc/stat), in percent.
@@ -222,6 +224,12 @@ final class LoadClient {
         if config.closeAfter > 0 { out += cancellationReport() }
         for line in firstErrors { writeStderr("relay-bench load: \(line)") }
         return out
+    }
+
+    /// CPU seconds of the upstream plus the extra load process, if any.
+    private func loadCPUSeconds() -> Double? {
+        guard let upstream = ProcStats.cpuSeconds(pid: config.upstreamPID) else { return nil }
+        return upstream + (ProcStats.cpuSeconds(pid: config.extraLoadPID) ?? 0)
     }
 
     // MARK: Connections

@@ -23,7 +23,7 @@ enum Report {
                     Row(title: "proxy CPU per stream (us)", key: "cpu_us_per_stream", proxyOnly: true),
                     Row(title: "events byte-exact / received", key: "exact_summary", proxyOnly: false),
                     Row(title: "errors", key: "errors", proxyOnly: false)]
-        case "S2", "S5":
+        case "S2", "S5", tlsScenario:
             return [Row(title: "event latency p50 (us)", key: "lat_p50_us", proxyOnly: false),
                     Row(title: "event latency p99 (us)", key: "lat_p99_us", proxyOnly: false),
                     Row(title: "time to first byte p50 (us)", key: "ttfb_p50_us", proxyOnly: false),
@@ -79,17 +79,35 @@ enum Report {
         return results
     }
 
+    /// S2 with the upstream behind TLS (Tests/bench/tls.sh): its own table, so the plain one keeps its columns.
+    static let tlsScenario = "S2tls"
+    static let tlsTargets = ["relay-tls", "relay-h2", "nginx-tls"]
+
     static func render(_ results: [Result], header: String) -> String {
         var out = header.isEmpty ? "" : header + "\n"
-        let targets = ["relay", "nginx", "direct"]
+        out += table(results.filter { $0["scenario"] != tlsScenario }, targets: ["relay", "nginx", "direct"],
+                     ratios: [("relay/nginx", "relay", "nginx")])
+        let tls = results.filter { $0["scenario"] == tlsScenario }
+        if !tls.isEmpty {
+            out += "\nupstream over TLS: relay-tls = relay with HTTP/1.1, relay-h2 = relay with HTTP/2, nginx-tls = proxy_ssl\n"
+            out += table(tls, targets: tlsTargets, ratios: [("relay/nginx", "relay-tls", "nginx-tls"),
+                                                            ("h2/h1.1", "relay-h2", "relay-tls")])
+        }
+        return out
+    }
+
+    /// One table: a column per target, then each ratio (header, numerator target, denominator target).
+    static func table(_ results: [Result], targets: [String], ratios: [(String, String, String)]) -> String {
+        var out = ""
         let widths = (title: 46, col: 11)
         func pad(_ s: String, _ w: Int, left: Bool = false) -> String {
             let n = s.count
             if n >= w { return s }
             return left ? s + String(repeating: " ", count: w - n) : String(repeating: " ", count: w - n) + s
         }
-        out += pad("metric", widths.title, left: true) + targets.map { pad($0, widths.col) }.joined() + pad("relay/nginx", widths.col + 1) + "\n"
-        out += String(repeating: "-", count: widths.title + widths.col * 4 + 1) + "\n"
+        out += pad("metric", widths.title, left: true) + targets.map { pad($0, widths.col) }.joined()
+            + ratios.map { pad($0.0, widths.col + 1) }.joined() + "\n"
+        out += String(repeating: "-", count: widths.title + widths.col * targets.count + (widths.col + 1) * ratios.count) + "\n"
         // Scenario groups in order of first appearance.
         var groups: [String] = []
         var byGroup: [String: [String: Result]] = [:]
@@ -111,10 +129,12 @@ enum Report {
                     values[t] = v
                     line += pad(v, widths.col)
                 }
-                if let a = values["relay"].flatMap(Double.init), let b = values["nginx"].flatMap(Double.init), b != 0 {
-                    line += pad(format1(a / b, digits: 2) + "x", widths.col + 1)
-                } else {
-                    line += pad("", widths.col + 1)
+                for (_, numerator, denominator) in ratios {
+                    if let a = values[numerator].flatMap(Double.init), let b = values[denominator].flatMap(Double.init), b != 0 {
+                        line += pad(format1(a / b, digits: 2) + "x", widths.col + 1)
+                    } else {
+                        line += pad("", widths.col + 1)
+                    }
                 }
                 out += line + "\n"
             }

@@ -4,7 +4,7 @@
 //       prints `{"message":"upstream listening","port":N}` and serves until killed or max-seconds pass.
 //   relay-bench load --port P [--streams C] [--ramp-ms R] [--events N] [--pace-us U] [--size S] [--seed X]
 //       [--close-after K] [--id-base B] [--timeout-s T] [--proxy-pid PID] [--upstream-pid PID]
-//       [--upstream-port P] [--proxy-cpu N] [--load-cpu N] [--labels "k=v k=v"]
+//       [--upstream-port P] [--extra-load-pid PID] [--proxy-cpu N] [--load-cpu N] [--labels "k=v k=v"]
 //       prints one line `RESULT <labels> key=value ...`.
 //   relay-bench tap [--events 50] [--streams 20000] [--size 32]
 //       prints one line `RESULT tap ...`: the usage tap's CPU per relayed event (TapBench).
@@ -52,6 +52,7 @@ func benchMain(_ args: [String]) -> Int32 {
         c.timeoutSeconds = options.double("timeout-s", 60)
         c.proxyPID = Int32(options.int("proxy-pid", 0))
         c.upstreamPID = Int32(options.int("upstream-pid", 0))
+        c.extraLoadPID = Int32(options.int("extra-load-pid", 0))
         c.upstreamPort = options.int("upstream-port", 0)
         c.labels = options.string("labels", "")
         c.proxyCPU = options.int("proxy-cpu", -1)

@@ -28,6 +28,8 @@
 #   S4  200 streams, the client closes after 5 events: client close -> upstream sees its connection close
 #       (recv = 0 or ECONNRESET), p50/p99, and how many of the 200 cancels reached the upstream
 #   S5  10 000 concurrent streams, 20 events @ 1 s: must work; memory per stream (capped by the fd limit)
+#   S2tls  S2 at 100 (and 1 000) streams with the upstream behind TLS: relay over HTTP/1.1 and HTTP/2, nginx
+#       proxy_ssl (Tests/bench/tls.sh; BENCH_TLS=0 skips it, BENCH_TLS=only runs just it)
 # "load core busy" near 100 % would mean the client + upstream, not the proxy, limit that row: check it.
 #
 # Environment: BENCH_QUICK=1, BENCH_SCRATCH_PATH (swift build --scratch-path), BENCH_PROXY_CPU, BENCH_LOAD_CPU,
@@ -139,14 +141,14 @@ start_proxy() {   # relay|nginx|direct -> PROXY_PID, PORT
   RUN=$((RUN + 1))
   case $1 in
     relay)
-      "${PRIO[@]}" taskset -c "$PROXY_CPU" "$RELAY" --config "$WORK/relay.json" >"$WORK/relay-$RUN.log" 2>&1 &
+      "${PRIO[@]}" taskset -c "$PROXY_CPU" "$RELAY" --config "${RELAY_CONFIG:-$WORK/relay.json}" >"$WORK/relay-$RUN.log" 2>&1 &
       PROXY_PID=$!
       PORT=$(wait_for_port "$WORK/relay-$RUN.log" '"message":"relay listening"') || { cat "$WORK/relay-$RUN.log" >&2; die "relay did not start"; }
       ;;
     nginx)
       PORT=$("$BENCH" free-port)
       sed -e "s|@WORK@|$WORK|g" -e "s|@UPSTREAM_PORT@|$UP_PORT|g" -e "s|@PORT@|$PORT|g" -e "s|@NOFILE@|$(ulimit -n)|g" \
-        "$HERE/nginx.conf.template" >"$WORK/nginx.conf"
+        "${NGINX_TEMPLATE:-$HERE/nginx.conf.template}" >"$WORK/nginx.conf"
       "${PRIO[@]}" taskset -c "$PROXY_CPU" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" >"$WORK/nginx-$RUN.log" 2>&1 &
       PROXY_PID=$!
       for _ in $(seq 1 100); do
@@ -157,6 +159,7 @@ start_proxy() {   # relay|nginx|direct -> PROXY_PID, PORT
       ;;
     direct)
       PROXY_PID=""; PORT=$UP_PORT ;;
+    *) tls_start_proxy "$1" ;;   # relay-tls, relay-h2, nginx-tls (Tests/bench/tls.sh)
   esac
 }
 
@@ -230,6 +233,9 @@ wrk_run() {
 }
 
 TARGETS=(relay nginx direct)
+
+# S2tls, the upstream behind TLS (relay HTTP/1.1 and HTTP/2, nginx proxy_ssl): see Tests/bench/tls.sh.
+source "$HERE/tls.sh"
 
 # S1: one stream, 200 events at 10 ms, 64 content bytes per event.
 for t in "${TARGETS[@]}"; do
