@@ -94,8 +94,15 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
         #expect(c.logLevel == .info)
         #expect(c.upstreams["openai"]?.keyHeader == "Authorization")
         #expect(c.upstreams["openai"]?.keyPrefix == "Bearer ")
-        #expect(c.upstreams["openai"]?.httpVersion == .http1_1)
+        #expect(c.upstreams["openai"]?.httpVersion == .http2, "https:// defaults to HTTP/2")
         #expect(c.upstreams["openai"]?.caFile == nil)
+    }
+
+    @Test func plainHTTPUpstreamsDefaultToHTTP1AndHTTPSOnesToHTTP2() throws {
+        let plain = minimal().replacingOccurrences(of: "https://api.openai.com", with: "http://127.0.0.1:9")
+        #expect(try load(plain).upstreams["openai"]?.httpVersion == .http1_1)
+        #expect(try load(minimal()).upstreams["openai"]?.httpVersion == .http2)
+        #expect(try load(minimal(upstream: #", "httpVersion": "1.1""#)).upstreams["openai"]?.httpVersion == .http1_1)
     }
 
     @Test func httpVersionAndCAFileAreRead() throws {
