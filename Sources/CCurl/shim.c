@@ -13,6 +13,7 @@ CURLcode ccurl_easy_setopt_prereq_callback(CURL *handle, ccurl_prereq_callback c
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) { return curl_easy_getinfo(handle, info, value); }
 
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) { return curl_multi_setopt(multi, option, value); }
+CURLSHcode ccurl_share_setopt_long(CURLSH *share, CURLSHoption option, long value) { return curl_share_setopt(share, option, value); }
 CURLMcode ccurl_multi_setopt_ptr(CURLM *multi, CURLMoption option, void *value) { return curl_multi_setopt(multi, option, value); }
 CURLMcode ccurl_multi_setopt_socket_callback(CURLM *multi, ccurl_socket_callback callback) { return curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, callback); }
 CURLMcode ccurl_multi_setopt_timer_callback(CURLM *multi, ccurl_timer_callback callback) { return curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, callback); }

@@ -25,6 +25,8 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
     private var curlDepth = 0
     private var deferredRemovals: [Transfer] = []
     private var isShutDown = false
+    /// The TLS session cache every easy handle of this driver uses.
+    private let share: UnsafeMutableRawPointer
 
     public var activeTransferCount: Int { transfers.count }
 
@@ -33,6 +35,12 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         self.loop = loop
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed") }
         self.multi = multi
+        // TLS sessions live in each easy handle unless shared: without this, every new connection to a provider
+        // made a full handshake (1 000 streams over HTTP/1.1: 1 000 of them). No lock callbacks: the share is
+        // used on this loop's queue only, never by two threads at once (curl's rule for a lock-less share).
+        guard let share = curl_share_init() else { fatalError("curl_share_init failed") }
+        ccurl_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
+        self.share = share
         timer = DispatchSource.makeTimerSource(queue: loop.queue)
         let me = Unmanaged.passUnretained(self).toOpaque()
         // curl's default cache keeps 4 idle connections per handle *currently added*: with short requests the
@@ -160,8 +168,15 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
     private var idleEasyHandles: [UnsafeMutableRawPointer] = []
 
     func takeEasyHandle() -> UnsafeMutableRawPointer {
-        if let easy = idleEasyHandles.popLast() { return easy }
-        guard let easy = curl_easy_init() else { fatalError("curl_easy_init failed") }
+        let easy: UnsafeMutableRawPointer
+        if let idle = idleEasyHandles.popLast() {
+            easy = idle
+        } else {
+            guard let new = curl_easy_init() else { fatalError("curl_easy_init failed") }
+            easy = new
+        }
+        // Set on every take: `curl_easy_reset` clears it.
+        ccurl_easy_setopt_ptr(easy, CURLOPT_SHARE, share)
         return easy
     }
 
@@ -184,6 +199,7 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         curl_multi_cleanup(multi)
         for easy in idleEasyHandles { curl_easy_cleanup(easy) }
         idleEasyHandles.removeAll()
+        curl_share_cleanup(share)   // after every handle that used it
     }
 
     // MARK: curl → us

@@ -179,4 +179,25 @@ struct TLSUpstreamTests {
         #expect(try client.readHead().status == 502)
         #expect(!upstream.allEvents.contains { $0.kind == "request" })
     }
+
+    @Test("a second TLS connection to the provider resumes the first one's session (no full handshake)")
+    func secondConnectionResumesTheTLSSession() throws {
+        let upstream = try TLSUpstream()
+        let relay = try Self.relay(upstream, .http1_1)
+        // One request, answered: its connection and its curl handle go back to their pools.
+        let first = try relay.client()
+        try first.sendRequest(path: "/v1/first", body: chatBody)
+        #expect(try first.readHead().status == 200)
+        // Two held at once: one reuses the idle connection (and the pooled handle); the other needs a new
+        // connection from a new handle, which can resume only from a session cache the handles share.
+        let held = try [relay.client(), relay.client()]
+        _ = try Self.start(held[0], "/v1/hold-1", on: upstream)
+        _ = try Self.start(held[1], "/v1/hold-2", on: upstream)
+        let opens = upstream.allEvents.filter { $0.kind == "open" }
+        #expect(opens.count == 2, "\(opens)")
+        #expect(opens.first?.sessionResumed == false, "the first connection has nothing to resume")
+        #expect(opens.last?.sessionResumed == true, "the second connection made a full handshake: \(opens)")
+        for client in held { client.close() }
+        first.close()
+    }
 }

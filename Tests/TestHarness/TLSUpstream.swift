@@ -14,6 +14,8 @@ public struct TLSUpstreamEvent: Sendable, CustomStringConvertible {
     public var stream: Int
     /// The ALPN protocol for "open", the path for "request", the error code for "reset".
     public var detail: String
+    /// For "open": the client resumed an earlier TLS session (an abbreviated handshake).
+    public var sessionResumed = false
 
     public var description: String { "\(kind) c\(connection) s\(stream) \(detail)" }
 }
@@ -74,7 +76,9 @@ public final class TLSUpstream: @unchecked Sendable {
                     guard fields.count >= 3, let at = UInt64(fields[1]), let connection = Int(fields[2]) else { continue }
                     let stream = kind == "request" || kind == "reset" || kind == "done" ? Int(fields[3]) ?? -1 : -1
                     let detail = kind == "open" ? fields[3] : (fields.count > 4 ? fields[4] : "")
-                    events.withLock { $0.append(.init(kind: kind, atNanoseconds: at, connection: connection, stream: stream, detail: detail)) }
+                    var event = TLSUpstreamEvent(kind: kind, atNanoseconds: at, connection: connection, stream: stream, detail: detail)
+                    event.sessionResumed = kind == "open" && fields.count > 4 && fields[4] == "resumed"
+                    events.withLock { $0.append(event) }
                 }
             }
         }

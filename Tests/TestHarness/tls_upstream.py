@@ -5,7 +5,8 @@ Started by TLSUpstream.swift as a child process. It prints one line per event on
 stamped with time.monotonic_ns() (CLOCK_MONOTONIC, the clock the tests read):
 
   port P                          listening on 127.0.0.1:P
-  open T C PROTO                  connection C accepted, ALPN chose PROTO ("h2" or "http/1.1")
+  open T C PROTO RESUMED          connection C accepted, ALPN chose PROTO ("h2" or "http/1.1"); RESUMED is
+                                  "resumed" when the client resumed an earlier TLS session, else "full"
   request T C S PATH              a complete request on connection C, stream S (1 for HTTP/1.1)
   reset T C S CODE                the client reset stream S (RST_STREAM with error CODE)
   closed T C                      the client closed connection C (EOF or TCP reset)
@@ -236,7 +237,7 @@ def serve(listener, context):
         index += 1
         with LOCK:
             CONNECTIONS.append(connection)
-        emit("open", now(), connection.index, proto)
+        emit("open", now(), connection.index, proto, "resumed" if sock.session_reused else "full")
         threading.Thread(target=run_connection, args=(connection,), daemon=True).start()
 
 
