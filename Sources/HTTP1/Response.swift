@@ -169,15 +169,15 @@ public enum HopByHop {
         "proxy-authenticate", "proxy-authorization",
     ]
 
+    /// The same names as a list: a field name is checked against it without lowercasing (allocating) it.
+    static let standardNames: [String] = Array(standard)
+
     /// Removes the standard hop-by-hop fields and every field named in `Connection` tokens.
     public static func strip(_ headers: inout HTTPHeaders) {
-        var names = standard
-        for token in headers.tokens("connection") { names.insert(token) }
-        headers.removeAll { names.contains(lowercasedASCII($0.name)) }
-    }
-
-    private static func lowercasedASCII(_ s: String) -> String {
-        if !s.utf8.contains(where: { ($0 &- 0x41) < 26 }) { return s }
-        return String(decoding: s.utf8.lazy.map(asciiLower), as: UTF8.self)
+        let named = headers.tokens("connection")
+        headers.removeAll { field in
+            standardNames.contains { asciiCaseInsensitiveEqual(field.name, $0) }
+                || named.contains { asciiCaseInsensitiveEqual(field.name, $0) }
+        }
     }
 }
