@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Adds `"stream_options":{"include_usage":true}` to a streaming OpenAI chat request so the provider ends the
 /// stream with its token counts (OpenAI sends usage in a stream only when asked). Pure: bytes in, bytes out.
 ///
@@ -31,10 +37,14 @@ public enum IncludeUsageInjection {
     /// Azure's `/openai/deployments/NAME/…` alike). The Responses API always reports usage and has no such option.
     public static func applies(toPath path: String) -> Bool {
         // "/completions" also ends "/chat/completions"; compared on bytes, once per request.
-        let bytes = path.utf8
-        let bare = bytes[..<(bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.endIndex)]
-        let suffix = "/completions".utf8
-        return bare.count >= suffix.count && bare.suffix(suffix.count).elementsEqual(suffix)
+        var path = path
+        return path.withUTF8 { bytes in
+            let suffix: StaticString = "/completions"
+            var end = 0
+            while end < bytes.count && bytes[end] != UInt8(ascii: "?") { end += 1 }
+            guard end >= suffix.utf8CodeUnitCount else { return false }
+            return memcmp(bytes.baseAddress! + end - suffix.utf8CodeUnitCount, suffix.utf8Start, suffix.utf8CodeUnitCount) == 0
+        }
     }
 
     /// `stream` or `stream_options` given twice at the top level: providers read the last one, the injection would
