@@ -95,6 +95,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
 
 /// Whether two strings are the same bytes up to ASCII case: how field names compare (RFC 9110 §5.1). Works on
 /// the strings' own storage (native strings are contiguous UTF-8), so a lookup costs no allocation.
+@inlinable
 public func asciiCaseInsensitiveEqual(_ a: String, _ b: String) -> Bool {
     guard a.utf8.count == b.utf8.count else { return false }
     let fast = a.utf8.withContiguousStorageIfAvailable { x in

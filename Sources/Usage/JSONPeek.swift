@@ -40,12 +40,15 @@ struct JSONPeek {
 
     /// The index after the closing quote of the string whose opening quote is at `i`.
     func endOfString(at i: Int) -> Int? {
-        guard byte(at: i) == Self.quote else { return nil }
+        guard byte(at: i) == Self.quote, let base = bytes.baseAddress else { return nil }
         var j = i + 1
-        while j < bytes.count {
-            let c = bytes[j]
-            if c == Self.quote { return j + 1 }
-            j += c == Self.backslash ? 2 : 1
+        // memchr to each quote, then the parity of the backslash run before it says whether it is escaped.
+        while j < bytes.count, let found = memchr(base + j, Int32(Self.quote), bytes.count - j) {
+            let q = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+            var k = q - 1
+            while k > i && bytes[k] == Self.backslash { k -= 1 }
+            if (q - 1 - k) % 2 == 0 { return q + 1 }
+            j = q + 1
         }
         return nil
     }

@@ -51,6 +51,18 @@ public enum RequestRewriter {
         "host", "content-length", "transfer-encoding", "expect", "accept-encoding", "x-request-id", "x-forwarded-for",
     ]
 
+    /// `alwaysRemoved` by name length: a field name is compared only with the few names as long as it.
+    private static let alwaysRemovedByLength: [[String]] = {
+        var table = [[String]](repeating: [], count: (alwaysRemoved.map(\.utf8.count).max() ?? 0) + 1)
+        for name in alwaysRemoved { table[name.utf8.count].append(name) }
+        return table
+    }()
+
+    private static func isAlwaysRemoved(_ name: String) -> Bool {
+        let length = name.utf8.count
+        return length < alwaysRemovedByLength.count && alwaysRemovedByLength[length].contains { asciiCaseInsensitiveEqual(name, $0) }
+    }
+
     public static func upstreamHeaders(
         from client: HTTPHeaders, upstream: RelayConfiguration.Upstream, client address: ClientAddress, requestID: String
     ) -> HTTPHeaders {
@@ -63,7 +75,7 @@ public enum RequestRewriter {
         headers.removeAll { field in
             let name = field.name
             if name.utf8.contains(0x5F) { return true }
-            return alwaysRemoved.contains { asciiCaseInsensitiveEqual(name, $0) } || asciiCaseInsensitiveEqual(name, keyHeader)
+            return isAlwaysRemoved(name) || asciiCaseInsensitiveEqual(name, keyHeader)
                 || (!trusted && asciiCaseInsensitiveEqual(name, "x-forwarded-proto"))
         }
 
