@@ -117,6 +117,11 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
         // Through an HTTPS proxy (https_proxy in the environment), the proxy's "200 Connection established"
         // must not be taken for the provider's response head.
         check(ccurl_easy_setopt_long(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1))
+        // curl keeps a 64 KiB upload buffer per transfer while the request body goes out; chat bodies are small,
+        // and 16 KiB (curl's minimum) measured 15.5 KiB of relay memory per stream instead of 19.8 (medians of 5,
+        // 5 000 streams). The receive buffer stays at curl's 16 KiB: a smaller one saved nothing measurable for
+        // SSE and would split large JSON answers into more client writes.
+        check(ccurl_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 16384))
         check(ccurl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, transferWrite))
         check(ccurl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me))
         check(ccurl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, transferHeader))
