@@ -223,8 +223,12 @@ public enum JSONLine {
     /// other byte (UTF-8 included) as it is.
     public static func appendQuoted(_ s: String, to out: inout [UInt8]) {
         out.append(0x22)
-        var s = s
-        s.withUTF8 { bytes in
+        appendEscaped(s, to: &out)
+        out.append(0x22)
+    }
+
+    private static func appendEscaped(_ s: String, to out: inout [UInt8]) {
+        let done: Void? = s.utf8.withContiguousStorageIfAvailable { bytes in
             var clean = 0   // bytes[clean..<i] need no escaping and are copied in one go
             for i in 0..<bytes.count {
                 let b = bytes[i]
@@ -248,6 +252,11 @@ public enum JSONLine {
             }
             out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[clean..<bytes.count]))
         }
-        out.append(0x22)
+        if done == nil {
+            // A bridged or otherwise non-contiguous string: made contiguous once, then the same path.
+            var copy = s
+            copy.makeContiguousUTF8()
+            appendEscaped(copy, to: &out)
+        }
     }
 }

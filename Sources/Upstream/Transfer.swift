@@ -312,7 +312,9 @@ struct HeaderLines {
         var count = headers.count
         var textBytes = 0
         for field in headers { textBytes += field.name.utf8.count + (field.value.isEmpty ? 2 : field.value.utf8.count + 3) }
-        for name in suppressed where !headers.contains(name) {
+        var missing: UInt64 = 0   // which of `suppressed` the request lacks
+        for (i, name) in suppressed.enumerated() where i < 64 && !headers.contains(name) {
+            missing |= 1 << i
             count += 1
             textBytes += name.utf8.count + 2
         }
@@ -324,12 +326,19 @@ struct HeaderLines {
         var index = 0
         var lineStart = 0
         func put(_ part: String) {
-            var part = part
-            part.withUTF8 { bytes in
-                guard let base = bytes.baseAddress else { return }
-                (text + offset).update(from: base, count: bytes.count)
-                offset += bytes.count
+            let copied = part.utf8.withContiguousStorageIfAvailable { bytes in
+                if let base = bytes.baseAddress { (text + offset).update(from: base, count: bytes.count) }
+                return bytes.count
             }
+            if let copied {
+                offset += copied
+            } else {
+                for byte in part.utf8 { text[offset] = byte; offset += 1 }
+            }
+        }
+        func put(_ byte: UInt8) {
+            text[offset] = byte
+            offset += 1
         }
         func endLine() {
             text[offset] = 0
@@ -342,16 +351,17 @@ struct HeaderLines {
         for field in headers {
             put(field.name)
             if field.value.isEmpty {
-                put(";")
+                put(UInt8(ascii: ";"))
             } else {
-                put(": ")
+                put(UInt8(ascii: ":"))
+                put(UInt8(ascii: " "))
                 put(field.value)
             }
             endLine()
         }
-        for name in suppressed where !headers.contains(name) {
+        for (i, name) in suppressed.enumerated() where i < 64 && missing & (1 << i) != 0 {
             put(name)
-            put(":")
+            put(UInt8(ascii: ":"))
             endLine()
         }
         first = count > 0 ? nodes : nil
