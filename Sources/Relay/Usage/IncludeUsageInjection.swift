@@ -56,8 +56,13 @@ public enum IncludeUsageInjection {
     }
 
     public static func apply(to body: [UInt8]) -> Result {
+        apply(to: body, members: try? JSONTopLevel.scan(body))
+    }
+
+    /// The same, with the body's members already scanned (nil: not a JSON object).
+    static func apply(to body: [UInt8], members: [JSONMember]?) -> Result {
         let untouched = Result(body: body, injected: false)
-        guard let members = try? JSONTopLevel.scan(body) else { return untouched }
+        guard let members else { return untouched }
         let stream = members.filter { $0.hasKey("stream") }
         guard stream.count == 1, stream[0].kind == .bool, body[stream[0].valueRange.lowerBound] == UInt8(ascii: "t")
         else { return untouched }
