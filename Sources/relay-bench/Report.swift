@@ -23,7 +23,7 @@ enum Report {
                     Row(title: "proxy CPU per stream (us)", key: "cpu_us_per_stream", proxyOnly: true),
                     Row(title: "events byte-exact / received", key: "exact_summary", proxyOnly: false),
                     Row(title: "errors", key: "errors", proxyOnly: false)]
-        case "S2", "S5":
+        case "S2", "S2s", "S5":
             return [Row(title: "event latency p50 (us)", key: "lat_p50_us", proxyOnly: false),
                     Row(title: "event latency p99 (us)", key: "lat_p99_us", proxyOnly: false),
                     Row(title: "time to first byte p50 (us)", key: "ttfb_p50_us", proxyOnly: false),
@@ -85,7 +85,8 @@ enum Report {
 
     static func render(_ results: [Result], header: String) -> String {
         var out = header.isEmpty ? "" : header + "\n"
-        let targets = ["relay", "nginx", "direct"]
+        // `relay-h2` (the relay speaking HTTP/2 to an HTTPS provider, S2s) gets a column only when it was run.
+        let targets = results.contains { $0["target"] == "relay-h2" } ? ["relay", "relay-h2", "nginx", "direct"] : ["relay", "nginx", "direct"]
         let widths = (title: 46, col: 11)
         func pad(_ s: String, _ w: Int, left: Bool = false) -> String {
             let n = s.count
@@ -93,7 +94,7 @@ enum Report {
             return left ? s + String(repeating: " ", count: w - n) : String(repeating: " ", count: w - n) + s
         }
         out += pad("metric", widths.title, left: true) + targets.map { pad($0, widths.col) }.joined() + pad("relay/nginx", widths.col + 1) + "\n"
-        out += String(repeating: "-", count: widths.title + widths.col * 4 + 1) + "\n"
+        out += String(repeating: "-", count: widths.title + widths.col * (targets.count + 1) + 1) + "\n"
         // Scenario groups in order of first appearance.
         var groups: [String] = []
         var byGroup: [String: [String: Result]] = [:]

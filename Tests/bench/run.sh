@@ -27,6 +27,9 @@
 #   S3  non-streaming POSTs, 50 connections, 10 s (3 s quick): requests/s, latency, proxy CPU per request
 #   S4  200 streams, the client closes after 5 events: client close -> upstream sees its connection close
 #       (recv = 0 or ECONNRESET), p50/p99, and how many of the 200 cancels reached the upstream
+#   S2s (full mode, or BENCH_TLS=1 in quick mode) S2 with 1 000 streams @ 100 ms to an HTTPS provider: nginx
+#       terminating TLS (Tests/bench/tls-front.conf.template, load CPU) in front of the fake upstream. Targets: the relay
+#       over HTTP/1.1 (relay) and over HTTP/2 (relay-h2, one multiplexed connection), nginx with proxy_ssl (nginx).
 #   S5  10 000 concurrent streams, 20 events @ 1 s: must work; memory per stream (capped by the fd limit)
 #   IR  (BENCH_INSTRUCTIONS=1, about 1 minute more; =only runs just this) user-space instructions the proxy executes
 #       per request and per relayed event, counted by valgrind's callgrind (Ir): deterministic where this shared
@@ -145,15 +148,21 @@ RUN=0
 start_proxy() {   # relay|nginx|direct -> PROXY_PID, PORT
   RUN=$((RUN + 1))
   case $1 in
-    relay)
-      "${PRIO[@]}" taskset -c "$PROXY_CPU" "$RELAY" --config "$WORK/relay.json" >"$WORK/relay-$RUN.log" 2>&1 &
+    relay|relay-h2)
+      local config="$WORK/relay.json"
+      [ -n "${TLS_PORT_ACTIVE:-}" ] && config="$WORK/relay-tls-$1.json"
+      "${PRIO[@]}" taskset -c "$PROXY_CPU" "$RELAY" --config "$config" >"$WORK/relay-$RUN.log" 2>&1 &
       PROXY_PID=$!
       PORT=$(wait_for_port "$WORK/relay-$RUN.log" '"message":"relay listening"') || { cat "$WORK/relay-$RUN.log" >&2; die "relay did not start"; }
       ;;
     nginx)
       PORT=$("$BENCH" free-port)
-      sed -e "s|@WORK@|$WORK|g" -e "s|@UPSTREAM_PORT@|$UP_PORT|g" -e "s|@PORT@|$PORT|g" -e "s|@NOFILE@|$(ulimit -n)|g" \
+      sed -e "s|@WORK@|$WORK|g" -e "s|@UPSTREAM_PORT@|${TLS_PORT_ACTIVE:-$UP_PORT}|g" -e "s|@PORT@|$PORT|g" -e "s|@NOFILE@|$(ulimit -n)|g" \
         "$HERE/nginx.conf.template" >"$WORK/nginx.conf"
+      if [ -n "${TLS_PORT_ACTIVE:-}" ]; then
+        # The same proxy, to the HTTPS provider: TLS with session reuse over kept-alive connections.
+        sed -i -e "s|proxy_pass http://bench_upstream;|proxy_pass https://bench_upstream; proxy_ssl_session_reuse on; proxy_ssl_verify off;|" "$WORK/nginx.conf"
+      fi
       "${PRIO[@]}" taskset -c "$PROXY_CPU" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" >"$WORK/nginx-$RUN.log" 2>&1 &
       PROXY_PID=$!
       for _ in $(seq 1 100); do
@@ -341,6 +350,32 @@ for level in "${S2_LEVELS[@]}"; do
       --streams "$streams" --ramp-ms "$ramp" --events 50 --pace-us "$pace" --size 64 --timeout-s 60
   done
 done
+
+# S2s: S2 to an HTTPS provider (see the header). The TLS front runs on the load CPU for this scenario only.
+if [ "$QUICK" != 1 ] || [ "${BENCH_TLS:-0}" = 1 ]; then
+  if [ ${#TARGETS[@]} -gt 0 ] && openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/tls-key.pem" -out "$WORK/tls-cert.pem" \
+       -days 2 -subj /CN=127.0.0.1 -addext "subjectAltName=IP:127.0.0.1" >/dev/null 2>&1; then
+    mkdir -p "$WORK/tls-tmp"
+    TLS_PORT=$("$BENCH" free-port)
+    sed -e "s|@WORK@|$WORK|g" -e "s|@UPSTREAM_PORT@|$UP_PORT|g" -e "s|@TLS_PORT@|$TLS_PORT|g" -e "s|@NOFILE@|$(ulimit -n)|g" \
+      "$HERE/tls-front.conf.template" >"$WORK/tls-front.conf"
+    "${PRIO[@]}" taskset -c "$LOAD_CPU" "$NGINX" -p "$WORK" -c "$WORK/tls-front.conf" >"$WORK/tls-front.log" 2>&1 &
+    TLS_PID=$!
+    for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$TLS_PORT") 2>/dev/null && break; sleep 0.05; done
+    for v in relay relay-h2; do
+      version=1.1; [ $v = relay-h2 ] && version=2
+      sed -e "s|\"baseURL\": \"http://127.0.0.1:@UPSTREAM_PORT@\"|\"baseURL\": \"https://127.0.0.1:$TLS_PORT\", \"caFile\": \"$WORK/tls-cert.pem\", \"httpVersion\": \"$version\"|" \
+        "$HERE/relay.json.template" >"$WORK/relay-tls-$v.json"
+    done
+    for t in relay relay-h2 nginx; do
+      TLS_PORT_ACTIVE=$TLS_PORT stream_run S2s "1000_streams_x_50_events_@_100_ms_to_an_HTTPS_provider" "$t" \
+        --streams 1000 --ramp-ms 2000 --events 50 --pace-us 100000 --size 64 --timeout-s 60
+    done
+    kill "$TLS_PID" 2>/dev/null; wait "$TLS_PID" 2>/dev/null
+  else
+    [ ${#TARGETS[@]} -gt 0 ] && log "S2s skipped: openssl could not make a certificate"
+  fi
+fi
 
 # S5: 10 000 concurrent streams (full mode only), 20 events at 1 s (10 000 events/s, like S2 at 1 000 streams),
 # all open at once for 15 s. A proxy holds two descriptors per stream: where the hard descriptor limit is below
