@@ -169,15 +169,24 @@ public enum HopByHop {
         "proxy-authenticate", "proxy-authorization",
     ]
 
-    /// The same names as a list: a field name is checked against it without lowercasing (allocating) it.
-    static let standardNames: [String] = Array(standard)
+    /// The same names by length: a field name is compared, without lowercasing (allocating) it, only with the
+    /// standard names as long as it.
+    static let standardByLength: [[String]] = {
+        var table = [[String]](repeating: [], count: (standard.map(\.utf8.count).max() ?? 0) + 1)
+        for name in standard { table[name.utf8.count].append(name) }
+        return table
+    }()
+
+    static func isStandard(_ name: String) -> Bool {
+        let length = name.utf8.count
+        return length < standardByLength.count && standardByLength[length].contains { asciiCaseInsensitiveEqual(name, $0) }
+    }
 
     /// Removes the standard hop-by-hop fields and every field named in `Connection` tokens.
     public static func strip(_ headers: inout HTTPHeaders) {
         let named = headers.tokens("connection")
         headers.removeAll { field in
-            standardNames.contains { asciiCaseInsensitiveEqual(field.name, $0) }
-                || named.contains { asciiCaseInsensitiveEqual(field.name, $0) }
+            isStandard(field.name) || named.contains { asciiCaseInsensitiveEqual(field.name, $0) }
         }
     }
 }
