@@ -19,7 +19,7 @@ help:
 	@echo "make build        - debug build"
 	@echo "make release      - optimised build at .build/release/sse-relay"
 	@echo "make blackbox     - the black-box checks against the built binary"
-	@echo "make bench        - relay vs nginx vs direct benchmark (BENCH_QUICK=1 for a short run)"
+	@echo "make bench        - relay vs nginx vs direct benchmark (BENCH_QUICK=1 for a short run; BENCH_INSTRUCTIONS=1 adds instruction counts, =only runs just those, ~35 s)"
 	@echo "make bench-tls    - cancel latency to an HTTPS upstream over HTTP/1.1 and HTTP/2"
 	@echo "make fuzz         - libFuzzer on the request parser (FUZZ_SECONDS=60)"
 	@echo "make sanitize     - every test under Thread Sanitizer, then Address Sanitizer"

@@ -32,6 +32,7 @@ func isTchar(_ b: UInt8) -> Bool {
 func isOWS(_ b: UInt8) -> Bool { b == SP || b == HTAB }
 
 @inline(__always)
+@usableFromInline
 func asciiLower(_ b: UInt8) -> UInt8 { (b &- 0x41) < 26 ? b | 0x20 : b }
 
 @inline(__always)

@@ -89,9 +89,30 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
 
     /// ASCII-only folding on purpose: Unicode case mapping would let distinct byte names collide.
     static func namesEqual(_ a: String, _ b: String) -> Bool {
-        let x = a.utf8
-        let y = b.utf8
-        guard x.count == y.count else { return false }
-        return x.elementsEqual(y) { asciiLower($0) == asciiLower($1) }
+        asciiCaseInsensitiveEqual(a, b)
     }
+}
+
+/// Whether two strings are the same bytes up to ASCII case: how field names compare (RFC 9110 §5.1). Works on
+/// the strings' own storage (native strings are contiguous UTF-8), so a lookup costs no allocation.
+@inlinable
+public func asciiCaseInsensitiveEqual(_ a: String, _ b: String) -> Bool {
+    guard a.utf8.count == b.utf8.count else { return false }
+    let fast = a.utf8.withContiguousStorageIfAvailable { x in
+        b.utf8.withContiguousStorageIfAvailable { y in
+            for i in 0..<x.count where x[i] != y[i] {
+                guard (x[i] | 0x20) == (y[i] | 0x20), ((x[i] | 0x20) &- 0x61) < 26 else { return false }
+            }
+            return true
+        }
+    }
+    if let fast, let result = fast { return result }
+    return a.utf8.elementsEqual(b.utf8) { asciiLower($0) == asciiLower($1) }
+}
+
+/// Whether `s` starts with `prefix` up to ASCII case (`prefix` given in lowercase), without lowercasing `s`.
+public func asciiCaseInsensitiveHasPrefix(_ s: String, lowercasePrefix prefix: String) -> Bool {
+    let x = s.utf8, y = prefix.utf8
+    guard x.count >= y.count else { return false }
+    return zip(x, y).allSatisfy { asciiLower($0) == $1 }
 }

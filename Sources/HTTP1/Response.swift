@@ -169,15 +169,24 @@ public enum HopByHop {
         "proxy-authenticate", "proxy-authorization",
     ]
 
-    /// Removes the standard hop-by-hop fields and every field named in `Connection` tokens.
-    public static func strip(_ headers: inout HTTPHeaders) {
-        var names = standard
-        for token in headers.tokens("connection") { names.insert(token) }
-        headers.removeAll { names.contains(lowercasedASCII($0.name)) }
+    /// The same names by length: a field name is compared, without lowercasing (allocating) it, only with the
+    /// standard names as long as it.
+    static let standardByLength: [[String]] = {
+        var table = [[String]](repeating: [], count: (standard.map(\.utf8.count).max() ?? 0) + 1)
+        for name in standard { table[name.utf8.count].append(name) }
+        return table
+    }()
+
+    static func isStandard(_ name: String) -> Bool {
+        let length = name.utf8.count
+        return length < standardByLength.count && standardByLength[length].contains { asciiCaseInsensitiveEqual(name, $0) }
     }
 
-    private static func lowercasedASCII(_ s: String) -> String {
-        if !s.utf8.contains(where: { ($0 &- 0x41) < 26 }) { return s }
-        return String(decoding: s.utf8.lazy.map(asciiLower), as: UTF8.self)
+    /// Removes the standard hop-by-hop fields and every field named in `Connection` tokens.
+    public static func strip(_ headers: inout HTTPHeaders) {
+        let named = headers.tokens("connection")
+        headers.removeAll { field in
+            isStandard(field.name) || named.contains { asciiCaseInsensitiveEqual(field.name, $0) }
+        }
     }
 }

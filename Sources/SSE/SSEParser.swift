@@ -53,6 +53,25 @@ public struct SSEParser: Sendable {
 
     /// Feeds the next bytes of the stream; calls `onEvent` for every event they complete, in order.
     public mutating func parse(_ bytes: UnsafeRawBufferPointer, onEvent: (SSEEvent) throws -> Void) throws {
+        try parse(bytes, onRawEvent: { raw in
+            try onEvent(SSEEvent(event: raw.type ?? "message", data: String(decoding: raw.data, as: UTF8.self), id: raw.id,
+                                 retry: raw.retry))
+        })
+    }
+
+    /// One dispatched event as the parser holds it, for readers that want the data's bytes without a String made
+    /// per event (the relay's usage tap): `data` is valid only during the callback.
+    public struct RawEvent {
+        /// The `event` field's value; nil when the block had none or an empty one ("message").
+        public var type: String?
+        /// The `data` lines joined with LF, as bytes (not checked to be UTF-8).
+        public var data: UnsafeRawBufferPointer
+        public var id: String
+        public var retry: Int?
+    }
+
+    /// The same parse, each event handed over as a `RawEvent`.
+    public mutating func parse(_ bytes: UnsafeRawBufferPointer, onRawEvent onEvent: (RawEvent) throws -> Void) throws {
         var start = 0
         let end = bytes.count
         if start == end { return }
@@ -140,7 +159,7 @@ public struct SSEParser: Sendable {
         if lineBytes + data.count > maxEventBytes { throw EventTooLarge(limit: maxEventBytes) }
     }
 
-    private mutating func processLine(_ line: UnsafeRawBufferPointer, onEvent: (SSEEvent) throws -> Void) throws {
+    private mutating func processLine(_ line: UnsafeRawBufferPointer, onEvent: (RawEvent) throws -> Void) throws {
         if line.isEmpty {
             try dispatch(onEvent)
             return
@@ -172,18 +191,19 @@ public struct SSEParser: Sendable {
         }
     }
 
-    private mutating func dispatch(_ onEvent: (SSEEvent) throws -> Void) throws {
+    private mutating func dispatch(_ onEvent: (RawEvent) throws -> Void) throws {
         defer {
             data.removeAll(keepingCapacity: data.capacity <= 64 * 1024)
             dataLines = 0
             eventType = nil
         }
         guard dataLines > 0 else { return }
-        let type = eventType ?? ""
-        let event = SSEEvent(event: type.isEmpty ? "message" : type, data: String(decoding: data, as: UTF8.self),
-                             id: lastEventID, retry: retrySinceDispatch)
+        let type = eventType.flatMap { $0.isEmpty ? nil : $0 }
+        let id = lastEventID, retry = retrySinceDispatch
         retrySinceDispatch = nil
-        try onEvent(event)
+        try data.withUnsafeBytes { bytes in
+            try onEvent(RawEvent(type: type, data: bytes, id: id, retry: retry))
+        }
     }
 
     /// A base-ten integer made of ASCII digits only; nil for anything else, an empty value, or an overflow.

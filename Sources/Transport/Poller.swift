@@ -11,21 +11,29 @@ public protocol PollerHandler: AnyObject {
     func pollerEvent(fd: Int32, readable: Bool, writable: Bool)
 }
 
-/// One event loop's private epoll set (kqueue on Darwin), watched by a single Dispatch read source on the
-/// loop's queue: the client connections' sockets and curl's sockets all live in it.
+/// One event loop's private epoll set (kqueue on Darwin): the client connections' sockets and curl's sockets all
+/// live in it, and one wake-up serves every ready socket of the loop.
 ///
 /// Why not one Dispatch source per socket: each source's registration, one-shot re-arming and cancellation
 /// goes through libdispatch's manager thread (an eventfd wake-up and a futex hand-over per event); a FIN or
 /// RST arriving with a connection's last bytes was seen not to fire again after a single read; and curl closes
 /// some descriptors itself (its resolver's socket pair), so a source keyed by a number can end up watching a
-/// dead registration. Here the kernel drops a closed descriptor from the set, a level-triggered event simply
-/// repeats, and one wake-up serves every ready socket of the loop.
+/// dead registration. Here the kernel drops a closed descriptor from the set and a level-triggered event simply
+/// repeats.
 ///
-/// Owned by the loop's queue: every method is called there.
+/// Who waits (Linux): a thread of the poller's own blocks in `epoll_wait` and handles what it returns inside
+/// `queue.sync`, which runs the block on that same thread when the queue is idle (it waits its turn when the
+/// queue is busy, so the queue still serialises everything). A Dispatch read source on the epoll descriptor cost
+/// seven more system calls per relayed event (the manager thread's epoll_wait and epoll_ctl re-arm, an eventfd
+/// write and read, two futex hand-overs to a worker thread): 11.8 system calls per event, against 4 now. On
+/// Darwin a Dispatch read source still watches the kqueue.
+///
+/// Owned by the loop's queue: every method but `stop` is called there.
 public final class Poller: @unchecked Sendable {
-    // Invariant: `entries` and the epoll set are touched on `queue` only.
+    // Invariant: `entries` and the epoll set are touched on `queue` only (the waiting thread touches `events`
+    // and `entries` inside `queue.sync`).
     private let pollFD: Int32
-    private let source: DispatchSourceRead
+    private let queue: DispatchQueue
     private struct Entry {
         let handler: any PollerHandler
         var read: Bool
@@ -35,31 +43,75 @@ public final class Poller: @unchecked Sendable {
     /// Where the kernel reports ready descriptors: allocated once, not per wake-up.
     #if canImport(Glibc)
     private let events = UnsafeMutableBufferPointer<epoll_event>.allocate(capacity: 128)
+    /// A pipe in the set whose readable end tells the waiting thread to stop.
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
     #else
     private let events = UnsafeMutableBufferPointer<kevent>.allocate(capacity: 128)
+    private let source: DispatchSourceRead
     #endif
 
     public init(queue: DispatchQueue) {
+        self.queue = queue
         #if canImport(Glibc)
         pollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        precondition(pollFD >= 0, "cannot create the event loop's poller")
+        var pipeFDs: [Int32] = [-1, -1]
+        precondition(pipe(&pipeFDs) == 0, "cannot create the event loop's wake-up pipe")
+        wakeRead = pipeFDs[0]
+        wakeWrite = pipeFDs[1]
+        _ = Syscall.epollControl(pollFD, EPOLL_CTL_ADD, wakeRead, events: EPOLLIN.rawValue)
+        // The thread holds the poller until it has stopped: it owns the descriptors' closing.
+        let context = Unmanaged.passRetained(self).toOpaque()
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { context in
+            let poller = Unmanaged<Poller>.fromOpaque(context!).takeRetainedValue()
+            poller.waitLoop()
+            return nil
+        }, context)
+        precondition(rc == 0, "cannot start the event loop's poller thread")
+        pthread_detach(thread)
         #else
         pollFD = kqueue()
-        #endif
         precondition(pollFD >= 0, "cannot create the event loop's poller")
         source = DispatchSource.makeReadSource(fileDescriptor: pollFD, queue: queue)
         let fd = pollFD
         source.setCancelHandler { Syscall.close(fd) }
-        source.setEventHandler { [unowned self] in self.drain() }
+        source.setEventHandler { [unowned self] in self.drain(first: 0) }
         source.activate()
+        #endif
     }
 
     deinit { events.deallocate() }
 
-    /// Stops watching everything and closes the poll descriptor.
+    /// Stops watching everything and closes the poll descriptor (once the waiting thread has woken up). Safe
+    /// from any thread.
     public func stop() {
-        entries.removeAll()
+        #if canImport(Glibc)
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+        #else
+        queue.async { [self] in entries.removeAll() }
         source.cancel()
+        #endif
     }
+
+    #if canImport(Glibc)
+    private func waitLoop() {
+        while true {
+            let n = Syscall.epollPoll(pollFD, into: events, timeoutMs: -1)
+            if n == 0 { continue }
+            var stopping = false
+            for i in 0..<n where events[i].data.fd == wakeRead { stopping = true }
+            if stopping { break }
+            queue.sync { drain(first: n) }
+        }
+        queue.sync { entries.removeAll() }
+        Syscall.close(wakeRead)
+        Syscall.close(wakeWrite)
+        Syscall.close(pollFD)
+    }
+    #endif
 
     /// The handler registered for `fd`, if any.
     public func handler(of fd: Int32) -> (any PollerHandler)? { entries[fd]?.handler }
@@ -110,10 +162,13 @@ public final class Poller: @unchecked Sendable {
         #endif
     }
 
-    private func drain() {
+    /// Handles the `first` events already in `events`, then polls again (without blocking) while batches come
+    /// back full.
+    private func drain(first: Int) {
         #if canImport(Glibc)
-        for _ in 0..<8 {
-            let n = Syscall.epollPoll(pollFD, into: events)
+        var n = first
+        for round in 0..<8 {
+            if round > 0 || n == 0 { n = Syscall.epollPoll(pollFD, into: events) }
             guard n > 0 else { return }
             for i in 0..<n {
                 let fd = events[i].data.fd

@@ -134,10 +134,11 @@ public enum Syscall {
         return epoll_ctl(epfd, op, fd, &event) == 0 ? 0 : errno
     }
 
-    /// epoll_wait without blocking; EINTR is retried. Returns how many entries of `events` were filled.
-    static func epollPoll(_ epfd: Int32, into events: UnsafeMutableBufferPointer<epoll_event>) -> Int {
+    /// epoll_wait without blocking (or up to `timeoutMs`, -1: until something is ready); EINTR is retried.
+    /// Returns how many entries of `events` were filled (0 on an error: the set was closed).
+    static func epollPoll(_ epfd: Int32, into events: UnsafeMutableBufferPointer<epoll_event>, timeoutMs: Int32 = 0) -> Int {
         while true {
-            let n = epoll_wait(epfd, events.baseAddress, Int32(events.count), 0)
+            let n = epoll_wait(epfd, events.baseAddress, Int32(events.count), timeoutMs)
             if n >= 0 { return Int(n) }
             if errno != EINTR { return 0 }
         }

@@ -40,12 +40,15 @@ struct JSONPeek {
 
     /// The index after the closing quote of the string whose opening quote is at `i`.
     func endOfString(at i: Int) -> Int? {
-        guard byte(at: i) == Self.quote else { return nil }
+        guard byte(at: i) == Self.quote, let base = bytes.baseAddress else { return nil }
         var j = i + 1
-        while j < bytes.count {
-            let c = bytes[j]
-            if c == Self.quote { return j + 1 }
-            j += c == Self.backslash ? 2 : 1
+        // memchr to each quote, then the parity of the backslash run before it says whether it is escaped.
+        while j < bytes.count, let found = memchr(base + j, Int32(Self.quote), bytes.count - j) {
+            let q = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+            var k = q - 1
+            while k > i && bytes[k] == Self.backslash { k -= 1 }
+            if (q - 1 - k) % 2 == 0 { return q + 1 }
+            j = q + 1
         }
         return nil
     }
@@ -98,7 +101,7 @@ struct JSONPeek {
         if byte(at: j) == UInt8(ascii: "}") { return nil }
         while j < bytes.count {
             guard let keyEnd = endOfString(at: j) else { return nil }
-            let isKey = key.utf8.elementsEqual(UnsafeBufferPointer(rebasing: bytes[(j + 1)..<(keyEnd - 1)]))
+            let isKey = Self.keyMatches(key, UnsafeBufferPointer(rebasing: bytes[(j + 1)..<(keyEnd - 1)]))
             j = skipWhitespace(keyEnd)
             guard byte(at: j) == UInt8(ascii: ":") else { return nil }
             j = skipWhitespace(j + 1)
@@ -113,14 +116,17 @@ struct JSONPeek {
         return found
     }
 
-    /// Follows `keys` from the object at `start`.
-    func path(_ keys: String..., from start: Int) -> Int? {
-        var at = start
-        for key in keys {
-            guard let next = member(key, inObjectAt: at) else { return nil }
-            at = next
-        }
-        return at
+    /// Follows `first`, then `second`, from the object at `start`.
+    func path(_ first: String, _ second: String, from start: Int) -> Int? {
+        member(first, inObjectAt: start).flatMap { member(second, inObjectAt: $0) }
+    }
+
+    /// The raw key bytes are `key`'s: lengths first, then the bytes in place (no iterator over the String).
+    private static func keyMatches(_ key: String, _ raw: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard key.utf8.count == raw.count else { return false }
+        return key.utf8.withContiguousStorageIfAvailable { k in
+            k.count == 0 || memcmp(k.baseAddress!, raw.baseAddress!, k.count) == 0
+        } ?? key.utf8.elementsEqual(raw)
     }
 
     /// A non-negative integer written at `i` (token counts); nil for null, fractions, negatives, anything else.

@@ -84,12 +84,11 @@ enum UsageReaders {
         }
     }
 
-    private static func int(_ p: JSONPeek, _ object: Int, _ keys: String...) -> Int? {
-        var at = object
-        for key in keys {
-            guard let next = p.member(key, inObjectAt: at) else { return nil }
-            at = next
-        }
-        return p.integer(at: at)
+    private static func int(_ p: JSONPeek, _ object: Int, _ key: String) -> Int? {
+        p.member(key, inObjectAt: object).flatMap { p.integer(at: $0) }
+    }
+
+    private static func int(_ p: JSONPeek, _ object: Int, _ key: String, _ inner: String) -> Int? {
+        p.path(key, inner, from: object).flatMap { p.integer(at: $0) }
     }
 }

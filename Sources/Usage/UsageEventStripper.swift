@@ -96,6 +96,8 @@ public struct UsageEventStripper: Sendable {
                 atLineStart = false
                 afterCR = false
                 i += 1
+                // The rest of the line in a tight loop: nothing but a line end changes the state.
+                while i < n && input[i] != 0x0A && input[i] != 0x0D { i += 1 }
             }
         }
         take(input, runStart..<n, into: &out)

@@ -115,7 +115,7 @@ public struct UsageTap: Sendable {
             swap(&running, &parser)
             defer { swap(&running, &parser) }
             do {
-                try running.parse(bytes) { event in self.read(event) }
+                try running.parse(bytes, onRawEvent: { event in self.read(event) })
             } catch {
                 gaveUp = true
             }
@@ -169,79 +169,79 @@ public struct UsageTap: Sendable {
     /// Gemini keys read per chunk: content (`text`, `functionCall`), usage, and the end of the answer.
     private static let geminiKeys = JSONPeek.KeySet(["text", "functionCall", "usageMetadata", "finishReason"])
 
-    private mutating func read(_ event: SSEEvent) {
-        var data = event.data
+    /// One event, read on its bytes: no String is made for an event's data (a stream's every event passes here).
+    private mutating func read(_ event: SSEParser.RawEvent) {
+        let data = event.data.bindMemory(to: UInt8.self)
+        // An explicit `event: message` is the default type: the data's leading `type` member names the event then.
+        let named = event.type.flatMap { $0 == "message" ? nil : $0 }
         switch provider {
         case .openai, .azureOpenAI:
-            let type: String? = event.event != "message" ? event.event : data.withUTF8 { Self.leadingType(JSONPeek($0)) }
+            let type: String? = named ?? Self.leadingType(JSONPeek(data))
             if let type, type.hasPrefix("response.") {
-                readResponsesEvent(type: type, data: &data)
+                readResponsesEvent(type: type, data: data)
             } else {
-                readChatChunk(&data)
+                readChatChunk(data)
             }
         case .anthropic:
-            let type: String? = event.event != "message" ? event.event : data.withUTF8 { Self.leadingType(JSONPeek($0)) }
+            let type: String? = named ?? Self.leadingType(JSONPeek(data))
             switch type {
             case "content_block_delta":
                 contentEvents += 1
-                contentBytes += data.withUTF8 { JSONPeek($0).scanKeys(Self.anthropicDeltaKeys, measuring: 0b111).measured }
+                contentBytes += JSONPeek(data).scanKeys(Self.anthropicDeltaKeys, measuring: 0b111).measured
             case "message_start":
-                data.withUTF8 { buffer in
-                    let p = JSONPeek(buffer)
-                    if let u = p.path("message", "usage", from: p.root) {
-                        UsageReaders.anthropic(p, usageAt: u, into: &counts, final: false)
-                    }
+                let p = JSONPeek(data)
+                if let u = p.path("message", "usage", from: p.root) {
+                    UsageReaders.anthropic(p, usageAt: u, into: &counts, final: false)
                 }
             case "message_delta":
-                data.withUTF8 { buffer in
-                    let p = JSONPeek(buffer)
-                    if let u = p.member("usage", inObjectAt: p.root) {
-                        UsageReaders.anthropic(p, usageAt: u, into: &counts, final: true)
-                    }
+                let p = JSONPeek(data)
+                if let u = p.member("usage", inObjectAt: p.root) {
+                    UsageReaders.anthropic(p, usageAt: u, into: &counts, final: true)
                 }
             default:
                 break
             }
         case .gemini:
-            let keys = data.withUTF8 { JSONPeek($0).scanKeys(Self.geminiKeys, measuring: 0b1) }
+            let keys = JSONPeek(data).scanKeys(Self.geminiKeys, measuring: 0b1)
             if keys.nonEmptyString & 0b1 != 0 || keys.present & 0b10 != 0 { contentEvents += 1 }
             contentBytes += keys.measured
             if keys.present & 0b100 != 0 {
-                latestGeminiUsage = event.data
+                latestGeminiUsage = String(decoding: data, as: UTF8.self)
                 latestGeminiFinal = keys.present & 0b1000 != 0
             }
         }
     }
 
-    private mutating func readChatChunk(_ data: inout String) {
-        if data == "[DONE]" { return }
-        data.withUTF8 { buffer in
-            let p = JSONPeek(buffer)
-            let keys = p.scanKeys(Self.openAIChunkKeys, measuring: Self.openAITextBits)
-            if keys.nonEmptyString & ~Self.openAIUsageBit != 0 { contentEvents += 1 }
-            contentBytes += keys.measured
-            // `usage` is null on every chunk but the last when include_usage is on: walk the chunk only for an object.
-            if keys.object & Self.openAIUsageBit != 0, let u = p.member("usage", inObjectAt: p.root), p.isObject(at: u) {
-                UsageReaders.openAI(p, usageAt: u, into: &counts)
-            }
+    private static let done: StaticString = "[DONE]"
+
+    private mutating func readChatChunk(_ data: UnsafeBufferPointer<UInt8>) {
+        if data.count == Self.done.utf8CodeUnitCount,
+           data.elementsEqual(UnsafeBufferPointer(start: Self.done.utf8Start, count: Self.done.utf8CodeUnitCount)) {
+            return
+        }
+        let p = JSONPeek(data)
+        let keys = p.scanKeys(Self.openAIChunkKeys, measuring: Self.openAITextBits)
+        if keys.nonEmptyString & ~Self.openAIUsageBit != 0 { contentEvents += 1 }
+        contentBytes += keys.measured
+        // `usage` is null on every chunk but the last when include_usage is on: walk the chunk only for an object.
+        if keys.object & Self.openAIUsageBit != 0, let u = p.member("usage", inObjectAt: p.root), p.isObject(at: u) {
+            UsageReaders.openAI(p, usageAt: u, into: &counts)
         }
     }
 
-    private mutating func readResponsesEvent(type: String, data: inout String) {
+    private mutating func readResponsesEvent(type: String, data: UnsafeBufferPointer<UInt8>) {
         if type.hasSuffix(".delta") {
             contentEvents += 1
             // `response.audio.delta` carries base64 audio, not text.
             if !type.hasSuffix("audio.delta") {
-                contentBytes += data.withUTF8 { JSONPeek($0).scanKeys(Self.responsesDeltaKeys, measuring: 0b1).measured }
+                contentBytes += JSONPeek(data).scanKeys(Self.responsesDeltaKeys, measuring: 0b1).measured
             }
             return
         }
         guard type == "response.completed" || type == "response.incomplete" || type == "response.failed" else { return }
-        data.withUTF8 { buffer in
-            let p = JSONPeek(buffer)
-            if let u = p.path("response", "usage", from: p.root), p.isObject(at: u) {
-                UsageReaders.openAI(p, usageAt: u, into: &counts)
-            }
+        let p = JSONPeek(data)
+        if let u = p.path("response", "usage", from: p.root), p.isObject(at: u) {
+            UsageReaders.openAI(p, usageAt: u, into: &counts)
         }
     }
 

@@ -49,6 +49,10 @@ enum Report {
                     Row(title: "client close -> upstream sees close max (us)", key: "cancel_max_us", proxyOnly: false),
                     Row(title: "cancels reaching upstream / client closes", key: "cancel_summary", proxyOnly: false),
                     Row(title: "errors", key: "errors", proxyOnly: false)]
+        case "IR":
+            return [Row(title: "instructions per request (S3 POST)", key: "ir_per_request", proxyOnly: true),
+                    Row(title: "instructions per relayed event (S2)", key: "ir_per_event", proxyOnly: true),
+                    Row(title: "instructions per stream set-up + teardown", key: "ir_per_stream", proxyOnly: true)]
         default:
             return []
         }
@@ -120,7 +124,8 @@ enum Report {
             let parts = g.split(separator: "|", maxSplits: 1, omittingEmptySubsequences: false)
             let scenario = String(parts[0])
             out += "\(scenario)  \(parts.count > 1 ? parts[1].replacingUnderscores() : "")\n"
-            for row in rows(for: scenario) + interference {
+            // Instruction counts do not depend on what else runs.
+            for row in rows(for: scenario) + (scenario == "IR" ? [] : interference) {
                 var line = pad("  " + row.title, widths.title, left: true)
                 var values: [String: String] = [:]
                 for t in targets {

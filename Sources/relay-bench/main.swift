@@ -6,6 +6,9 @@
 //       [--close-after K] [--id-base B] [--timeout-s T] [--proxy-pid PID] [--upstream-pid PID]
 //       [--upstream-port P] [--extra-load-pid PID] [--proxy-cpu N] [--load-cpu N] [--labels "k=v k=v"]
 //       prints one line `RESULT <labels> key=value ...`.
+//   relay-bench posts --port P [--requests 2000] [--connections 50] [--path /v1/chat/completions?stream=0&size=64]
+//       exactly N small non-streaming POSTs, closed loop over keep-alive connections (PostClient); prints one line
+//       `RESULT requests=N errors=E wall_s=S rps=R`.
 //   relay-bench tap [--events 50] [--streams 20000] [--size 32]
 //       prints one line `RESULT tap ...`: the usage tap's CPU per relayed event (TapBench).
 //   relay-bench free-port
@@ -65,6 +68,13 @@ func benchMain(_ args: [String]) -> Int32 {
         if !c.labels.isEmpty { line += " " + c.labels }
         for (k, v) in result { line += " \(k)=\(v)" }
         writeStdout(line)
+        return 0
+    case "posts":
+        guard options.int("port", 0) > 0 else { writeStderr("posts: --port is required"); return 2 }
+        let client = PostClient(host: options.string("host", "127.0.0.1"), port: options.int("port", 0),
+                                path: options.string("path", "/v1/chat/completions?stream=0&size=64"),
+                                requests: max(1, options.int("requests", 2000)), connections: options.int("connections", 50))
+        writeStdout("RESULT " + client.run(timeoutSeconds: options.double("timeout-s", 600)).map { "\($0.0)=\($0.1)" }.joined(separator: " "))
         return 0
     case "tap":
         writeStdout(TapBench.run(events: options.int("events", 50), streams: options.int("streams", 20_000),

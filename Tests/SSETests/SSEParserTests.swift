@@ -86,6 +86,22 @@ struct SSEParserTests {
         #expect(parser.finish() == false)
     }
 
+    @Test("raw events carry the same events: the data's bytes, the type (nil when none or empty), id and retry", arguments: goldens)
+    func rawEventsMatch(golden: Golden) throws {
+        var parser = SSEParser()
+        var events: [SSEEvent] = []
+        var emptyTypes = 0
+        try golden.bytes.withUnsafeBytes { bytes in
+            try parser.parse(bytes, onRawEvent: { raw in
+                if raw.type?.isEmpty == true { emptyTypes += 1 }
+                events.append(SSEEvent(event: raw.type ?? "message", data: String(decoding: raw.data, as: UTF8.self), id: raw.id,
+                                       retry: raw.retry))
+            })
+        }
+        #expect(events == golden.events)
+        #expect(emptyTypes == 0)
+    }
+
     @Test("golden stream fed one byte at a time", arguments: goldens)
     func byteAtATime(golden: Golden) throws {
         var parser = SSEParser()

@@ -30,10 +30,15 @@
 #   S5  10 000 concurrent streams, 20 events @ 1 s: must work; memory per stream (capped by the fd limit)
 #   S2tls  S2 at 100 (and 1 000) streams with the upstream behind TLS: relay over HTTP/1.1 and HTTP/2, nginx
 #       proxy_ssl (Tests/bench/tls.sh; BENCH_TLS=0 skips it, BENCH_TLS=only runs just it)
+#   IR  (BENCH_INSTRUCTIONS=1, about 1 minute more; =only runs just this) user-space instructions the proxy executes
+#       per request and per relayed event, counted by valgrind's callgrind (Ir): deterministic where this shared
+#       machine's times are not. Per request: 1 000 S3 POSTs (relay-bench posts, 50 connections) after 200 to warm
+#       up. Per event: 10 streams of 10 and of 50 events @ 50 ms; (Ir(50) - Ir(10)) / (10 x 40). Per stream: the
+#       rest of the 10-event run, / 10 (set-up and teardown). Kernel time is not in these counts.
 # "load core busy" near 100 % would mean the client + upstream, not the proxy, limit that row: check it.
 #
 # Environment: BENCH_QUICK=1, BENCH_SCRATCH_PATH (swift build --scratch-path), BENCH_PROXY_CPU, BENCH_LOAD_CPU,
-# BENCH_KEEP=1 (keep the work directory with every log), BENCH_SKIP_BUILD=1, BENCH_WAIT_IDLE=SECONDS (wait at
+# BENCH_KEEP=1 (keep the work directory with every log), BENCH_SKIP_BUILD=1, BENCH_INSTRUCTIONS=1|only, BENCH_WAIT_IDLE=SECONDS (wait at
 # most that long for an idle machine before starting), BENCH_PRIO=rt|nice|none (see below).
 set -uo pipefail
 
@@ -51,6 +56,8 @@ die() { log "$*"; exit 1; }
 missing=""
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing="$missing nginx"
 command -v wrk >/dev/null 2>&1 || missing="$missing wrk"
+INSTRUCTIONS=${BENCH_INSTRUCTIONS:-0}
+[ "$INSTRUCTIONS" != 0 ] && { command -v valgrind >/dev/null 2>&1 || missing="$missing valgrind"; }
 if [ -n "$missing" ]; then
   log "installing:$missing"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -234,8 +241,73 @@ wrk_run() {
 
 TARGETS=(relay nginx direct)
 
+# IR: instructions per request and per relayed event under callgrind (see the header). valgrind 3.19 cannot read
+# the DWARF 5 of a Swift release build (it gives up), so the relay runs as a copy without debug sections (the
+# symbol table stays: the profile still names functions); and libdispatch's sigsuspend needs a writable mask
+# (valgrind_sigsuspend.c). Each count is taken between `callgrind_control -z` (zero) and `-d` (dump).
+ir_dump() {   # PID OUTFILE-PREFIX -> Ir since the last zero
+  local before after
+  before=$(ls "$2".* 2>/dev/null | wc -l)
+  callgrind_control -d "$1" >/dev/null 2>&1
+  for _ in $(seq 1 100); do after=$(ls "$2".* 2>/dev/null | wc -l); [ "$after" -gt "$before" ] && break; sleep 0.1; done
+  awk '/^summary:/ { print $2 }' "$(ls -v "$2".* | tail -1)"
+}
+ir_run() {   # relay|nginx
+  local target=$1 out="$WORK/callgrind-$1" pid port
+  RUN=$((RUN + 1))
+  case $target in
+    relay)
+      [ -f "$WORK/relay-nodebug" ] || { cp "$RELAY" "$WORK/relay-nodebug" && strip -g "$WORK/relay-nodebug"; }
+      [ -f "$WORK/sigsuspend.so" ] || "${CC:-cc}" -shared -fPIC -O2 -o "$WORK/sigsuspend.so" "$HERE/valgrind_sigsuspend.c" \
+        || { log "IR: cannot build the sigsuspend shim (cc)"; return; }
+      LD_PRELOAD="$WORK/sigsuspend.so" taskset -c "$PROXY_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
+        "$WORK/relay-nodebug" --config "$WORK/relay.json" >"$WORK/relay-$RUN.log" 2>"$WORK/valgrind-$RUN.log" &
+      pid=$!
+      port=$(wait_for_port "$WORK/relay-$RUN.log" '"message":"relay listening"') || { log "IR: relay under valgrind did not start"; kill $pid; return; }
+      ;;
+    nginx)
+      port=$("$BENCH" free-port)
+      sed -e "s|@WORK@|$WORK|g" -e "s|@UPSTREAM_PORT@|$UP_PORT|g" -e "s|@PORT@|$port|g" -e "s|@NOFILE@|$(ulimit -n)|g" \
+        "$HERE/nginx.conf.template" >"$WORK/nginx.conf"
+      taskset -c "$PROXY_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" \
+        >"$WORK/nginx-$RUN.log" 2>"$WORK/valgrind-$RUN.log" &
+      pid=$!
+      for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+      ;;
+  esac
+  log "IR: $target under callgrind (pid $pid)"
+  local load=(taskset -c "$LOAD_CPU" "$BENCH")
+  "${load[@]}" posts --port "$port" --requests 200 --connections 50 >/dev/null
+  callgrind_control -z "$pid" >/dev/null 2>&1
+  local posts ir_posts n_posts
+  posts=$("${load[@]}" posts --port "$port" --requests 1000 --connections 50)
+  ir_posts=$(ir_dump "$pid" "$out")
+  n_posts=$(grep -o 'requests=[0-9]*' <<<"$posts" | cut -d= -f2)
+  local ir_s=() ev=()
+  for events in 10 50; do
+    callgrind_control -z "$pid" >/dev/null 2>&1
+    local r
+    r=$("${load[@]}" load --port "$port" --streams 10 --ramp-ms 50 --events "$events" --pace-us 50000 --size 64 \
+      --id-base $((RUN * 100000 + events * 100)) --timeout-s 120)
+    ir_s+=("$(ir_dump "$pid" "$out")")
+    ev+=("$(grep -o ' events=[0-9]*' <<<"$r" | cut -d= -f2)")
+  done
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  awk -v t="$target" -v ip="$ir_posts" -v np="$n_posts" -v a="${ir_s[0]}" -v b="${ir_s[1]}" -v ea="${ev[0]}" -v eb="${ev[1]}" 'BEGIN {
+    line = "RESULT scenario=IR title=user-space_instructions_(callgrind_Ir),_proxy_only target=" t
+    if (np > 0) line = line sprintf(" ir_per_request=%d", ip / np)
+    if (eb > ea) { pe = (b - a) / (eb - ea); line = line sprintf(" ir_per_event=%d ir_per_stream=%d", pe, (a - pe * ea) / 10) }
+    line = line " posts=" np " events=" ea "/" eb
+    print line }' >>"$RESULTS"
+}
+
+if [ "$INSTRUCTIONS" != 0 ]; then
+  for t in relay nginx; do ir_run "$t"; done
+fi
+if [ "$INSTRUCTIONS" = only ]; then TARGETS=(); fi
+
 # S2tls, the upstream behind TLS (relay HTTP/1.1 and HTTP/2, nginx proxy_ssl): see Tests/bench/tls.sh.
-source "$HERE/tls.sh"
+[ "$INSTRUCTIONS" = only ] || source "$HERE/tls.sh"
 
 # S1: one stream, 200 events at 10 ms, 64 content bytes per event.
 for t in "${TARGETS[@]}"; do
@@ -250,7 +322,7 @@ done
 
 # S1x: the same stream direct, but with the client on the proxy's CPU: what one cross-CPU wake-up costs on this
 # machine (every proxied event needs two), i.e. the floor under the proxies' S1 numbers.
-CLIENT_CPU=$PROXY_CPU stream_run S1x "S1_direct_with_the_client_on_the_proxy_CPU_(cross-CPU_wake-up_floor)" direct \
+[ ${#TARGETS[@]} -gt 0 ] && CLIENT_CPU=$PROXY_CPU stream_run S1x "S1_direct_with_the_client_on_the_proxy_CPU_(cross-CPU_wake-up_floor)" direct \
   --streams 1 --events 200 --pace-us 10000 --size 64 --seed 42 --timeout-s 30
 
 # S4: 200 streams, the client leaves after 5 events (ramped over 1 s so the closes do not coincide).
@@ -279,7 +351,7 @@ done
 # S5: 10 000 concurrent streams (full mode only), 20 events at 1 s (10 000 events/s, like S2 at 1 000 streams),
 # all open at once for 15 s. A proxy holds two descriptors per stream: where the hard descriptor limit is below
 # 20 000 + a few (this sandbox: 20 000, not raisable), the run uses as many streams as fit and says so.
-if [ "$QUICK" != 1 ]; then
+if [ "$QUICK" != 1 ] && [ ${#TARGETS[@]} -gt 0 ]; then
   S5_STREAMS=10000
   fd_limit=$(ulimit -n)
   if [ "$fd_limit" != unlimited ] && [ $(((fd_limit - 100) / 2)) -lt $S5_STREAMS ]; then

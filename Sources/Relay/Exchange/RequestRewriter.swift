@@ -45,24 +45,38 @@ public enum RequestRewriter {
         return baseURL + upstreamPath + "?" + query
     }
 
-    /// Every field that never passes as the client sent it (built once, not per request).
-    private static let alwaysRemoved: Set<String> = Set(clientCredentialFields + steeringFields + [
+    /// Every field that never passes as the client sent it (built once, not per request; a list, so a name is
+    /// compared without being lowercased into a new string).
+    private static let alwaysRemoved: [String] = clientCredentialFields + steeringFields + [
         "host", "content-length", "transfer-encoding", "expect", "accept-encoding", "x-request-id", "x-forwarded-for",
-    ])
+    ]
+
+    /// `alwaysRemoved` by name length: a field name is compared only with the few names as long as it.
+    private static let alwaysRemovedByLength: [[String]] = {
+        var table = [[String]](repeating: [], count: (alwaysRemoved.map(\.utf8.count).max() ?? 0) + 1)
+        for name in alwaysRemoved { table[name.utf8.count].append(name) }
+        return table
+    }()
+
+    private static func isAlwaysRemoved(_ name: String) -> Bool {
+        let length = name.utf8.count
+        return length < alwaysRemovedByLength.count && alwaysRemovedByLength[length].contains { asciiCaseInsensitiveEqual(name, $0) }
+    }
 
     public static func upstreamHeaders(
         from client: HTTPHeaders, upstream: RelayConfiguration.Upstream, client address: ClientAddress, requestID: String
     ) -> HTTPHeaders {
         var headers = client
         HopByHop.strip(&headers)
-        let keyHeader = upstream.keyHeader.lowercased()
+        let keyHeader = upstream.keyHeader
         let trusted = address.viaTrustedProxy
         // nginx's `underscores_in_headers off`: `X_Forwarded_For` or `X-Api_Key` becomes the same variable as its
         // dashed twin in CGI-style gateways (and in some providers' stacks), slipping past every check above.
         headers.removeAll { field in
-            if field.name.utf8.contains(0x5F) { return true }
-            let name = field.name.lowercased()
-            return alwaysRemoved.contains(name) || name == keyHeader || (!trusted && name == "x-forwarded-proto")
+            let name = field.name
+            if name.utf8.contains(0x5F) { return true }
+            return isAlwaysRemoved(name) || asciiCaseInsensitiveEqual(name, keyHeader)
+                || (!trusted && asciiCaseInsensitiveEqual(name, "x-forwarded-proto"))
         }
 
         headers.add(name: "Accept-Encoding", value: "identity")
@@ -106,7 +120,7 @@ public enum ResponseRewriter {
         let upstreamLength = headers.values("Content-Length")
         HopByHop.strip(&headers)
         headers.remove("X-Request-Id")
-        let isEventStream = headers.first("Content-Type")?.lowercased().hasPrefix("text/event-stream") ?? false
+        let isEventStream = headers.first("Content-Type").map { asciiCaseInsensitiveHasPrefix($0, lowercasePrefix: "text/event-stream") } ?? false
 
         var mode: ResponseBodyMode
         var keepAlive = keepAlive

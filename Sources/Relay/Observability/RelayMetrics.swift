@@ -19,12 +19,25 @@ public final class RelayMetrics: Sendable {
         }
     }
 
+    /// Label sets as values: hashing the labels themselves costs no string built per exchange. Rendered in the
+    /// order of their labels' text, as Prometheus clients expect a stable order.
+    struct RequestKey: Hashable, Sendable {
+        let route: String, status: Int, outcome: String
+        var sortKey: [String] { [route, String(status), outcome] }
+    }
+
+    struct TokenKey: Hashable, Sendable {
+        let route: String, model: String, completion: Bool, source: String
+        var kind: String { completion ? "completion" : "prompt" }
+        var sortKey: [String] { [route, model, kind, source] }
+    }
+
     struct Labelled: Sendable {
-        var requests: [String: UInt64] = [:]            // route \0 status \0 outcome
+        var requests: [RequestKey: UInt64] = [:]
         var upstreamErrors: [String: UInt64] = [:]      // kind
         var cancellations: [String: UInt64] = [:]       // phase
         var rejections: [String: UInt64] = [:]          // reason
-        var tokens: [String: UInt64] = [:]              // route \0 model \0 kind \0 source
+        var tokens: [TokenKey: UInt64] = [:]
         var budgetCuts: [String: UInt64] = [:]          // route
         var stateUnavailable: [String: UInt64] = [:]    // outcome
         var firstByte = Histogram()
@@ -41,7 +54,7 @@ public final class RelayMetrics: Sendable {
 
     public func exchangeEnded(route: String, status: Int, outcome: String, firstByteSeconds: Double?, durationSeconds: Double) {
         labelled.withLock { m in
-            m.requests["\(route)\u{0}\(status)\u{0}\(outcome)", default: 0] += 1
+            m.requests[RequestKey(route: route, status: status, outcome: outcome), default: 0] += 1
             if let firstByteSeconds { m.firstByte.observe(firstByteSeconds) }
             m.duration.observe(durationSeconds)
         }
@@ -51,8 +64,8 @@ public final class RelayMetrics: Sendable {
     /// `provider` or `estimate` (an exchange with nothing to count adds nothing).
     public func tokens(route: String, model: String, source: String, prompt: Int, completion: Int) {
         labelled.withLock { m in
-            m.tokens["\(route)\u{0}\(model)\u{0}prompt\u{0}\(source)", default: 0] += UInt64(max(prompt, 0))
-            m.tokens["\(route)\u{0}\(model)\u{0}completion\u{0}\(source)", default: 0] += UInt64(max(completion, 0))
+            m.tokens[TokenKey(route: route, model: model, completion: false, source: source), default: 0] += UInt64(max(prompt, 0))
+            m.tokens[TokenKey(route: route, model: model, completion: true, source: source), default: 0] += UInt64(max(completion, 0))
         }
     }
 
@@ -72,9 +85,8 @@ public final class RelayMetrics: Sendable {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
         }
         header("sse_relay_requests_total", "counter", "Exchanges ended, by route, status and outcome.")
-        for key in m.requests.keys.sorted() {
-            let parts = key.split(separator: "\u{0}", omittingEmptySubsequences: false).map(String.init)
-            out += "sse_relay_requests_total{route=\(quote(parts[0])),status=\(quote(parts[1])),outcome=\(quote(parts[2]))} \(m.requests[key]!)\n"
+        for key in m.requests.keys.sorted(by: { $0.sortKey.lexicographicallyPrecedes($1.sortKey) }) {
+            out += "sse_relay_requests_total{route=\(quote(key.route)),status=\(quote(String(key.status))),outcome=\(quote(key.outcome))} \(m.requests[key]!)\n"
         }
         header("sse_relay_active_connections", "gauge", "Open client connections.")
         out += "sse_relay_active_connections \(activeConnections.load(ordering: .relaxed))\n"
@@ -91,9 +103,8 @@ public final class RelayMetrics: Sendable {
         counterFamily(&out, "sse_relay_budget_cuts_total", "Streams ended early because the token budget was used up, by route.", "route", m.budgetCuts)
         counterFamily(&out, "sse_relay_state_unavailable_total", "Admissions decided while the shared state store did not answer, by outcome (rejected, allowed, local).", "outcome", m.stateUnavailable)
         header("sse_relay_tokens_total", "counter", "Tokens used, by route, model (allowlisted or other), kind (prompt, completion) and source (provider, estimate).")
-        for key in m.tokens.keys.sorted() {
-            let p = key.split(separator: "\u{0}", omittingEmptySubsequences: false).map(String.init)
-            out += "sse_relay_tokens_total{route=\(quote(p[0])),model=\(quote(p[1])),kind=\(quote(p[2])),source=\(quote(p[3]))} \(m.tokens[key]!)\n"
+        for key in m.tokens.keys.sorted(by: { $0.sortKey.lexicographicallyPrecedes($1.sortKey) }) {
+            out += "sse_relay_tokens_total{route=\(quote(key.route)),model=\(quote(key.model)),kind=\(quote(key.kind)),source=\(quote(key.source))} \(m.tokens[key]!)\n"
         }
         return out
     }

@@ -21,7 +21,7 @@ public struct JSONMember: Equatable, Sendable {
     }
 
     /// True when the key is exactly `name`, code point for code point.
-    public func hasKey(_ name: String) -> Bool { key.utf8.elementsEqual(name.utf8) }
+    public func hasKey(_ name: String) -> Bool { key == name && key.utf8.elementsEqual(name.utf8) }
 }
 
 /// Why a body is not exactly one well-formed JSON object, and the byte offset where the scanner gave up.
@@ -195,6 +195,7 @@ struct JSONByteScanner {
             throw fail(.notAnObject, at: start)
         }
         var members: [JSONMember] = []
+        members.reserveCapacity(8)   // a chat request has a handful of members: one allocation, no regrowth
         index += 1
         skipWhitespace()
         if try peek() == UInt8(ascii: "}") {

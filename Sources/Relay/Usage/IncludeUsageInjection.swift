@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Adds `"stream_options":{"include_usage":true}` to a streaming OpenAI chat request so the provider ends the
 /// stream with its token counts (OpenAI sends usage in a stream only when asked). Pure: bytes in, bytes out.
 ///
@@ -31,10 +37,14 @@ public enum IncludeUsageInjection {
     /// Azure's `/openai/deployments/NAME/…` alike). The Responses API always reports usage and has no such option.
     public static func applies(toPath path: String) -> Bool {
         // "/completions" also ends "/chat/completions"; compared on bytes, once per request.
-        let bytes = path.utf8
-        let bare = bytes[..<(bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.endIndex)]
-        let suffix = "/completions".utf8
-        return bare.count >= suffix.count && bare.suffix(suffix.count).elementsEqual(suffix)
+        var path = path
+        return path.withUTF8 { bytes in
+            let suffix: StaticString = "/completions"
+            var end = 0
+            while end < bytes.count && bytes[end] != UInt8(ascii: "?") { end += 1 }
+            guard end >= suffix.utf8CodeUnitCount else { return false }
+            return memcmp(bytes.baseAddress! + end - suffix.utf8CodeUnitCount, suffix.utf8Start, suffix.utf8CodeUnitCount) == 0
+        }
     }
 
     /// `stream` or `stream_options` given twice at the top level: providers read the last one, the injection would
@@ -46,8 +56,13 @@ public enum IncludeUsageInjection {
     }
 
     public static func apply(to body: [UInt8]) -> Result {
+        apply(to: body, members: try? JSONTopLevel.scan(body))
+    }
+
+    /// The same, with the body's members already scanned (nil: not a JSON object).
+    static func apply(to body: [UInt8], members: [JSONMember]?) -> Result {
         let untouched = Result(body: body, injected: false)
-        guard let members = try? JSONTopLevel.scan(body) else { return untouched }
+        guard let members else { return untouched }
         let stream = members.filter { $0.hasKey("stream") }
         guard stream.count == 1, stream[0].kind == .bool, body[stream[0].valueRange.lowerBound] == UInt8(ascii: "t")
         else { return untouched }

@@ -14,7 +14,12 @@ public enum UsageLabels {
     /// or for Gemini the path's `models/NAME:method` segment. nil when there is none. Log it only through the
     /// logger's escaping, it is client text.
     public static func requestedModel(body: [UInt8], path: String) -> String? {
-        if let members = try? JSONTopLevel.scan(body) {
+        requestedModel(body: body, members: try? JSONTopLevel.scan(body), path: path)
+    }
+
+    /// The same, with the body's members already scanned (nil: not a JSON object).
+    static func requestedModel(body: [UInt8], members: [JSONMember]?, path: String) -> String? {
+        if let members {
             let found = members.filter { $0.hasKey("model") }
             if found.count == 1, found[0].kind == .string, let model = JSONTopLevel.string(in: body, at: found[0].valueRange) {
                 return model

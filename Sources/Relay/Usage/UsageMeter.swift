@@ -55,10 +55,11 @@ struct UsageMeter: Sendable {
     /// The request is whole and the body policy accepted it (after its clamp): returns the body to forward, with
     /// `stream_options.include_usage` added when the route injects and the request is a streaming chat request.
     mutating func requestBody(_ body: [UInt8], path: String) -> [UInt8] {
-        requestedModel = UsageLabels.requestedModel(body: body, path: path)
+        let members = try? JSONTopLevel.scan(body)   // once, for both readers below
+        requestedModel = UsageLabels.requestedModel(body: body, members: members, path: path)
         requestBodyForEstimate = body
         guard settings.injectsUsage, IncludeUsageInjection.applies(toPath: path) else { return body }
-        let result = IncludeUsageInjection.apply(to: body)
+        let result = IncludeUsageInjection.apply(to: body, members: members)
         injected = result.injected
         return result.body
     }
