@@ -20,14 +20,36 @@ public enum RESPEncoder {
         return buffer
     }
 
+    /// The same from strings, written straight into one buffer (no array per argument: an admission has ~30).
     public static func encode(command arguments: [String]) -> [UInt8] {
-        encode(command: arguments.map { Array($0.utf8) })
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(arguments.reduce(16) { $0 + $1.utf8.count + 16 })
+        buffer.append(UInt8(ascii: "*"))
+        appendDecimal(arguments.count, to: &buffer)
+        for argument in arguments {
+            buffer.append(UInt8(ascii: "$"))
+            appendDecimal(argument.utf8.count, to: &buffer)
+            buffer.append(contentsOf: argument.utf8)
+            buffer.append(13)
+            buffer.append(10)
+        }
+        return buffer
     }
 
     private static let crlf: [UInt8] = [13, 10]
 
+    /// A non-negative count in decimal, then CRLF: most are under 100 (argument counts and lengths), written
+    /// without making a String.
     private static func appendDecimal(_ value: Int, to buffer: inout [UInt8]) {
-        buffer.append(contentsOf: String(value).utf8)
-        buffer.append(contentsOf: crlf)
+        if value >= 0 && value < 10 {
+            buffer.append(UInt8(ascii: "0") &+ UInt8(value))
+        } else if value >= 10 && value < 100 {
+            buffer.append(UInt8(ascii: "0") &+ UInt8(value / 10))
+            buffer.append(UInt8(ascii: "0") &+ UInt8(value % 10))
+        } else {
+            buffer.append(contentsOf: String(value).utf8)
+        }
+        buffer.append(13)
+        buffer.append(10)
     }
 }

@@ -130,6 +130,15 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
 
     /// Sends one command. `completion` runs once, on the loop, with the reply or why there is none.
     public func send(_ arguments: [[UInt8]], _ completion: @escaping Completion) {
+        send(encoded: RESPEncoder.encode(command: arguments), completion)
+    }
+
+    /// The same from strings, encoded straight into the command's bytes.
+    public func send(_ arguments: [String], _ completion: @escaping Completion) {
+        send(encoded: RESPEncoder.encode(command: arguments), completion)
+    }
+
+    private func send(encoded command: [UInt8], _ completion: @escaping Completion) {
         loop.assertOnLoop()
         switch state {
         case .closed:
@@ -140,16 +149,12 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
             if state == .idle { connect() }
             let pending = Pending(completion)
             armTimeout(pending)
-            queued.append((RESPEncoder.encode(command: arguments), pending))
+            queued.append((command, pending))
         case .ready:
             let pending = Pending(completion)
             armTimeout(pending)
-            write(RESPEncoder.encode(command: arguments), pending)
+            write(command, pending)
         }
-    }
-
-    public func send(_ arguments: [String], _ completion: @escaping Completion) {
-        send(arguments.map { Array($0.utf8) }, completion)
     }
 
     /// Commands sent and not answered yet.

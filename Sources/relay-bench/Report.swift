@@ -17,7 +17,7 @@ enum Report {
                     Row(title: "time to first byte, cold proxy (us)", key: "ttfb_p50_us", proxyOnly: false),
                     Row(title: "events byte-exact / received", key: "exact_summary", proxyOnly: false),
                     Row(title: "errors", key: "errors", proxyOnly: false)]
-        case "S1t":
+        case "S1t", stateTTFBScenario:
             return [Row(title: "time to first byte p50 (us)", key: "ttfb_p50_us", proxyOnly: false),
                     Row(title: "time to first byte p99 (us)", key: "ttfb_p99_us", proxyOnly: false),
                     Row(title: "proxy CPU per stream (us)", key: "cpu_us_per_stream", proxyOnly: true),
@@ -35,7 +35,7 @@ enum Report {
                     Row(title: "proxy CPU per event (us)", key: "cpu_us_per_event", proxyOnly: true),
                     Row(title: "proxy core busy (%)", key: "proxy_core_pct", proxyOnly: true),
                     Row(title: "load core busy: client+upstream (%)", key: "load_core_pct", proxyOnly: false)]
-        case "S3":
+        case "S3", stateRPSScenario:
             return [Row(title: "requests/s", key: "rps", proxyOnly: false, lowerIsBetter: false),
                     Row(title: "latency p50 (ms)", key: "lat_p50_ms", proxyOnly: false),
                     Row(title: "latency p99 (ms)", key: "lat_p99_ms", proxyOnly: false),
@@ -86,16 +86,26 @@ enum Report {
     /// S2 with the upstream behind TLS (Tests/bench/tls.sh): its own table, so the plain one keeps its columns.
     static let tlsScenario = "S2tls"
     static let tlsTargets = ["relay-tls", "relay-h2", "nginx-tls"]
+    /// S3 and S1t with per-address limits on the memory backend and on Redis (Tests/bench/state.sh): their own table.
+    static let stateRPSScenario = "S3state"
+    static let stateTTFBScenario = "S1tstate"
+    static let stateTargets = ["relay-mem", "relay-redis"]
 
     static func render(_ results: [Result], header: String) -> String {
         var out = header.isEmpty ? "" : header + "\n"
-        out += table(results.filter { $0["scenario"] != tlsScenario }, targets: ["relay", "nginx", "direct"],
+        let own: Set<String?> = [tlsScenario, stateRPSScenario, stateTTFBScenario]
+        out += table(results.filter { !own.contains($0["scenario"]) }, targets: ["relay", "nginx", "direct"],
                      ratios: [("relay/nginx", "relay", "nginx")])
         let tls = results.filter { $0["scenario"] == tlsScenario }
         if !tls.isEmpty {
             out += "\nupstream over TLS: relay-tls = relay with HTTP/1.1, relay-h2 = relay with HTTP/2, nginx-tls = proxy_ssl\n"
             out += table(tls, targets: tlsTargets, ratios: [("relay/nginx", "relay-tls", "nginx-tls"),
                                                             ("h2/h1.1", "relay-h2", "relay-tls")])
+        }
+        let state = results.filter { $0["scenario"] == stateRPSScenario || $0["scenario"] == stateTTFBScenario }
+        if !state.isEmpty {
+            out += "\nshared state: relay-mem = per-address limits in memory, relay-redis = the same limits in Redis (on the load CPU)\n"
+            out += table(state, targets: stateTargets, ratios: [("redis/memory", "relay-redis", "relay-mem")])
         }
         return out
     }

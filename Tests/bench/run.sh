@@ -30,6 +30,8 @@
 #   S5  10 000 concurrent streams, 20 events @ 1 s: must work; memory per stream (capped by the fd limit)
 #   S2tls  S2 at 100 (and 1 000) streams with the upstream behind TLS: relay over HTTP/1.1 and HTTP/2, nginx
 #       proxy_ssl (Tests/bench/tls.sh; BENCH_TLS=0 skips it, BENCH_TLS=only runs just it)
+#   S3state, S1tstate  S3 and S1t with per-address limits, on the memory backend and on Redis (Tests/bench/state.sh;
+#       BENCH_STATE=0 skips them, BENCH_STATE=only runs just them)
 #   IR  (BENCH_INSTRUCTIONS=1, about 1 minute more; =only runs just this) user-space instructions the proxy executes
 #       per request and per relayed event, counted by valgrind's callgrind (Ir): deterministic where this shared
 #       machine's times are not. Per request: 1 000 S3 POSTs (relay-bench posts, 50 connections) after 200 to warm
@@ -166,6 +168,7 @@ start_proxy() {   # relay|nginx|direct -> PROXY_PID, PORT
       ;;
     direct)
       PROXY_PID=""; PORT=$UP_PORT ;;
+    relay-mem|relay-redis) state_start_proxy "$1" ;;   # Tests/bench/state.sh
     *) tls_start_proxy "$1" ;;   # relay-tls, relay-h2, nginx-tls (Tests/bench/tls.sh)
   esac
 }
@@ -307,7 +310,10 @@ fi
 if [ "$INSTRUCTIONS" = only ]; then TARGETS=(); fi
 
 # S2tls, the upstream behind TLS (relay HTTP/1.1 and HTTP/2, nginx proxy_ssl): see Tests/bench/tls.sh.
-[ "$INSTRUCTIONS" = only ] || source "$HERE/tls.sh"
+S3_SECONDS=10; [ "$QUICK" = 1 ] && S3_SECONDS=3
+[ "$INSTRUCTIONS" = only ] || [ "${BENCH_STATE:-1}" = only ] || source "$HERE/tls.sh"
+# S3state, S1tstate: the per-address limits on the memory backend and on Redis: see Tests/bench/state.sh.
+[ "$INSTRUCTIONS" = only ] || [ "${BENCH_TLS:-1}" = only ] || source "$HERE/state.sh"
 
 # S1: one stream, 200 events at 10 ms, 64 content bytes per event.
 for t in "${TARGETS[@]}"; do
@@ -332,7 +338,6 @@ for t in "${TARGETS[@]}"; do
 done
 
 # S3: non-streaming POSTs with wrk, 50 connections.
-S3_SECONDS=10; [ "$QUICK" = 1 ] && S3_SECONDS=3
 for t in "${TARGETS[@]}"; do
   wrk_run S3 "non-streaming_POST,_50_connections,_${S3_SECONDS}_s" "$t" "$S3_SECONDS"
 done

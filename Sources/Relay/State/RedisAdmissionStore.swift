@@ -100,6 +100,12 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
     private let counters = Locked(Counters())
     /// Distinguishes this store's grants from other replicas' in the shared sets.
     private let instanceTag: String
+    /// What every admission sends that depends on the settings only, made once: key prefixes, the placeholder
+    /// keys of a request without a budget, the lease TTL, and the limits (with and without an identity).
+    private let prefixes: (rateAddress: String, rateIdentity: String, streamsAddress: String, streamsIdentity: String, released: String)
+    private let unusedWindowKeys: [String]
+    private let ttlString: String
+    private let limitArguments: (anonymous: [String], identified: [String])
 
     /// Decisions taken without Redis, by kind: for metrics and tests.
     public struct Counters: Sendable, Equatable {
@@ -127,6 +133,18 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
         self.logger = logger
         var random = SystemRandomNumberGenerator()
         instanceTag = String(random.next() as UInt64, radix: 36)
+        let p = settings.keyPrefix
+        prefixes = (p + "rate:addr:", p + "rate:id:", p + "streams:addr:", p + "streams:id:", p + "released:")
+        unusedWindowKeys = Array(repeating: p + "unused", count: 8)
+        ttlString = String(Int64(settings.leaseTTLSeconds * 1000))
+        func limitStrings(_ limit: RateLimits?) -> [String] {
+            [String(limit?.requestsPerMinute ?? 0), String(limit?.burst ?? 1), String(limit?.maxConcurrentStreams ?? -1),
+             String(limit?.concurrencyRetryAfterSeconds ?? 1)]
+        }
+        let b = settings.budgets
+        let budgetLimits = [b.identityTokensPerDay, b.identityTokensPerMonth, b.totalTokensPerDay, b.totalTokensPerMonth].map { String($0 ?? -1) }
+        limitArguments = (limitStrings(settings.perAddress) + limitStrings(nil) + ["0"] + budgetLimits,
+                          limitStrings(settings.perAddress) + limitStrings(settings.perIdentity) + ["1"] + budgetLimits)
         clients = Locked([:])
         for loop in loops {
             let client = makeClient(loop)
@@ -151,21 +169,25 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
     public func admit(_ request: AdmissionRequest, on loop: EventLoop, _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
         let id = nextID.withLock { $0 &+= 1; return $0 }
         let uid = "\(instanceTag):\(id)"
-        let a = settings.perAddress, i = request.identity == nil ? nil : settings.perIdentity
-        let windows = BudgetWindows(wallClockSeconds: request.wallClockSeconds)
-        let streamKeys = [key("streams:addr:", request.address), key("streams:id:", request.identity ?? "")]
-        let windowKeys = request.budget.map { windowKeyList($0.key, windows) } ?? Array(repeating: key("unused"), count: 8)
-        let tombstone = key("released:", uid)
-        let keys = [key("rate:addr:", request.address), key("rate:id:", request.identity ?? "")] + streamKeys + windowKeys + [tombstone]
-        let limits = settings.budgets
-        var arguments = [nowArgument(), ttlArgument(), uid]
-        for limit in [a, i] {
-            arguments += [String(limit?.requestsPerMinute ?? 0), String(limit?.burst ?? 1), String(limit?.maxConcurrentStreams ?? -1),
-                          String(limit?.concurrencyRetryAfterSeconds ?? 1)]
-        }
-        arguments += [request.identity == nil ? "0" : "1", String(max(0, request.budget?.tokens ?? 0))]
-        arguments += [limits.identityTokensPerDay, limits.identityTokensPerMonth, limits.totalTokensPerDay, limits.totalTokensPerMonth]
-            .map { String($0 ?? -1) }
+        let a = settings.perAddress
+        // Window labels and ends only matter to a request with a budget.
+        let windows = request.budget == nil ? BudgetWindows.none : BudgetWindows(wallClockSeconds: request.wallClockSeconds)
+        let streamKeys = [prefixes.streamsAddress + request.address, prefixes.streamsIdentity + (request.identity ?? "")]
+        let windowKeys = request.budget.map { windowKeyList($0.key, windows) } ?? unusedWindowKeys
+        let tombstone = prefixes.released + uid
+        var keys = [prefixes.rateAddress + request.address, prefixes.rateIdentity + (request.identity ?? "")]
+        keys.reserveCapacity(13)
+        keys += streamKeys
+        keys += windowKeys
+        keys.append(tombstone)
+        // now, ttl, uid, the address's and identity's limits, whether there is an identity, the reservation, the
+        // budget limits (limitArguments keeps that order), then the wall clock and the windows' ends.
+        var arguments = [nowArgument(), ttlString, uid]
+        arguments.reserveCapacity(25)
+        let limits = request.identity == nil ? limitArguments.anonymous : limitArguments.identified
+        arguments += limits[0..<9]
+        arguments.append(String(max(0, request.budget?.tokens ?? 0)))
+        arguments += limits[9...]
         arguments += [String(request.wallClockSeconds), String(windows.dayEnd), String(windows.monthEnd)]
 
         evaluate(.admit, keys: keys, arguments: arguments, on: loop) { [weak self] result in
@@ -411,16 +433,26 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
     }
 
     private func nowArgument() -> String { settings.clockMilliseconds.map { String($0()) } ?? "" }
-    private func ttlArgument() -> String { String(Int64(settings.leaseTTLSeconds * 1000)) }
+    private func ttlArgument() -> String { ttlString }
 }
 
 /// The UTC calendar day and month a wall-clock second falls in (the ledger's `BudgetWindow`), and when each ends.
 struct BudgetWindows: Equatable {
+    /// For a request without a budget: nothing is read from it.
+    static let none = BudgetWindows(day: "", month: "", dayEnd: 0, monthEnd: 0)
+
     var day: String
     var month: String
     /// Unix seconds at which the day and the month end.
     var dayEnd: Int64
     var monthEnd: Int64
+
+    init(day: String, month: String, dayEnd: Int64, monthEnd: Int64) {
+        self.day = day
+        self.month = month
+        self.dayEnd = dayEnd
+        self.monthEnd = monthEnd
+    }
 
     init(wallClockSeconds seconds: Int64) {
         day = BudgetWindow.day.label(at: seconds)
