@@ -58,6 +58,36 @@ enum Report {
         }
     }
 
+    /// The performance round's targets (relay against nginx, or an absolute bound), where one was set.
+    struct Goal {
+        enum Bound { case ratioAtMost(Double), ratioAtLeast(Double), relayAtMost(Double) }
+        let text: String
+        let bound: Bound
+
+        /// " met" / " not met" when the row's numbers decide it.
+        func verdict(ratio: Double?, relay: Double?) -> String {
+            switch bound {
+            case .ratioAtMost(let x): return ratio.map { $0 <= x ? " met" : " not met" } ?? ""
+            case .ratioAtLeast(let x): return ratio.map { $0 >= x ? " met" : " not met" } ?? ""
+            case .relayAtMost(let x): return relay.map { $0 <= x ? " met" : " not met" } ?? ""
+            }
+        }
+    }
+
+    static func goal(scenario: String, title: String, key: String) -> Goal? {
+        switch (scenario, key) {
+        case ("S1", "lat_p50_us"), ("S1", "lat_p99_us"), ("S1t", "ttfb_p50_us"): return Goal(text: "<=1.2x", bound: .ratioAtMost(1.2))
+        case ("S2", "lat_p99_us"): return Goal(text: "<=2x", bound: .ratioAtMost(2))
+        case ("S2", "ttfb_p50_us") where title.hasPrefix("1000_"): return Goal(text: "<=1.5x", bound: .ratioAtMost(1.5))
+        case ("S2", "cpu_us_per_event") where title.hasPrefix("5000_"): return Goal(text: "<=1.1x", bound: .ratioAtMost(1.1))
+        case ("S2", "mem_per_stream_kb") where title.hasPrefix("5000_"): return Goal(text: "<=1.2x", bound: .ratioAtMost(1.2))
+        case ("S3", "rps"): return Goal(text: ">=0.7x", bound: .ratioAtLeast(0.7))
+        case ("S3", "cpu_us_per_request"): return Goal(text: "<=1.5x", bound: .ratioAtMost(1.5))
+        case ("S4", "cancel_p99_us"): return Goal(text: "<=1000 us", bound: .relayAtMost(1000))
+        default: return nil
+        }
+    }
+
     /// What else ran on the two CPUs during the measurement (a shared machine's builds, say).
     static let interference = [
         Row(title: "other processes on proxy CPU (%)", key: "other_on_proxy_cpu_pct", proxyOnly: false),
@@ -95,7 +125,7 @@ enum Report {
         var out = header.isEmpty ? "" : header + "\n"
         let own: Set<String?> = [tlsScenario, stateRPSScenario, stateTTFBScenario]
         out += table(results.filter { !own.contains($0["scenario"]) }, targets: ["relay", "nginx", "direct"],
-                     ratios: [("relay/nginx", "relay", "nginx")])
+                     ratios: [("relay/nginx", "relay", "nginx")], goals: true)
         let tls = results.filter { $0["scenario"] == tlsScenario }
         if !tls.isEmpty {
             out += "\nupstream over TLS: relay-tls = relay with HTTP/1.1, relay-h2 = relay with HTTP/2, nginx-tls = proxy_ssl\n"
@@ -111,7 +141,7 @@ enum Report {
     }
 
     /// One table: a column per target, then each ratio (header, numerator target, denominator target).
-    static func table(_ results: [Result], targets: [String], ratios: [(String, String, String)]) -> String {
+    static func table(_ results: [Result], targets: [String], ratios: [(String, String, String)], goals: Bool = false) -> String {
         var out = ""
         let widths = (title: 46, col: 11)
         func pad(_ s: String, _ w: Int, left: Bool = false) -> String {
@@ -120,7 +150,7 @@ enum Report {
             return left ? s + String(repeating: " ", count: w - n) : String(repeating: " ", count: w - n) + s
         }
         out += pad("metric", widths.title, left: true) + targets.map { pad($0, widths.col) }.joined()
-            + ratios.map { pad($0.0, widths.col + 1) }.joined() + "\n"
+            + ratios.map { pad($0.0, widths.col + 1) }.joined() + (goals ? "  target" : "") + "\n"
         out += String(repeating: "-", count: widths.title + widths.col * targets.count + (widths.col + 1) * ratios.count) + "\n"
         // Scenario groups in order of first appearance.
         var groups: [String] = []
@@ -144,12 +174,17 @@ enum Report {
                     values[t] = v
                     line += pad(v, widths.col)
                 }
+                var ratio: Double?
                 for (_, numerator, denominator) in ratios {
                     if let a = values[numerator].flatMap(Double.init), let b = values[denominator].flatMap(Double.init), b != 0 {
+                        ratio = ratio ?? a / b
                         line += pad(format1(a / b, digits: 2) + "x", widths.col + 1)
                     } else {
                         line += pad("", widths.col + 1)
                     }
+                }
+                if goals, let goal = goal(scenario: scenario, title: String(parts.count > 1 ? parts[1] : ""), key: row.key) {
+                    line += "  " + goal.text + goal.verdict(ratio: ratio, relay: values["relay"].flatMap(Double.init))
                 }
                 out += line + "\n"
             }
