@@ -198,6 +198,10 @@ final class LoadClient {
         put("lat_p90_us", us(percentile(latencies, 90)))
         put("lat_p99_us", us(percentile(latencies, 99)))
         put("lat_max_us", us(latencies.last ?? 0))
+        // Pace kept: an event is on time when it arrives before the next one is due (latency under the pace).
+        let pace = UInt64(max(config.paceUs, 0)) * 1000
+        let onTime = latencies.firstIndex { $0 >= pace } ?? latencies.count
+        put("on_time_pct", format1(Double(onTime) / Double(max(latencies.count, 1)) * 100))
         put("ttfb_p50_us", us(percentile(ttfb, 50)))
         put("ttfb_p99_us", us(percentile(ttfb, 99)))
         put("wall_s", format1(wall, digits: 3))

@@ -28,6 +28,7 @@ enum Report {
                     Row(title: "event latency p99 (us)", key: "lat_p99_us", proxyOnly: false),
                     Row(title: "time to first byte p50 (us)", key: "ttfb_p50_us", proxyOnly: false),
                     Row(title: "time to first byte p99 (us)", key: "ttfb_p99_us", proxyOnly: false),
+                    Row(title: "events on time: latency < pace (%)", key: "on_time_pct", proxyOnly: false, lowerIsBetter: false),
                     Row(title: "streams ok / errors", key: "ok_errors", proxyOnly: false),
                     Row(title: "events received", key: "events", proxyOnly: false),
                     Row(title: "proxy peak RSS (MB)", key: "rss_peak_mb", proxyOnly: true),
@@ -60,7 +61,7 @@ enum Report {
 
     /// The performance round's targets (relay against nginx, or an absolute bound), where one was set.
     struct Goal {
-        enum Bound { case ratioAtMost(Double), ratioAtLeast(Double), relayAtMost(Double) }
+        enum Bound { case ratioAtMost(Double), ratioAtLeast(Double), relayAtMost(Double), relayAtLeast(Double) }
         let text: String
         let bound: Bound
 
@@ -70,6 +71,7 @@ enum Report {
             case .ratioAtMost(let x): return ratio.map { $0 <= x ? " met" : " not met" } ?? ""
             case .ratioAtLeast(let x): return ratio.map { $0 >= x ? " met" : " not met" } ?? ""
             case .relayAtMost(let x): return relay.map { $0 <= x ? " met" : " not met" } ?? ""
+            case .relayAtLeast(let x): return relay.map { $0 >= x ? " met" : " not met" } ?? ""
             }
         }
     }
@@ -80,6 +82,7 @@ enum Report {
         case ("S2", "lat_p99_us"): return Goal(text: "<=2x", bound: .ratioAtMost(2))
         case ("S2", "ttfb_p50_us") where title.hasPrefix("1000_"): return Goal(text: "<=1.5x", bound: .ratioAtMost(1.5))
         case ("S2", "cpu_us_per_event") where title.hasPrefix("5000_"): return Goal(text: "<=1.1x", bound: .ratioAtMost(1.1))
+        case ("S2", "on_time_pct") where title.hasPrefix("5000_"): return Goal(text: ">=95 %", bound: .relayAtLeast(95))
         case ("S2", "mem_per_stream_kb") where title.hasPrefix("5000_"): return Goal(text: "<=1.2x", bound: .ratioAtMost(1.2))
         case ("S3", "rps"): return Goal(text: ">=0.7x", bound: .ratioAtLeast(0.7))
         case ("S3", "cpu_us_per_request"): return Goal(text: "<=1.5x", bound: .ratioAtMost(1.5))

@@ -3,6 +3,7 @@
 #
 #   make bench                 # full run (about 5 minutes)
 #   BENCH_QUICK=1 make bench   # S1, S2 at 100 streams, S3 for 3 s, S4 (about 1 minute)
+#   BENCH_ONLY="S2 S3" make bench   # only these scenarios (with BENCH_TLS=0 BENCH_STATE=0 to leave those out too)
 #
 # What runs (everything on 127.0.0.1, every loop bounded in count and time):
 #   relay-bench upstream   fake OpenAI-compatible provider: streams `data: {...chat.completion.chunk...}` events
@@ -183,9 +184,13 @@ stop_proxy() {
   fi
 }
 
+# BENCH_ONLY="S2 S3": run only these scenarios (the others are skipped where they would start).
+bench_selected() { [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" $1 "* ]]; }
+
 # One streaming measurement: SCENARIO TITLE TARGET load-options... (CLIENT_CPU overrides the client's CPU)
 stream_run() {
   local scenario=$1 title=$2 target=$3; shift 3
+  bench_selected "$scenario" || return 0
   start_proxy "$target"
   log "$scenario $title: $target"
   "${PRIO[@]}" taskset -c "${CLIENT_CPU:-$LOAD_CPU}" "$BENCH" load --port "$PORT" ${PROXY_PID:+--proxy-pid "$PROXY_PID"} \
@@ -207,6 +212,7 @@ to_ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) { sub(/us$/, "", v); print v / 1
 # One wrk measurement: SCENARIO TITLE TARGET SECONDS
 wrk_run() {
   local scenario=$1 title=$2 target=$3 seconds=$4
+  bench_selected "$scenario" || return 0
   start_proxy "$target"
   log "$scenario $title: $target"
   local cpu0 up0 core0 pcore0 cpu1 up1 core1 pcore1 t0 t1 out
