@@ -48,6 +48,12 @@ struct HostileClientTests {
             try client.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le")
             if reset { client.reset() } else { client.close() }
         }
+        // A synchronisation point: the listen backlog is accepted in order, so once this request is answered every
+        // connection above has been accepted (no open count of 0 seen before the last accept).
+        let probe = try relay.client()
+        try probe.sendRequest(method: "GET", path: "/healthz", headers: [("Host", "x")])
+        #expect(try probe.readHead().status == 200)
+        probe.close()
         try relay.waitUntilNoConnections(timeout: 2)
         #expect(relay.server.liveCounts().connections == 0)
     }
