@@ -68,6 +68,12 @@ struct ResourceLeakTests {
             if i % 2 == 1 { try client.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le") }
             if i % 3 == 0 { client.reset() } else { client.close() }
         }
+        // A synchronisation point: the backlog is accepted in order, so once this request is answered every bare
+        // connection above has been accepted (no count of 0 read before the last accept).
+        let probe = try relay.client()
+        try probe.sendRequest(method: "GET", path: "/healthz")
+        _ = try probe.readBody(head: try probe.readHead())
+        probe.close()
         try upstream.waitForScriptsToFinish(timeout: 30)
         #expect(upstream.scriptErrors.isEmpty, "\(upstream.scriptErrors.prefix(3))")
         try relay.waitUntilIdle(timeout: 10)
