@@ -184,6 +184,9 @@ stop_proxy() {
   fi
 }
 
+# Stops a helper process started in the background (a TLS terminator, redis-server) and reaps it.
+stop_pid() { [ -n "$1" ] && { kill "$1" 2>/dev/null; wait "$1" 2>/dev/null; }; return 0; }
+
 # BENCH_ONLY="S2 S3": run only these scenarios (the others are skipped where they would start).
 bench_selected() { [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" $1 "* ]]; }
 

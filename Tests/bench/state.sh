@@ -13,13 +13,7 @@
 
 STATE_REDIS_PID=""
 
-state_stop_redis() {
-  if [ -n "$STATE_REDIS_PID" ]; then
-    kill "$STATE_REDIS_PID" 2>/dev/null
-    wait "$STATE_REDIS_PID" 2>/dev/null
-    STATE_REDIS_PID=""
-  fi
-}
+state_stop_redis() { stop_pid "$STATE_REDIS_PID"; STATE_REDIS_PID=""; }
 
 # redis-server and the two configurations.
 state_setup() {

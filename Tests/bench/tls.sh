@@ -20,13 +20,7 @@
 TLS_DIR="$WORK/tls"
 TLS_TERM_PID=""
 
-tls_stop_terminator() {
-  if [ -n "$TLS_TERM_PID" ]; then
-    kill "$TLS_TERM_PID" 2>/dev/null
-    wait "$TLS_TERM_PID" 2>/dev/null
-    TLS_TERM_PID=""
-  fi
-}
+tls_stop_terminator() { stop_pid "$TLS_TERM_PID"; TLS_TERM_PID=""; }
 
 tls_wait_tcp() {   # PORT: waits up to 5 s until something accepts on 127.0.0.1:PORT
   for _ in $(seq 1 100); do
