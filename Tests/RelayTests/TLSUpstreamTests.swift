@@ -200,4 +200,25 @@ struct TLSUpstreamTests {
         for client in held { client.close() }
         first.close()
     }
+
+    /// A body the relay refuses to rewind, and an empty one (curl resends those without a rewind: the send count
+    /// stops it).
+    @Test("a POST whose reused TLS connection dies mid-request reaches the provider once (no resend)",
+          arguments: versions, [true, false])
+    func postOnADyingConnectionIsSentOnce(version: UpstreamHTTPVersion, withBody: Bool) throws {
+        let upstream = try TLSUpstream()
+        let relay = try Self.relay(upstream, version)
+        // A first request leaves a connection in the pool; the POST goes out on it, and the provider drops it
+        // after reading the request: curl's own retry of a request on a reused connection must not fire.
+        let first = try relay.client()
+        try first.sendRequest(path: "/v1/first", body: chatBody)
+        #expect(try first.readHead().status == 200)
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/drop", body: withBody ? chatBody : [])
+        #expect(try client.readHead(timeout: 10).status == 502)
+        try relay.waitUntilIdle()
+        let sent = upstream.allEvents.filter { $0.kind == "request" && $0.detail == "/v1/drop" }
+        #expect(sent.count == 1, "the POST reached the provider \(sent.count) times: \(upstream.allEvents)")
+        relay.assertNoSecretLeaks(clients: [first, client])
+    }
 }

@@ -16,6 +16,7 @@ stamped with time.monotonic_ns() (CLOCK_MONOTONIC, the clock the tests read):
 
 Paths script the answer (a path containing):
   /hold     read the request, answer nothing (a model that has not started)
+  /drop     read the request, then close the connection without an answer (a provider dying mid-request)
   /stream   200 text/event-stream, one event at once, then one every 100 ms for up to 60 s
   other     200 application/json {"ok":true} (Content-Length), connection kept alive
 
@@ -135,6 +136,9 @@ class H2Connection(Connection):
     def start(self, sid):
         path = self.streams[sid][0]
         emit("request", now(), self.index, sid, path)
+        if "/drop" in path:
+            self.sock.shutdown(socket.SHUT_RDWR)
+            return
         if "/hold" in path:
             return
         if "/stream" in path:
@@ -196,6 +200,9 @@ class H1Connection(Connection):
 
     def start(self, path):
         emit("request", now(), self.index, 1, path)
+        if "/drop" in path:
+            self.sock.shutdown(socket.SHUT_RDWR)
+            return
         if "/hold" in path:
             self.streams[1] = [path, None, 0]
             return
