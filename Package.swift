@@ -45,7 +45,7 @@ let package = Package(
         .target(name: "Redis", dependencies: ["Transport", "Support"], swiftSettings: serverRelease),
         // Configuration, routing, admission (auth, limits, policies), request rewriting, the exchange and its state
         // machine, usage presets, the composition root (`RelayServer`) and the dev fake provider.
-        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage", "Redis"],
+        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage", "Redis", "JSON"],
                 swiftSettings: serverRelease),
         .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support"]),
         // libFuzzer target for the request parser (`make fuzz`); a normal build replays a corpus instead.
@@ -70,7 +70,7 @@ let package = Package(
         // The connection state machine, deadlines and client-address rules, as values: no sockets, no sleeps.
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP1", "Support", "TestSupportCore"]),
         // Pure cores (state machine, rewriting, configuration, timers): no sockets, no sleeps.
-        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "TestSupportCore", "Usage"]),
+        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "TestSupportCore", "Usage", "JSON"]),
         // The real server on port 0 between a raw test client and a scripted test upstream.
         .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "COpenSSL",
                                                       "RelayTestSupport", "TestHarness", "TestSupportCore", "Usage"]),
@@ -86,9 +86,13 @@ let package = Package(
         // `relay-chat --url URL "prompt"`: a terminal chat through the relay, built on the client library.
         .executableTarget(name: "relay-chat", dependencies: ["SSERelayClient"]),
         .testTarget(name: "SSETests", dependencies: ["SSE", "TestSupportCore"]),
+        // The one strict JSON reader for request bodies (`JSONDocument`): escapes decoded, duplicate keys at any
+        // depth, invalid UTF-8, lone surrogates and trailing data refused; edits applied in one pass. Pure Swift.
+        .target(name: "JSON", swiftSettings: serverRelease),
+        .testTarget(name: "JSONTests", dependencies: ["JSON", "TestSupportCore"]),
         // Token usage read from provider responses (OpenAI, Anthropic, Gemini, Azure OpenAI), the prompt estimate and
         // the filter that removes an injected usage event. Pure Swift on top of `SSE`: bytes in, counts out.
-        .target(name: "Usage", dependencies: ["SSE"], swiftSettings: serverRelease),
+        .target(name: "Usage", dependencies: ["SSE", "JSON"], swiftSettings: serverRelease),
         .testTarget(name: "UsageTests", dependencies: ["Usage", "SSE", "TestSupportCore"]),
         // The client library against the real relay (dev fake provider, scripted upstream) on port 0.
         .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "Support", "Auth", "COpenSSL",

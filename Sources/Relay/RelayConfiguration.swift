@@ -79,6 +79,9 @@ public struct RelayConfiguration: Sendable {
         public var provider: Provider
         /// Usage accounting options (`usage.inject`, `onClientCancel`, `drainMaxSeconds`).
         public var usage: RouteUsage
+        /// With budgets, requests to endpoints whose cost the relay cannot count (`Endpoint.unmetered`) pass
+        /// instead of getting 403 `endpoint_not_metered`: the operator accepts that they are not charged.
+        public var unmetered = false
         public init(prefix: String, upstream: String, stripPrefix: Bool = false, methods: [String] = Route.defaultMethods,
                     auth: RouteAuth = .none, exact: Bool = false, bodyPolicy: BodyPolicy = BodyPolicy(),
                     provider: Provider = .openai, usage: RouteUsage = RouteUsage()) {
@@ -97,6 +100,14 @@ public struct RelayConfiguration: Sendable {
         /// usage event removed from the client's stream): `usage.inject`, else the provider's default; never for a
         /// provider that does not speak OpenAI's format.
         public var injectsUsage: Bool { provider.speaksOpenAI && (usage.inject ?? provider.injectsUsageByDefault) }
+
+        /// Whether a request to `endpoint` gets `stream_options.include_usage`: on OpenAI-shaped chat, whatever the
+        /// preset (Gemini's and Anthropic's OpenAI-compatible endpoints take it too), unless `usage.inject` is false.
+        /// Whether a POST can reach an endpoint that is neither metered nor free: every route but an exact one on a
+        /// metered or free endpoint.
+        public var reachesUnmeteredEndpoints: Bool { !exact || Endpoint(method: "POST", path: prefix) == .unmetered }
+
+        public func injectsUsage(at endpoint: Endpoint) -> Bool { endpoint == .openAIChat && (usage.inject ?? true) }
 
         /// Prefix matching stops at segment boundaries: `/v1/models` matches `/v1/models` and `/v1/models/x`,
         /// never `/v1/modelsX` (a prefix ending in `/` is its own boundary).
@@ -384,7 +395,7 @@ struct ConfigReader {
                             upstreamNames: Set<String>) -> RelayConfiguration.Route? {
         guard let route = value as? [String: Any] else { problem(path, "must be an object"); return nil }
         checkKnown(route, ["prefix", "upstream", "stripPrefix", "methods", "auth", "exact", "models", "maxTokens",
-                           "usage", "onClientCancel", "drainMaxSeconds"], path)
+                           "usage", "onClientCancel", "drainMaxSeconds", "unmetered"], path)
         let prefix = string(route, "prefix", "\(path).prefix")
         let upstream = string(route, "upstream", "\(path).upstream")
         if prefix == nil && route["prefix"] == nil { problem("\(path).prefix", "is required") }
@@ -407,9 +418,13 @@ struct ConfigReader {
         let bodyPolicy = self.bodyPolicy(route, path)
         let provider = upstream.flatMap { upstreams[$0]?.provider } ?? .openai
         let usage = routeUsage(route, path, provider: provider)
+        let unmetered = bool(route, "unmetered", "\(path).unmetered") ?? false
         guard let prefix, let upstream else { return nil }
-        return .init(prefix: prefix, upstream: upstream, stripPrefix: strip, methods: methods, auth: auth ?? .none,
-                     exact: exact, bodyPolicy: bodyPolicy, provider: provider, usage: usage)
+        var read = RelayConfiguration.Route(prefix: prefix, upstream: upstream, stripPrefix: strip, methods: methods,
+                                            auth: auth ?? .none, exact: exact, bodyPolicy: bodyPolicy, provider: provider,
+                                            usage: usage)
+        read.unmetered = unmetered
+        return read
     }
 
     /// `limits`.

@@ -9,7 +9,7 @@ import Darwin
 /// tap never decodes a whole chunk.
 ///
 /// Lenient on purpose: it reads what a provider wrote, not what a client may smuggle (request bodies the relay
-/// forwards are checked by the strict `JSONTopLevel` in the relay). Malformed or truncated input yields `nil`, never
+/// forwards are read by the strict `JSONDocument`). Malformed or truncated input yields `nil`, never
 /// a trap; nesting is capped at `maxDepth` so hostile input costs bounded stack. Keys are compared as raw bytes
 /// (providers never escape the ASCII key names read here); a key that appears twice resolves to the last one, as in
 /// JavaScript's and Python's parsers.
@@ -237,34 +237,6 @@ struct JSONPeek {
             i = j + 1
         }
         return (present, nonEmpty, object, measured)
-    }
-
-    /// The number of Unicode scalars the string at `i` decodes to (escapes count as the one character they
-    /// stand for; a surrogate pair as one), or nil if there is no string there.
-    func characterCount(ofStringAt i: Int) -> Int? {
-        guard let end = endOfString(at: i) else { return nil }
-        var count = 0
-        var j = i + 1
-        while j < end - 1 {
-            let c = bytes[j]
-            if c == Self.backslash {
-                if byte(at: j + 1) == UInt8(ascii: "u") {
-                    // A high surrogate's escape and its low half make one character: count the high half only.
-                    let isLowSurrogate = j + 2 < end && (bytes[j + 2] | 0x20) == UInt8(ascii: "d")
-                        && j + 3 < end && [UInt8(ascii: "c"), UInt8(ascii: "d"), UInt8(ascii: "e"), UInt8(ascii: "f")].contains(bytes[j + 3] | 0x20)
-                    if !isLowSurrogate { count += 1 }
-                    j += 6
-                } else {
-                    count += 1
-                    j += 2
-                }
-            } else {
-                // Count UTF-8 lead bytes (anything but 10xxxxxx continuation bytes).
-                if c & 0xC0 != 0x80 { count += 1 }
-                j += 1
-            }
-        }
-        return count
     }
 }
 

@@ -1,85 +1,67 @@
-/// The prompt-token estimate used when a provider gave no usage: the characters of the request's message text
-/// divided by four, rounded up (OpenAI's rule of thumb for English: one token ≈ 4 characters).
+import JSON
+
+/// The prompt-token estimate: the characters of every string the provider will tokenize, divided by four and
+/// rounded up (OpenAI's rule of thumb for English: one token ≈ 4 characters). Used for the budget reservation, and
+/// for the usage of a stream that ended without the provider's counts. It must never under-count: a client chooses
+/// the body, and whatever the estimate misses is spent for free.
 ///
-/// Characters are Unicode scalars after JSON unescaping. Only message text counts, read from the request body:
-/// - OpenAI / Azure OpenAI: `messages[].content` (a string, or the `text` of each part); the Responses API's
-///   `instructions` and `input` (a string, or items whose `content` is a string or parts with `text`); a legacy
-///   completion's `prompt` string.
-/// - Anthropic: `system` (a string or text blocks) and `messages[].content` (a string or blocks: `text`, and the
-///   `content` of tool results).
-/// - Gemini: `contents[].parts[].text` and `systemInstruction.parts[].text` (also spelled `system_instruction`).
+/// What counts, read from the body as the one strict reader (`JSONDocument`) decoded it, so `"m\u0065ssages"` is
+/// `messages` and no escape hides text:
+/// - every string value anywhere in the body (messages and their parts, `system`, `instructions`, `input`,
+///   `prompt`, Gemini's `contents` and `systemInstruction`, tool calls' and function calls' `arguments`, tool
+///   results, descriptions, enum values, stop sequences…), whatever the provider or endpoint;
+/// - the keys inside tool definitions and output schemas (`tools`, `functions`, `response_format`, `parameters`,
+///   `input_schema`, `schema`, `responseSchema`), which providers serialise into the prompt;
+/// - not: the `model` name, structural tags (`role`, `type`, ids), and binary payloads (`data`, `image_url`, `url`,
+///   `file_data`, …): images, files and audio are billed by their own rules, which the relay cannot compute; the
+///   reservation covers them with its floor of the body's bytes ÷ 4 (README, "Budgets").
 ///
-/// Images, audio, tool definitions and per-message overhead are not counted, and text in languages that need more
-/// tokens per character is undercounted: the estimate is a floor, labelled `estimate`, never passed off as the
-/// provider's figure.
+/// Characters are Unicode scalars after unescaping; text in languages that need more tokens per character is still
+/// undercounted, so the estimate is labelled `estimate`, never passed off as the provider's figure.
 public enum PromptEstimate {
-    /// Nesting followed into content parts (a tool result's blocks, a Responses item's parts).
-    static let maxContentDepth = 4
+    /// Keys whose string values are not text the model reads as words.
+    static let notText: Set<String> = [
+        "model", "role", "type", "id", "tool_call_id", "tool_use_id", "call_id", "detail", "mimeType", "mime_type",
+        "data", "image_url", "url", "file_data", "file_id", "file_url", "fileUri", "file_uri", "signature",
+    ]
+    /// Keys whose subtrees are schemas: their keys are tokenized too.
+    static let schemas: Set<String> = [
+        "tools", "functions", "response_format", "parameters", "input_schema", "schema", "responseSchema",
+        "response_schema", "json_schema",
+    ]
 
-    /// The estimated prompt tokens of a request body, or nil when it is not a JSON object.
-    public static func tokens(requestBody: [UInt8], provider: Provider) -> Int? {
-        characters(requestBody: requestBody, provider: provider).map { ($0 + 3) / 4 }
+    /// The estimated prompt tokens of a request body, or nil when it is not a JSON object (read with duplicate keys
+    /// allowed: the dev fake provider answers whatever it gets).
+    public static func tokens(requestBody: [UInt8]) -> Int? {
+        guard let document = try? JSONDocument(parsing: requestBody, duplicates: .allowed) else { return nil }
+        return tokens(document)
     }
 
-    /// The characters of message text in a request body, or nil when it is not a JSON object.
-    public static func characters(requestBody: [UInt8], provider: Provider) -> Int? {
-        requestBody.withUnsafeBufferPointer { buffer -> Int? in
-            let p = JSONPeek(buffer)
-            let root = p.root
-            guard p.isObject(at: root), p.endOfValue(at: root) != nil else { return nil }
-            var total = 0
-            switch provider {
-            case .openai, .azureOpenAI:
-                for key in ["instructions", "input", "prompt"] {
-                    if let v = p.member(key, inObjectAt: root) { total += content(p, v, depth: 0) }
-                }
-                total += messages(p, root)
-            case .anthropic:
-                if let v = p.member("system", inObjectAt: root) { total += content(p, v, depth: 0) }
-                total += messages(p, root)
-            case .gemini:
-                for key in ["systemInstruction", "system_instruction"] {
-                    if let v = p.member(key, inObjectAt: root) { total += parts(p, v) }
-                }
-                if let contents = p.member("contents", inObjectAt: root) {
-                    for c in p.elements(ofArrayAt: contents) { total += parts(p, c) }
+    /// The estimated prompt tokens of a body already read.
+    public static func tokens(_ document: JSONDocument) -> Int { (characters(document) + 3) / 4 }
+
+    /// The characters of tokenized text in a body already read.
+    public static func characters(_ document: JSONDocument) -> Int {
+        count(document, JSONDocument.root, inSchema: false, depth: 0)
+    }
+
+    private static func count(_ d: JSONDocument, _ node: Int, inSchema: Bool, depth: Int) -> Int {
+        var total = 0
+        for child in d.children(of: node) {
+            var schema = inSchema
+            if d.kind(of: node) == .object {
+                if inSchema { total += d.keyCharacterCount(of: child) }
+                if let key = d.key(of: child) {
+                    if d.kind(of: child) == .string && !inSchema && notText.contains(key) { continue }
+                    if key == "image_url" || key == "inlineData" || key == "inline_data" || key == "input_audio" { continue }
+                    if schemas.contains(key) { schema = true }
                 }
             }
-            return total
-        }
-    }
-
-    private static func messages(_ p: JSONPeek, _ root: Int) -> Int {
-        guard let list = p.member("messages", inObjectAt: root) else { return 0 }
-        var total = 0
-        for m in p.elements(ofArrayAt: list) {
-            if let c = p.member("content", inObjectAt: m) { total += content(p, c, depth: 0) }
-        }
-        return total
-    }
-
-    /// A string, or a list of strings and parts (a part's `text`, and its own `content`, followed `maxContentDepth`).
-    private static func content(_ p: JSONPeek, _ v: Int, depth: Int) -> Int {
-        if let n = p.characterCount(ofStringAt: v) { return n }
-        guard depth < maxContentDepth else { return 0 }
-        var total = 0
-        for e in p.elements(ofArrayAt: v) {
-            if let n = p.characterCount(ofStringAt: e) {
-                total += n
-            } else if p.isObject(at: e) {
-                if let t = p.member("text", inObjectAt: e) { total += p.characterCount(ofStringAt: t) ?? 0 }
-                if let c = p.member("content", inObjectAt: e) { total += content(p, c, depth: depth + 1) }
+            switch d.kind(of: child) {
+            case .string: total += d.characterCount(of: child)
+            case .object, .array: total += count(d, child, inSchema: schema, depth: depth + 1)
+            default: break
             }
-        }
-        return total
-    }
-
-    /// Gemini's `{"parts": [{"text": …}]}`.
-    private static func parts(_ p: JSONPeek, _ v: Int) -> Int {
-        guard let list = p.member("parts", inObjectAt: v) else { return 0 }
-        var total = 0
-        for part in p.elements(ofArrayAt: list) {
-            if let t = p.member("text", inObjectAt: part) { total += p.characterCount(ofStringAt: t) ?? 0 }
         }
         return total
     }

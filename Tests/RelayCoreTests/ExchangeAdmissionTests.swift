@@ -2,27 +2,38 @@
 // more output than it reserves.
 @testable import Relay
 import Testing
+import JSON
 import Usage
 
 @Suite struct ExchangeAdmissionTests {
-    static func admission(routeMaxTokens: Int? = nil) -> ExchangeAdmission {
-        ExchangeAdmission(store: FakeAdmissionStore(), address: "198.51.100.7", identity: "app", budgetKey: "app",
-                          budgets: BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: 1_000_000), onExceed: .cut,
-                                                       defaultReserveTokens: 10),
-                          routeMaxTokens: routeMaxTokens, wallClock: { 1_797_328_800 })
-    }
-
     static let chat = "/v1/chat/completions"
 
     static func body(_ members: String) -> [UInt8] {
         Array(#"{"model":"gpt-4o",\#(members),"messages":[{"role":"user","content":"How are you today?"}]}"#.utf8)
     }
 
+    /// The plan of a request to `path` with budgets (10 tokens by default).
+    static func plan(_ body: [UInt8], path: String = chat, routeMaxTokens: Int? = nil,
+                     policy: BodyPolicy = BodyPolicy()) -> Result<RequestBodyPlan, RelayError> {
+        RequestBodyPlan.make(body, path: path, settings: .init(
+            endpoint: Endpoint(method: "POST", path: path), policy: policy, injectsUsage: false,
+            budgets: .init(routeMaxTokens: routeMaxTokens, defaultReserveTokens: 10)))
+    }
+
+    static func reservation(_ body: [UInt8], path: String = chat, routeMaxTokens: Int? = nil) -> RequestBodyPlan.Reservation {
+        switch plan(body, path: path, routeMaxTokens: routeMaxTokens) {
+        case .success(let p): return p.reservation
+        case .failure(let e):
+            Issue.record("refused: \(e.code)")
+            return .init(tokens: 0, promptTokens: 0, hasCeiling: false)
+        }
+    }
+
     /// `max_tokens` at Int.max plus the prompt estimate once trapped on overflow: one request from any client
     /// took the whole relay down (every stream of every user with it).
     @Test(arguments: ["9223372036854775807", "9223372036854775806", "99999999999999999999"])
     func aHugeCeilingSaturatesInsteadOfTrapping(_ ceiling: String) {
-        let r = Self.admission().reservation(forwardedBody: Self.body(#""max_tokens":\#(ceiling)"#), provider: .openai, path: Self.chat)
+        let r = Self.reservation(Self.body(#""max_tokens":\#(ceiling)"#))
         #expect(r.hasCeiling)
         #expect(r.tokens >= Int.max / 4, "still refused by any budget")
         #expect(r.tokens <= Int.max / 2, "with room left for extensions and sums")
@@ -30,13 +41,13 @@ import Usage
 
     /// OpenAI's `n` asks for n choices, each up to the ceiling, and bills them all: the reservation covers n of them.
     @Test func nChoicesReserveNTimesTheCeiling() {
-        let one = Self.admission().reservation(forwardedBody: Self.body(#""max_tokens":100"#), provider: .openai, path: Self.chat)
-        let eight = Self.admission().reservation(forwardedBody: Self.body(#""max_tokens":100,"n":8"#), provider: .openai, path: Self.chat)
-        #expect(eight.tokens - eight.promptTokens == 8 * (one.tokens - one.promptTokens))
+        let one = Self.reservation(Self.body(#""max_tokens":100"#))
+        let eight = Self.reservation(Self.body(#""max_tokens":100,"n":8"#))
+        #expect(eight.outputTokens == 8 * one.outputTokens)
         #expect(eight.hasCeiling)
-        let noCeiling = Self.admission(routeMaxTokens: 50).reservation(forwardedBody: Self.body(#""n":4"#), provider: .openai, path: Self.chat)
-        #expect(noCeiling.tokens - noCeiling.promptTokens == 4 * 50, "the route's limit is per choice too")
-        let huge = Self.admission().reservation(forwardedBody: Self.body(#""max_tokens":4611686018427387903,"n":128"#), provider: .openai, path: Self.chat)
+        let noCeiling = Self.reservation(Self.body(#""n":4"#), routeMaxTokens: 50)
+        #expect(noCeiling.outputTokens == 4 * 50, "the route's limit is per choice too")
+        let huge = Self.reservation(Self.body(#""max_tokens":4611686018427387903,"n":128"#))
         #expect(huge.tokens >= Int.max / 4 && huge.tokens <= Int.max / 2)
     }
 
@@ -45,10 +56,9 @@ import Usage
     /// unread, reserving the default while the provider was allowed far more. A key the endpoint ignores is no
     /// ceiling: it would reserve little and bound nothing.
     @Test func eachEndpointsCeilingKeysAreReserved() {
-        let a = Self.admission()
         func output(_ body: String, _ provider: Provider, _ path: String) -> (Int, Bool) {
-            let r = a.reservation(forwardedBody: Array(body.utf8), provider: provider, path: path)
-            return (r.tokens - r.promptTokens, r.hasCeiling)
+            let r = Self.reservation(Array(body.utf8), path: path)
+            return (r.outputTokens, r.hasCeiling)
         }
         let gemini = "/v1beta/models/gemini-2.5-flash:generateContent"
         #expect(output(#"{"model":"o3","input":"Hi","max_output_tokens":700}"#, .openai, "/v1/responses") == (700, true))
@@ -62,17 +72,25 @@ import Usage
         #expect(output(#"{"model":"claude","max_tokens":900,"max_completion_tokens":1,"messages":[]}"#, .anthropic, "/v1/messages") == (900, true))
     }
 
-    /// A ceiling or choices key given twice: the provider reads one (often the last, maybe `null`), the relay cannot
-    /// know which, so the request is refused rather than reserved for the smaller.
-    @Test func aDuplicatedCeilingKeyIsReported() {
-        let a = Self.admission()
-        #expect(a.reservation(forwardedBody: Self.body(#""max_tokens":10,"max_tokens":null"#), provider: .openai, path: Self.chat).duplicatedKey == "max_tokens")
-        #expect(a.reservation(forwardedBody: Self.body(#""n":1,"n":64"#), provider: .openai, path: Self.chat).duplicatedKey == "n")
-        #expect(a.reservation(forwardedBody: Array(#"{"generationConfig":{},"generation_config":{"maxOutputTokens":9}}"#.utf8),
-                              provider: .gemini, path: "/v1beta/models/m:generateContent").duplicatedKey == "generationConfig")
-        #expect(a.reservation(forwardedBody: Array(#"{"generationConfig":{"maxOutputTokens":9,"max_output_tokens":null}}"#.utf8),
-                              provider: .gemini, path: "/v1beta/models/m:generateContent").duplicatedKey == "maxOutputTokens")
-        #expect(a.reservation(forwardedBody: Self.body(#""max_tokens":10,"max_completion_tokens":20"#), provider: .openai, path: Self.chat).duplicatedKey == nil)
+    /// A ceiling or choices key given twice (at any depth, or as two spellings of one field): the provider reads one
+    /// (often the last, maybe `null`), the relay cannot know which, so the request is refused rather than reserved
+    /// for the smaller.
+    @Test func aDuplicatedCeilingKeyIsRefused() {
+        let gemini = "/v1beta/models/m:generateContent"
+        #expect(Self.plan(Self.body(#""max_tokens":10,"max_tokens":null"#)).failure == .ambiguousBody)
+        #expect(Self.plan(Self.body(#""n":1,"n":64"#)).failure == .ambiguousBody)
+        #expect(Self.plan(Array(#"{"generationConfig":{},"generation_config":{"maxOutputTokens":9}}"#.utf8), path: gemini).failure == .ambiguousBody)
+        #expect(Self.plan(Array(#"{"generationConfig":{"maxOutputTokens":9,"max_output_tokens":null}}"#.utf8), path: gemini).failure == .ambiguousBody)
+        #expect(Self.plan(Self.body(#""max_tokens":10,"max_completion_tokens":20"#)).failure == nil)
+    }
+
+    /// The body's bytes ÷ 4 is the least a request reserves: images, files and audio the estimate cannot count.
+    @Test func theReservationNeverGoesBelowTheBodysBytesOverFour() {
+        let image = String(repeating: "A", count: 40_000)
+        let body = Array(#"{"model":"gpt-4o","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,\#(image)"}}]}]}"#.utf8)
+        let r = Self.reservation(body)
+        #expect(r.promptTokens == 0)
+        #expect(r.tokens == (body.count + 3) / 4)
     }
 
     /// The ceiling written into a request the guard cannot watch, byte for byte: inserted after the last member (or
@@ -105,17 +123,25 @@ import Usage
         (.gemini, "/v1beta/models/m:generateContent", #"{"generationConfig":[]}"#, #"{"generationConfig":[]}"#),
     ])
     func theReservedCeilingIsWrittenIntoRequestsTheGuardCannotWatch(_ provider: Provider, _ path: String, _ body: String, _ bounded: String) {
-        let result = OutputCeiling(provider: provider, path: path).bound(Array(body.utf8), path: path, ceiling: 64)
-        #expect(result == .success(Array(bounded.utf8)))
+        let d = try! JSONDocument(parsing: Array(body.utf8))
+        var edits = JSONEdits()
+        OutputCeiling(endpoint: Endpoint(method: "POST", path: path), path: path).bound(d, path: path, ceiling: 64, into: &edits)
+        #expect(edits.applied(to: Array(body.utf8)) == Array(bounded.utf8))
+        _ = provider
     }
 
     /// A body the relay cannot edit unambiguously is refused rather than sent on without a ceiling.
     @Test func anUneditableBodyIsRefused() {
-        let chat = OutputCeiling(provider: .openai, path: Self.chat)
-        #expect(chat.bound(Array("{\"model\":\"o3\"".utf8), path: Self.chat, ceiling: 64) == .failure(.invalidJSON))
-        #expect(chat.bound([0xEF, 0xBB, 0xBF] + Array("{}".utf8), path: Self.chat, ceiling: 64) == .failure(.invalidJSON))
-        let path = "/v1beta/models/m:generateContent"
-        #expect(OutputCeiling(provider: .gemini, path: path).bound(Array(#"{"generationConfig":{},"generationConfig":{}}"#.utf8), path: path, ceiling: 64)
-                == .failure(.duplicateKey("generationConfig")))
+        #expect(Self.plan(Array("{\"model\":\"o3\"".utf8)).failure == .invalidJSON)
+        #expect(Self.plan([0xEF, 0xBB, 0xBF] + Array("{}".utf8)).failure == .ambiguousBody)
+        #expect(Self.plan(Array(#"{"generationConfig":{},"generationConfig":{}}"#.utf8), path: "/v1beta/models/m:generateContent").failure
+                == .ambiguousBody)
+    }
+}
+
+extension Result {
+    var failure: Failure? {
+        if case .failure(let f) = self { return f }
+        return nil
     }
 }

@@ -51,6 +51,14 @@ extension RelayExchangeTests {
         }
     }
 
+    /// These bodies are short and the test's default reserve small (10 + a 5-token prompt), so the reservation is
+    /// the floor every request reserves: the body's bytes ÷ 4, rounded up (above 15 here).
+    static func floor(_ body: String) -> Int {
+        let floor = (body.utf8.count + 3) / 4
+        precondition(floor > 15, "the fixture no longer tests the floor")
+        return floor
+    }
+
     @Test func theProviderWaitsForTheStoreAndTheReservationIsTheDefaultPlusThePrompt() {
         let store = FakeAdmissionStore()
         let h = Self.admitting(store)
@@ -60,7 +68,8 @@ extension RelayExchangeTests {
         }
         #expect(h.upstream.calls.isEmpty, "called before the store answered")
         #expect(store.admits.map(\.request) == [AdmissionRequest(address: "198.51.100.7", identity: "app",
-                                                                 budget: BudgetCharge(key: "app", tokens: 10 + 5), wallClockSeconds: 1_797_328_800)])
+                                                                 budget: BudgetCharge(key: "app", tokens: Self.floor(ChatStream.request)),
+                                                                 wallClockSeconds: 1_797_328_800)])
         h.run { store.admits[0].answer(.admitted(AdmissionGrant(id: 7, reservedTokens: 15))) }
         #expect(h.upstream.calls.count == 1)
         h.run {
@@ -260,7 +269,7 @@ extension RelayExchangeTests {
             h.exchange.requestEnd()
             store.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 15)))
         }
-        #expect(store.admits.first?.request.budget == BudgetCharge(key: "app", tokens: 10 + 5))
+        #expect(store.admits.first?.request.budget == BudgetCharge(key: "app", tokens: Self.floor(request)))
         #expect(h.call.request.body.map { String(decoding: $0, as: UTF8.self) }
                 == #"{"model":"o3","messages":[{"role":"user","content":"How are you today?"}],"max_completion_tokens":10}"#)
 
@@ -291,7 +300,7 @@ extension RelayExchangeTests {
             h.exchange.requestBody(Array(#"{"model":"o3","stream":true,"max_tokens":1,"max_tokens":null,"messages":[]}"#.utf8))
             h.exchange.requestEnd()
         }
-        #expect(h.writer.events == [.error(status: 400, code: "duplicate_key")])
+        #expect(h.writer.events == [.error(status: 400, code: "ambiguous_body")])
         #expect(store.admits.isEmpty)
         #expect(h.upstream.calls.isEmpty)
     }

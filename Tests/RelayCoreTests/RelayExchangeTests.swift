@@ -109,7 +109,8 @@ final class FakeUpstreamClient: UpstreamClient, @unchecked Sendable {
                 exchange.providerKey = key.map { Secret($0) }
                 let request = UpstreamRequest(url: "http://provider.invalid/v1/chat/completions", method: method,
                                               headers: HTTPHeaders(), body: body, connectTimeoutSeconds: 1, idleConnectionSeconds: 30)
-                exchange.start(request, upstream: upstream, policy: policy)
+                exchange.start(request, upstream: upstream, plan: RequestBodyPlan.Settings(
+                    endpoint: .openAIChat, policy: policy, injectsUsage: usage.injectsUsage, budgets: nil))
             }
         }
 

@@ -59,7 +59,7 @@ extension RelayExchangeTests {
             h.exchange.requestEnd()
         }
         #expect(h.upstream.calls.isEmpty, "a body the injection cannot read reached the provider")
-        #expect(h.writer.events == [.error(status: 400, code: "duplicate_key")], "\(c.1)")
+        #expect(h.writer.events == [.error(status: 400, code: "ambiguous_body")], "\(c.1)")
         let passes = Harness(usage: UsageMeter.Settings(provider: .openai, injectsUsage: false))
         passes.run {
             passes.exchange.requestBody(Array(c.0.utf8))

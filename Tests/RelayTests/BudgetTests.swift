@@ -47,30 +47,32 @@ struct BudgetTests {
         #expect(relay.server.metrics.render().contains(#"sse_relay_rejections_total{reason="budget_exhausted"} 1"#))
     }
 
-    /// Reserve 10 + 5 against a day of 20: the extension is asked when the 8th event is counted and refused (the
-    /// memory store answers at once). That event arrives in one delivery with the first half of the 9th, so the
-    /// relay passes the rest of the 9th from the next delivery, then the closing event and a clean end; the 10th
-    /// event is dropped and the provider's connection closed. One upstream chunk is one delivery (curl's chunk
-    /// decoder), so the split is the one the script writes.
+    /// Reserve 10 + 5, raised to the floor of the body's bytes ÷ 4 (131 bytes: 33), against a day of 35: the
+    /// extension is asked when the 26th event is counted (33 - 5 prompt - 10 / 5) and refused (the memory store
+    /// answers at once). That event arrives in one delivery with the first half of the 27th, so the relay passes the
+    /// rest of the 27th from the next delivery, then the closing event and a clean end; the 28th event is dropped and
+    /// the provider's connection closed. One upstream chunk is one delivery (curl's chunk decoder), so the split is
+    /// the one the script writes.
     @Test("a stream without a ceiling is cut at an event boundary with one error event when its budget runs out")
     func cutMidStream() throws {
         let upstream = try ScriptedUpstream { connection in
             _ = try connection.readRequest()
             try connection.writeHead(status: 200, headers: sseHead)
-            for _ in 0..<7 { try connection.writeChunk(Self.chunk) }
+            for _ in 0..<25 { try connection.writeChunk(Self.chunk) }
             let bytes = Array(Self.chunk.utf8)
             try connection.writeChunk(bytes + Array(bytes[..<20]))
             try connection.writeChunk(Array(bytes[20...]) + bytes)
             _ = try connection.waitForPeerClose(timeout: 5)
         }
-        let relay = try Self.relay(upstream, perDay: 20, reserve: 10)
+        #expect((Self.request.count + 3) / 4 == 33)
+        let relay = try Self.relay(upstream, perDay: 35, reserve: 10)
         let client = try relay.client()
         try Self.post(client)
         let head = try client.readHead()
         #expect(head.status == 200)
         let closing = #"data: {"error":{"message":"The token budget is used up; the answer was cut short.","type":"budget_exhausted","code":"budget_exhausted"}}"# + "\n\n"
         let body = try client.readChunkedBody(until: closing)
-        #expect(String(decoding: body, as: UTF8.self) == String(repeating: Self.chunk, count: 9) + closing)
+        #expect(String(decoding: body, as: UTF8.self) == String(repeating: Self.chunk, count: 27) + closing)
         #expect(try client.readChunk() == nil, "a clean end: the terminal chunk")
         try upstream.waitForScriptsToFinish()
         try relay.waitUntilIdle()

@@ -11,7 +11,7 @@ struct RequestBodyTests {
     static let body = Array(String(repeating: #"{"pad":"0123456789"}"#, count: 50).utf8)
 
     static func head(_ method: String = "POST", length: Int) -> String {
-        "\(method) /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n\r\n"
+        "\(method) /v1/uploads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(length)\r\n\r\n"
     }
 
     @Test("20 clients trickling their bodies hold no provider connection; each body then goes whole")
@@ -63,7 +63,7 @@ struct RequestBodyTests {
         let requests = Mailbox<RecordedRequest>()
         let relay = try RelayFixture(upstream: try RequestForwardingTests.echoUpstream(requests: requests))
         let client = try relay.client()
-        try client.sendRequest(path: "/v1/chat/completions", body: Self.body, chunked: true)
+        try client.sendRequest(path: "/v1/uploads", body: Self.body, chunked: true)
         #expect(try client.readHead().status == 200)
         let request = try requests.take()
         #expect(request.body == Self.body)

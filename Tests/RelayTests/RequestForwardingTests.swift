@@ -120,7 +120,7 @@ struct RequestForwardingTests {
         let relay = try RelayFixture(upstream: try Self.echoUpstream(requests: requests))
         let client = try relay.client()
         let body = Array(repeating: UInt8(ascii: "a"), count: 5000)
-        try client.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n")
+        try client.send("POST /v1/uploads HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n")
         let interim = try client.readHead()
         #expect(interim.status == 100)
         try client.send(body)

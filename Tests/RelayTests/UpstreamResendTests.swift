@@ -80,8 +80,9 @@ struct UpstreamResendTests {
         #expect(first.status == 200)
         _ = try client.readBody(head: first)
 
+        // Any bytes: an upload path, where the relay forwards the body unread (transport, not body rules, is tested).
         let body = [UInt8](repeating: UInt8(ascii: "b"), count: c.bodyBytes)
-        try client.sendRequest(path: "/v1/chat/completions", body: body)
+        try client.sendRequest(path: "/v1/uploads", body: body)
         try Self.expectConnectionReset(client)
         try Self.settle(relay, upstream)
         #expect(upstream.requests.count == 2)

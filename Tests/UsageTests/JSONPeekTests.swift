@@ -50,10 +50,4 @@ struct JSONPeekTests {
         #expect(peek(#"{"a":"x\\\"content\":\"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.present == 0)
         #expect(peek(#"{"a":"\\\\","content":"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.nonEmptyString == 1)
     }
-
-    @Test(arguments: [(#""abc""#, 3), (#""""#, 0), (#""a\nb""#, 3), (#""\u00e9t\u00E9""#, 3), (#""é✓""#, 2),
-                      (#""\ud83d\ude00!""#, 2), (#""😀""#, 1), ("12", nil)] as [(String, Int?)])
-    func characterCounts(_ c: (String, Int?)) {
-        #expect(peek(c.0) { $0.characterCount(ofStringAt: 0) } == c.1)
-    }
 }

@@ -1,4 +1,5 @@
 import Testing
+import JSON
 @testable import Usage
 
 @Suite("PromptEstimate")
@@ -16,7 +17,7 @@ struct PromptEstimateTests {
             {"model":"gpt-4o","messages":[{"role":"system","content":"Be brief."},
              {"role":"user","content":[{"type":"text","text":"Hi \u00e9\n"},{"type":"image_url","image_url":{"url":"data:xx"}}]},
              {"role":"assistant","content":null,"tool_calls":[{"function":{"arguments":"{}"}}]}],"stream":true}
-            """#, characters: 9 + 5),
+            """#, characters: 9 + 5 + 2),
         Case(name: "OpenAI Responses: instructions and input items", provider: .openai, body: #"""
             {"model":"gpt-4.1","instructions":"abc","input":[{"role":"user","content":"hello"},
              {"role":"user","content":[{"type":"input_text","text":"xy"}]}]}
@@ -27,6 +28,17 @@ struct PromptEstimateTests {
              {"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"res"}]},
              {"type":"text","text":"ok"}]}],"max_tokens":10}
             """#, characters: 3 + 4 + 3 + 2),
+        // The attacks of issue 18: escaped key names, and text outside `messages`.
+        Case(name: "Escaped keys are read as the provider reads them", provider: .openai,
+             body: #"{"m\u0065ssages":[{"role":"user","c\u006fntent":"abcd"}],"\u006dodel":"gpt-4o"}"#, characters: 4),
+        Case(name: "Tools: names, descriptions and every key of the schema", provider: .openai, body: #"""
+            {"tools":[{"type":"function","function":{"name":"get_weather","description":"Get it",
+             "parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]}
+            """#, characters: (4 + 8 + 4 + 11 + 10 + 4 + 10 + 4 + 4) + (8 + 11 + 6 + 6 + 6)),
+        Case(name: "Function call arguments and tool results", provider: .openai, body: #"""
+            {"messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},
+             {"role":"tool","tool_call_id":"c1","content":"42"}]}
+            """#, characters: 1 + 7 + 2),
         Case(name: "Anthropic: system as a string", provider: .anthropic, body: #"{"system":"12345","messages":[]}"#, characters: 5),
         Case(name: "Gemini: contents and systemInstruction", provider: .gemini, body: #"""
             {"systemInstruction":{"parts":[{"text":"ab"}]},"contents":[{"role":"user","parts":[{"text":"cde"},
@@ -40,12 +52,13 @@ struct PromptEstimateTests {
 
     @Test(arguments: cases)
     func characters(_ c: Case) {
-        #expect(PromptEstimate.characters(requestBody: Array(c.body.utf8), provider: c.provider) == c.characters)
+        let document = try? JSONDocument(parsing: Array(c.body.utf8))
+        #expect(document.map(PromptEstimate.characters) == c.characters)
     }
 
     @Test(arguments: [(0, 0), (1, 1), (4, 1), (5, 2), (8, 2), (401, 101)])
     func tokensAreCharactersOverFourRoundedUp(_ c: (Int, Int)) {
         let body = #"{"messages":[{"content":""# + String(repeating: "a", count: c.0) + #""}]}"#
-        #expect(PromptEstimate.tokens(requestBody: Array(body.utf8), provider: .openai) == c.1)
+        #expect(PromptEstimate.tokens(requestBody: Array(body.utf8)) == c.1)
     }
 }

@@ -146,7 +146,7 @@ final class FakeCompletion: RequestResponder, @unchecked Sendable {
         }
         if let m = json["model"] as? String { model = m }
         tokens = Self.tokenize(FakeProvider.answer)
-        promptTokens = PromptEstimate.tokens(requestBody: body, provider: style == .openAI ? .openai : .anthropic) ?? 0
+        promptTokens = PromptEstimate.tokens(requestBody: body) ?? 0
         includeUsage = (json["stream_options"] as? [String: Any])?["include_usage"] as? Bool == true
         if json["stream"] as? Bool == true {
             var headers = HTTPHeaders()

@@ -29,11 +29,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private let writer: any ResponseWriter
     private var transfer: (any UpstreamCall)?
     /// The call to make once the request is whole; nil once made (or refused).
-    private var pendingCall: (request: UpstreamRequest, upstream: any UpstreamClient, policy: BodyPolicy)?
+    private var pendingCall: (request: UpstreamRequest, upstream: any UpstreamClient, plan: RequestBodyPlan.Settings)?
     /// The request body as it arrives; handed to the transfer at the request's end.
     private var body: [UInt8] = []
-    /// The body as the policy passed it (before the usage injection), for the reservation; emptied once read.
-    private var forwardedBody: [UInt8] = []
     private let clock: any Clock
     private var timer: LoopTimer?
     private var armedDeadline: Instant?
@@ -55,7 +53,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// A stream without a ceiling: its reservation grows with its output.
     private var budgetGuard: BudgetGuard?
     /// The reservation's prompt part and whether the request named a ceiling; the guard is made at the head.
-    private var reservation: ExchangeAdmission.Reservation?
+    private var reservation: RequestBodyPlan.Reservation?
     /// Event boundaries of what went to the client, tracked while a guard runs.
     private var boundary = EventBoundary()
 
@@ -73,9 +71,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     /// Calls the provider with `request` once the request has been read to its end (at once for a request
     /// without a body: its end follows the head). A request with a body (`request.body` non-nil) gets the body
-    /// as received, after `policy` accepted it (model allowlist, max-tokens ceiling; a clamp may change it).
-    func start(_ request: UpstreamRequest, upstream: any UpstreamClient, policy: BodyPolicy) {
-        pendingCall = (request, upstream, policy)
+    /// as received, after its `RequestBodyPlan` (made with `plan`) accepted it; the plan's edits (clamp, usage
+    /// request, written ceiling) are applied in one pass.
+    func start(_ request: UpstreamRequest, upstream: any UpstreamClient, plan: RequestBodyPlan.Settings) {
+        pendingCall = (request, upstream, plan)
     }
 
     var phase: ExchangeStateMachine.Phase { machine.phase }
@@ -93,24 +92,20 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         guard let call = pendingCall, machine.phase == .awaitingUpstreamHead else { return }
         pendingCall = nil
         var request = call.request
+        var reservation = RequestBodyPlan.Reservation(tokens: 0, promptTokens: 0, hasCeiling: true)
         if request.body != nil {
-            if call.policy.isActive {
-                switch call.policy.evaluate(body) {
-                case .reject(let error):
-                    reject(error)
-                    return
-                case .forward(let forwarded, let changed):
-                    if changed { body = forwarded }
-                }
-            }
-            if meter.settings.injectsUsage, IncludeUsageInjection.applies(toPath: record.path),
-               let key = IncludeUsageInjection.duplicatedKey(in: body) {
-                reject(.duplicateKey(key))
+            // One strict read of the body decides everything about it (README, "Security").
+            var settings = call.plan
+            if settings.endpoint.isMetered { settings.budgets = admission?.planBudgets }   // what the store will be asked
+            switch RequestBodyPlan.make(body, path: record.path, settings: settings) {
+            case .failure(let error):
+                reject(error)
                 return
+            case .success(let plan):
+                request.body = plan.body
+                meter.requestPlanned(plan, path: record.path)
+                reservation = plan.reservation
             }
-            // After the policy's clamp, so both edits compose; curl frames the new length.
-            request.body = meter.requestBody(body, path: record.path)
-            if admission != nil { forwardedBody = body }
             body = []
         } else {
             meter.bodylessRequest(path: record.path)
@@ -119,24 +114,6 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         guard let admission else {
             startCall(request, upstream: call.upstream)
             return
-        }
-        let reservation = admission.reservation(forwardedBody: request.body == nil ? nil : forwardedBody,
-                                                provider: meter.settings.provider, path: record.path)
-        forwardedBody = []
-        if let key = reservation.duplicatedKey {
-            reject(.duplicateKey(key))
-            return
-        }
-        // A request without a ceiling whose answer the guard cannot watch (not an event stream) carries the
-        // ceiling it reserved, so the provider stops where the reservation ends.
-        if !reservation.hasCeiling, let forwarded = request.body {
-            switch OutputCeiling(provider: meter.settings.provider, path: record.path)
-                .bound(forwarded, path: record.path, ceiling: reservation.outputCeiling) {
-            case .success(let bounded): request.body = bounded
-            case .failure(let error):
-                reject(error)
-                return
-            }
         }
         self.reservation = reservation
         admittedCall = (request, call.upstream)

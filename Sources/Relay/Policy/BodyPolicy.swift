@@ -1,3 +1,5 @@
+import JSON
+
 /// What to do with a request body: forward it (byte for byte, or with a clamped token limit) or answer an error.
 public enum BodyDecision: Equatable, Sendable {
     /// Send `body` upstream. `changed` is false only when `body` is the very bytes received; when true the caller
@@ -57,63 +59,63 @@ public struct BodyPolicy: Equatable, Sendable {
     /// Whether any check is configured (and so whether the body must be valid JSON).
     public var isActive: Bool { models != nil || maxTokens != nil }
 
-    public func evaluate(_ body: [UInt8]) -> BodyDecision {
-        guard isActive else { return .forward(body: body, changed: false) }
-        let members: [JSONMember]
-        do {
-            members = try JSONTopLevel.scan(body)
-        } catch {
-            return .reject(.invalidJSON)
-        }
-
+    /// The checks on a body read strictly (`JSONDocument`, the only reader): forward (with the clamp's edits) or
+    /// refuse. `ceiling` says which fields are the endpoint's token ceiling: the cap applies to exactly the fields
+    /// the endpoint honours (chat's `max_tokens` and `max_completion_tokens`, Responses' `max_output_tokens`,
+    /// Gemini's `generationConfig.maxOutputTokens`, Anthropic's `max_tokens`).
+    func check(_ d: JSONDocument, ceiling: OutputCeiling, into edits: inout JSONEdits) -> RelayError? {
         if let models {
-            let found = members.filter { $0.hasKey("model") }
-            guard found.count <= 1 else { return .reject(.duplicateKey("model")) }
-            guard let member = found.first, member.kind == .string,
-                  let model = JSONTopLevel.string(in: body, at: member.valueRange)
-            else { return .reject(.modelMissing) }
-            guard models.contains(where: { $0.utf8.elementsEqual(model.utf8) }) else {
-                return .reject(.modelNotAllowed)
-            }
+            guard let member = d.member("model", of: JSONDocument.root), let model = d.string(member) else { return .modelMissing }
+            guard models.contains(where: { $0.utf8.elementsEqual(model.utf8) }) else { return .modelNotAllowed }
         }
-
-        guard let maxTokens else { return .forward(body: body, changed: false) }
+        guard let maxTokens else { return nil }
         let limit = max(0, maxTokens.limit)
-        var clamps: [Range<Int>] = []
-        for key in Self.maxTokensKeys {
-            let found = members.filter { $0.hasKey(key) }
-            guard found.count <= 1 else { return .reject(.duplicateKey(key)) }
-            guard let member = found.first, member.kind != .null else { continue }
-            guard member.kind == .number else { return .reject(.invalidMaxTokens(key)) }
+        let object: Int
+        switch ceiling.holder(in: d) {
+        case .success(nil): return nil
+        case .success(let o?): object = o
+        case .failure(let e): return e
+        }
+        for spellings in ceiling.ceilings {
+            let member: Int
+            switch ceiling.field(spellings, in: d, object: object) {
+            case .success(nil): continue
+            case .success(let m?): member = m
+            case .failure(let e): return e
+            }
+            let key = spellings[0]
+            if d.kind(of: member) == .null { continue }
+            guard d.kind(of: member) == .number else { return .invalidMaxTokens(key) }
             let exceeds: Bool
-            switch JSONTopLevel.integer(in: body, at: member.valueRange) {
-            case .value(let n) where n < 0: return .reject(.invalidMaxTokens(key))
+            switch d.integer(member) {
+            case .value(let n) where n < 0: return .invalidMaxTokens(key)
             case .value(let n): exceeds = n > limit
             case .outOfRange(negative: false): exceeds = true
-            case .outOfRange(negative: true), .notAnInteger: return .reject(.invalidMaxTokens(key))
+            case .outOfRange(negative: true), .notAnInteger: return .invalidMaxTokens(key)
             }
             guard exceeds else { continue }
             switch maxTokens.mode {
-            case .reject: return .reject(.maxTokensExceeded(key, limit: limit))
-            case .clamp: clamps.append(member.valueRange)
+            case .reject: return .maxTokensExceeded(key, limit: limit)
+            case .clamp: edits.replace(d.range(of: member), with: Array(String(limit).utf8))
             }
         }
-        guard !clamps.isEmpty else { return .forward(body: body, changed: false) }
-        return .forward(body: Self.replacing(clamps, in: body, with: Array(String(limit).utf8)), changed: true)
+        return nil
     }
 
-    /// `body` with each range (disjoint) replaced by `replacement`, every other byte kept in place.
-    static func replacing(_ ranges: [Range<Int>], in body: [UInt8], with replacement: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(body.count + ranges.count * replacement.count)
-        var cursor = 0
-        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
-            out.append(contentsOf: body[cursor..<range.lowerBound])
-            out.append(contentsOf: replacement)
-            cursor = range.upperBound
+    /// The same checks on raw bytes, for an OpenAI chat body: parsed strictly first (`ambiguous_body`,
+    /// `invalid_json`). With nothing configured the body is not read.
+    public func evaluate(_ body: [UInt8]) -> BodyDecision {
+        guard isActive else { return .forward(body: body, changed: false) }
+        let d: JSONDocument
+        switch RequestBodyPlan.read(body) {
+        case .success(let read): d = read
+        case .failure(let error): return .reject(error)
         }
-        out.append(contentsOf: body[cursor...])
-        return out
+        var edits = JSONEdits()
+        if let error = check(d, ceiling: OutputCeiling(endpoint: .openAIChat, path: "/v1/chat/completions"), into: &edits) {
+            return .reject(error)
+        }
+        return edits.isEmpty ? .forward(body: body, changed: false) : .forward(body: edits.applied(to: body), changed: true)
     }
 }
 
@@ -133,12 +135,22 @@ extension RelayError {
         status: 403, type: "invalid_request_error", code: "model_not_allowed",
         message: "This model is not allowed on this relay.")
 
-    /// 400 `duplicate_key`: a key the relay checks appears twice at the top level. `key` is one of the relay's
-    /// own key names, never request text.
-    public static func duplicateKey(_ key: String) -> RelayError {
-        RelayError(status: 400, type: "invalid_request_error", code: "duplicate_key",
-                   message: "The request body has more than one \"\(key)\".")
-    }
+    /// 400 `ambiguous_body`: a body some parser could read differently from the relay's strict reader: a key given
+    /// twice in any object (after decoding escapes), malformed UTF-8, a lone surrogate escape, a byte order mark,
+    /// anything after the top-level value, or two spellings of one field. Nothing from the body is echoed.
+    public static let ambiguousBody = RelayError(
+        status: 400, type: "invalid_request_error", code: "ambiguous_body",
+        message: "The request body could be read in more than one way (a duplicated key, invalid UTF-8, a lone surrogate, or data after the JSON value).")
+
+    /// 415 `unsupported_content_encoding`: a compressed request body on a route that reads bodies.
+    public static let unsupportedContentEncoding = RelayError(
+        status: 415, type: "invalid_request_error", code: "unsupported_content_encoding",
+        message: "Request bodies must not be compressed on this route (Content-Encoding: identity only).")
+
+    /// 403 `endpoint_not_metered`: a route with budgets reaches an endpoint whose cost the relay cannot count.
+    public static let endpointNotMetered = RelayError(
+        status: 403, type: "invalid_request_error", code: "endpoint_not_metered",
+        message: "This endpoint is not available on this relay: its usage cannot be metered.")
 
     /// 400 `invalid_max_tokens`: the value is not a non-negative integer (or null).
     public static func invalidMaxTokens(_ key: String) -> RelayError {

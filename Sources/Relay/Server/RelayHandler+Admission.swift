@@ -19,6 +19,8 @@ struct AdmittedRequest {
     var route: RelayConfiguration.Route
     var upstream: RelayConfiguration.Upstream
     var path: RequestPath
+    /// The endpoint's shape: which readers apply, and whether it is metered.
+    var endpoint: Endpoint
     var identity: String?
     var corsHeaders: [(String, String)]
 }
@@ -93,7 +95,39 @@ extension RelayHandler {
         if head.method == "GET" || head.method == "HEAD", head.framing != .none && head.framing != .contentLength(0) {
             return .rejected(.bodyNotAllowed, reason: "body_not_allowed", detail: nil)
         }
-        return .admitted(AdmittedRequest(route: route, upstream: upstream, path: path, identity: context.identity,
-                                         corsHeaders: context.corsHeaders))
+        // Budgets hold only where the relay can count: an endpoint it cannot meter is refused unless the route
+        // says it may pass uncharged.
+        let endpoint = Endpoint(method: head.method, path: path.path)
+        if configuration.budgets != nil && endpoint == .unmetered && !route.unmetered {
+            return .rejected(.endpointNotMetered, reason: "endpoint_not_metered", detail: nil)
+        }
+        // A body the relay reads must be readable: a compressed one would pass every check unread.
+        let reads = route.bodyPolicy.isActive
+            || (endpoint.isMetered && (configuration.budgets != nil || route.injectsUsage(at: endpoint)))
+        if reads, let refusal = Self.contentEncodingRefusal(head.headers) {
+            return .rejected(refusal, reason: "unsupported_content_encoding", detail: nil)
+        }
+        return .admitted(AdmittedRequest(route: route, upstream: upstream, path: path, endpoint: endpoint,
+                                         identity: context.identity, corsHeaders: context.corsHeaders))
+    }
+
+    /// Any `Content-Encoding` but `identity` (every field, every listed coding): 415.
+    static func contentEncodingRefusal(_ headers: HTTPHeaders) -> RelayError? {
+        for value in headers.values("Content-Encoding") {
+            for coding in value.split(separator: ",") {
+                let name = coding.trimmingSpaces
+                if !(name.isEmpty || name.utf8.count == 8 && name.lowercased() == "identity") { return .unsupportedContentEncoding }
+            }
+        }
+        return nil
+    }
+}
+
+private extension Substring {
+    var trimmingSpaces: Substring {
+        var s = self
+        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
+        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
+        return s
     }
 }

@@ -29,7 +29,11 @@ extension RelayHandler {
             requestID: requestID, firstByteTimeoutSeconds: configuration.timeouts.upstreamFirstByteSeconds,
             idleTimeoutSeconds: configuration.timeouts.upstreamIdleSeconds, extraResponseHeaders: extra,
             drainMaxSeconds: route.usage.onClientCancel == .drain ? route.usage.drainMaxSeconds : nil)
-        let usage = UsageMeter.Settings(provider: route.provider, injectsUsage: route.injectsUsage,
+        // The endpoint's shape, not the preset, chooses the readers: a Gemini route reaching Gemini's
+        // OpenAI-compatible chat endpoint is read as OpenAI chat.
+        let endpoint = admitted.endpoint
+        let injects = route.injectsUsage(at: endpoint)
+        let usage = UsageMeter.Settings(provider: endpoint.wireFormat ?? route.provider, injectsUsage: injects,
                                         modelAllowlist: route.bodyPolicy.models)
         let record = ExchangeRecord(requestID: requestID, method: head.method, path: head.path, route: route.prefix,
                                     upstream: upstream.name, clientAddress: writer.clientAddress, startedAt: now)
@@ -46,7 +50,8 @@ extension RelayHandler {
             budgets: configuration.budgets, routeMaxTokens: route.bodyPolicy.maxTokens?.limit, wallClock: server.wallClock)
         exchange.providerKey = upstream.key
         server.exchangeStarted(exchange, on: state)
-        exchange.start(request, upstream: state.driver, policy: route.bodyPolicy)
+        let plan = RequestBodyPlan.Settings(endpoint: endpoint, policy: route.bodyPolicy, injectsUsage: injects, budgets: nil)
+        exchange.start(request, upstream: state.driver, plan: plan)
         return exchange
     }
 }

@@ -107,6 +107,17 @@ public final class RelayServer: @unchecked Sendable {
             logger.warning("route \(route.prefix) has auth \"none\": anyone who can reach this port spends the provider key",
                            [("route", .string(route.prefix)), ("index", .int(i))])
         }
+        if configuration.budgets != nil {
+            for route in configuration.routes where route.reachesUnmeteredEndpoints {
+                if route.unmetered {
+                    logger.warning("route \(route.prefix) has budgets and \"unmetered\": true: requests to endpoints whose usage the relay cannot count (embeddings, images, audio, batches, files…) pass uncharged",
+                                   [("route", .string(route.prefix))])
+                } else {
+                    logger.warning("route \(route.prefix) has budgets and reaches endpoints whose usage the relay cannot count: they get 403 endpoint_not_metered (set \"unmetered\": true to let them pass uncharged)",
+                                   [("route", .string(route.prefix))])
+                }
+            }
+        }
         for block in configuration.trustedProxies where block.prefixLength == 0 {
             logger.warning("trustedProxies has \(block): any client can choose its address with X-Forwarded-For",
                            [("block", .string(block.description))])

@@ -10,21 +10,10 @@ public enum UsageLabels {
         return requested
     }
 
-    /// The model a request names, for the access log: the body's top-level `"model"` string (OpenAI, Anthropic),
-    /// or for Gemini the path's `models/NAME:method` segment. nil when there is none. Log it only through the
+    /// The model a Gemini path names (`models/NAME:method`), for the access log when the body names none (the
+    /// body's top-level `"model"` comes from `RequestBodyPlan`). nil when there is none. Log it only through the
     /// logger's escaping, it is client text.
-    public static func requestedModel(body: [UInt8], path: String) -> String? {
-        requestedModel(body: body, members: try? JSONTopLevel.scan(body), path: path)
-    }
-
-    /// The same, with the body's members already scanned (nil: not a JSON object).
-    static func requestedModel(body: [UInt8], members: [JSONMember]?, path: String) -> String? {
-        if let members {
-            let found = members.filter { $0.hasKey("model") }
-            if found.count == 1, found[0].kind == .string, let model = JSONTopLevel.string(in: body, at: found[0].valueRange) {
-                return model
-            }
-        }
+    public static func requestedModel(path: String) -> String? {
         let bare = path.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         guard let range = bare.range(of: "/models/") else { return nil }
         let rest = bare[range.upperBound...]

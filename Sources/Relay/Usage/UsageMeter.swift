@@ -1,3 +1,4 @@
+import JSON
 import Usage
 
 /// One exchange's token accounting, as a value: the request body in (include_usage injected, prompt estimated,
@@ -29,13 +30,11 @@ struct UsageMeter: Sendable {
     let settings: Settings
     /// The model the request body (or a Gemini path) names; client text, for the access log.
     private(set) var requestedModel: String?
-    /// The request body as forwarded (shared, not copied): the prompt estimate (`PromptEstimate`) is read from
-    /// it only when the provider gives no prompt count, so a request the provider accounts for costs no JSON walk.
-    private var requestBodyForEstimate: [UInt8]?
+    /// The request body as the plan read it (shared, not copied): the prompt estimate (`PromptEstimate`) is counted
+    /// from it only when the provider gives no prompt count, so a request the provider accounts for costs no walk.
+    private var requestDocument: JSONDocument?
     /// The prompt estimate, when a result needs it.
-    var estimatedPrompt: Int? {
-        requestBodyForEstimate.flatMap { PromptEstimate.tokens(requestBody: $0, provider: settings.provider) }
-    }
+    var estimatedPrompt: Int? { requestDocument.map { PromptEstimate.tokens($0) } }
     /// The relay added the usage request: the client's stream loses the usage-only event.
     private(set) var injected = false
     private(set) var tap: UsageTap?
@@ -52,21 +51,17 @@ struct UsageMeter: Sendable {
     /// The `model` metrics label: the requested model if the route allows it by name, else `other`.
     var modelLabel: String { UsageLabels.model(requestedModel, allowlist: settings.modelAllowlist) }
 
-    /// The request is whole and the body policy accepted it (after its clamp): returns the body to forward, with
-    /// `stream_options.include_usage` added when the route injects and the request is a streaming chat request.
-    mutating func requestBody(_ body: [UInt8], path: String) -> [UInt8] {
-        let members = try? JSONTopLevel.scan(body)   // once, for both readers below
-        requestedModel = UsageLabels.requestedModel(body: body, members: members, path: path)
-        requestBodyForEstimate = body
-        guard settings.injectsUsage, IncludeUsageInjection.applies(toPath: path) else { return body }
-        let result = IncludeUsageInjection.apply(to: body, members: members)
-        injected = result.injected
-        return result.body
+    /// The request is whole and its plan made (`RequestBodyPlan`): the model it names, the body as read, and
+    /// whether the relay asked for usage the client did not.
+    mutating func requestPlanned(_ plan: RequestBodyPlan, path: String) {
+        requestedModel = plan.model ?? UsageLabels.requestedModel(path: path)
+        requestDocument = plan.document
+        injected = plan.injected
     }
 
     /// A request without a body (a GET): only a Gemini path can name the model.
     mutating func bodylessRequest(path: String) {
-        requestedModel = UsageLabels.requestedModel(body: [], path: path)
+        requestedModel = UsageLabels.requestedModel(path: path)
     }
 
     /// The provider's response head. Only a 2xx answer is read for usage (an error is not billed); the stripper

@@ -77,19 +77,29 @@ private func expectForwardedUnchanged(_ policy: BodyPolicy, _ body: [UInt8], sou
         #"{"model":"o1-pro","x":1,"model":"gpt-4o"}"#,
     ])
     func aDuplicateModelIsRejectedWhicheverWouldWin(_ body: String) {
-        #expect(models.evaluate(bytes(body)) == .reject(.duplicateKey("model")))
-        #expect(RelayError.duplicateKey("model").status == 400)
+        #expect(models.evaluate(bytes(body)) == .reject(.ambiguousBody))
+        #expect(RelayError.ambiguousBody.status == 400)
     }
 
-    @Test func otherDuplicatesAreTheProvidersBusiness() {
-        expectForwardedUnchanged(models, bytes(#"{"model":"gpt-4o","user":"a","user":"b"}"#))
+    /// Any duplicate, at any depth and however its key is escaped, is ambiguous: the provider keeps one of them,
+    /// the relay cannot know which (issue 18: a nested duplicate turned usage off).
+    @Test(arguments: [#"{"model":"gpt-4o","user":"a","user":"b"}"#, #"{"model":"gpt-4o","metadata":{"a":1,"\u0061":2}}"#,
+                      #"{"model":"gpt-4o","messages":[{"role":"user","role":"system"}]}"#])
+    func everyDuplicateIsRefused(_ body: String) {
+        #expect(models.evaluate(bytes(body)) == .reject(.ambiguousBody))
     }
 
     // MARK: invalid JSON
 
+    @Test(arguments: ["\u{FEFF}{\"model\":\"gpt-4o\"}", #"{"model":"\uD800"}"#, #"{"model":"gpt-4o"} {}"#])
+    func ambiguousBodiesAre400WhenAnyCheckIsConfigured(_ body: String) {
+        #expect(models.evaluate(bytes(body)) == .reject(.ambiguousBody))
+        #expect(cap(100, .clamp).evaluate(bytes(body)) == .reject(.ambiguousBody))
+        #expect(models.evaluate(bytes(#"{"model":"gpt-4o"}"#) + [0xFF]) == .reject(.ambiguousBody))
+    }
+
     @Test(arguments: [
-        "", "   ", "{", #"{"model":"gpt-4o""#, #"{"model":"gpt-4o"} {}"#, #"["model"]"#, #""gpt-4o""#,
-        "\u{FEFF}{\"model\":\"gpt-4o\"}", #"{"model":"gpt-4o",}"#, #"{"model":"\uD800"}"#,
+        "", "   ", "{", #"{"model":"gpt-4o""#, #"["model"]"#, #""gpt-4o""#, #"{"model":"gpt-4o",}"#,
     ])
     func invalidJSONIs400WhenAnyCheckIsConfigured(_ body: String) {
         #expect(models.evaluate(bytes(body)) == .reject(.invalidJSON))
@@ -167,9 +177,9 @@ private func expectForwardedUnchanged(_ policy: BodyPolicy, _ body: [UInt8], sou
 
     @Test func duplicateTokenKeysAreRejected() {
         #expect(cap(4096, .clamp).evaluate(bytes(#"{"max_tokens":1,"max_tokens":999999}"#))
-            == .reject(.duplicateKey("max_tokens")))
+            == .reject(.ambiguousBody))
         #expect(cap(4096, .reject).evaluate(bytes(#"{"max_completion_tokens":1,"max_completion_tok\u0065ns":2}"#))
-            == .reject(.duplicateKey("max_completion_tokens")))
+            == .reject(.ambiguousBody))
     }
 
     @Test func aNegativeLimitActsAsZero() {

@@ -1,6 +1,6 @@
 // JSONTopLevel: valid bodies give exact member lists and value ranges; every malformed or hostile body fails with
 // the documented kind; duplicates are reported code point for code point; the string and integer helpers.
-import Relay
+import JSON
 import Testing
 
 private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }

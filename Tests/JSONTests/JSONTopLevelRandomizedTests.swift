@@ -2,7 +2,7 @@
 // every generated object is valid for both, with the same top-level keys; the scanner also recovers each member's
 // exact value text and kind; and every prefix that cuts the closing brace off is invalid for both.
 import Foundation
-import Relay
+import JSON
 import Testing
 import TestSupportCore
 

@@ -1,0 +1,88 @@
+import Usage
+
+/// What kind of provider endpoint a request reaches, judged by the path's shape and the method, whatever the route's
+/// preset: a Gemini route can reach Gemini's OpenAI-compatible `/v1beta/openai/chat/completions`, an Anthropic
+/// route Anthropic's OpenAI-compatible `/v1/chat/completions`, and each must be read (usage, ceiling, prompt) as the
+/// shape it is. Pure.
+///
+/// | shape | paths (bare, query removed, one trailing `/` ignored) | method |
+/// |---|---|---|
+/// | `openAIChat` | `…/chat/completions`, legacy `…/completions` | POST |
+/// | `openAIResponses` | `…/responses` | POST |
+/// | `anthropicMessages` | `…/messages` | POST |
+/// | `geminiGenerate` | `…/models/NAME:generateContent`, `…:streamGenerateContent` (`:` also as `%3A`) | POST |
+/// | `free` | any GET, HEAD, OPTIONS or DELETE (model lists, retrievals, deletions); token counting: `…/messages/count_tokens`, `…:countTokens`, `…/responses/input_tokens` | |
+/// | `unmetered` | any other POST, PUT or PATCH (embeddings, images, audio, batches, files, cached contents, fine-tuning…) | |
+///
+/// On a route with budgets, `unmetered` is refused (403 `endpoint_not_metered`) unless the route says
+/// `"unmetered": true`: the relay cannot count what such an endpoint costs, and an unknown count never means free.
+public enum Endpoint: String, Sendable, Equatable {
+    case openAIChat = "openai_chat"
+    case openAIResponses = "openai_responses"
+    case anthropicMessages = "anthropic_messages"
+    case geminiGenerate = "gemini_generate"
+    case free
+    case unmetered
+
+    public init(method: String, path: String) {
+        switch method {
+        case "GET", "HEAD", "OPTIONS", "DELETE":
+            self = .free
+            return
+        default:
+            break
+        }
+        var bare = Substring(path)
+        if let q = bare.firstIndex(of: "?") { bare = bare[..<q] }
+        if bare.count > 1 && bare.hasSuffix("/") { bare = bare.dropLast() }
+        // Gemini's method separator, as sent or percent-encoded (a reserved character: left encoded by the path
+        // rules, and read as `:` by Google's front end).
+        let normalized = bare.contains("%") ? Substring(Self.decodingColons(bare)) : bare
+        if normalized.hasSuffix("/chat/completions") || normalized.hasSuffix("/completions") {
+            self = .openAIChat
+        } else if normalized.hasSuffix("/responses") {
+            self = .openAIResponses
+        } else if normalized.hasSuffix("/messages") {
+            self = .anthropicMessages
+        } else if normalized.hasSuffix(":generateContent") || normalized.hasSuffix(":streamGenerateContent") {
+            self = .geminiGenerate
+        } else if normalized.hasSuffix("/messages/count_tokens") || normalized.hasSuffix(":countTokens")
+                    || normalized.hasSuffix("/responses/input_tokens") {
+            self = .free
+        } else {
+            self = .unmetered
+        }
+    }
+
+    /// Whether the relay reads this endpoint's answers for usage and reserves for its requests.
+    public var isMetered: Bool { wireFormat != nil }
+
+    /// The wire format whose readers (usage, ceiling, closing event) apply: nil for free and unmetered endpoints.
+    public var wireFormat: Provider? {
+        switch self {
+        case .openAIChat, .openAIResponses: .openai
+        case .anthropicMessages: .anthropic
+        case .geminiGenerate: .gemini
+        case .free, .unmetered: nil
+        }
+    }
+}
+
+extension Endpoint {
+    /// `path` with every `%3A` / `%3a` read as `:`.
+    static func decodingColons(_ path: Substring) -> String {
+        var out: [UInt8] = []
+        let b = Array(path.utf8)
+        var i = 0
+        while i < b.count {
+            if b[i] == UInt8(ascii: "%"), i + 2 < b.count, b[i + 1] == UInt8(ascii: "3"), b[i + 2] | 0x20 == UInt8(ascii: "a") {
+                out.append(UInt8(ascii: ":"))
+                i += 3
+            } else {
+                out.append(b[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
