@@ -18,8 +18,7 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     private let onClose: (ServerConnection) -> Void
     private var responder: (any RequestResponder)?
     private var sizeLine: [UInt8] = []
-    private var timer: LoopTimer?
-    private var armedDeadline: Instant?
+    private var timer = LazyTimer()
 
     /// The connection's own client before any forwarding header: the TCP peer, or the source its PROXY header named.
     public private(set) var peerAddress: String
@@ -84,8 +83,7 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     }
 
     public func connection(_ connection: Connection, didCloseWith reason: ConnectionCloseReason) {
-        timer?.cancel()
-        timer = nil
+        timer.cancel()
         perform(machine.connectionClosed())
         onClose(self)
     }
@@ -275,21 +273,13 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
 
     private func armTimer() {
         guard let next = machine.nextDeadline else {
-            timer?.cancel()
-            timer = nil
-            armedDeadline = nil
+            timer.cancel()
             return
         }
-        // An armed timer that fires no later than the new deadline stays: when it fires, the machine says whether
-        // anything is really due, and the timer is armed again for the real deadline. Activity therefore costs
-        // no timer work on the hot path.
-        if let armed = armedDeadline, armed <= next, timer?.isCancelled == false { return }
-        timer?.cancel()
-        armedDeadline = next
-        timer = loop.schedule(at: next) { [weak self] in
+        // Lazily: when an earlier timer fires, the machine says whether anything is really due.
+        timer.arm(at: next, on: loop) { [weak self] in
             guard let self else { return }
-            self.timer = nil
-            self.armedDeadline = nil
+            self.timer.fired()
             self.perform(self.machine.deadlineReached(now: self.loop.clock.now()))
         }
     }

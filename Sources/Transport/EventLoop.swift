@@ -12,7 +12,8 @@ public final class EventLoop: @unchecked Sendable {
     public let queue: DispatchQueue
     public let clock: any Clock
     public let index: Int
-    private var deadlines = DeadlineQueue<LoopTimer>()
+    /// Armed timers only: a cancelled one leaves at once (`LoopTimer.cancel`).
+    private var deadlines = DeadlineQueue<LoopTimer>(moved: { timer, index in timer.index = index })
     private let timerSource: DispatchSourceTimer
     private var armedDeadline: Instant?
     /// Scratch space for `recv`: one per loop, safe because the loop is serial and no caller keeps it.
@@ -52,7 +53,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs `action` on this loop at `deadline` unless the returned timer is cancelled first. Call on the loop.
     @discardableResult
     public func schedule(at deadline: Instant, _ action: @escaping () -> Void) -> LoopTimer {
-        let timer = LoopTimer(action: action)
+        let timer = LoopTimer(action: action, loop: self)
         deadlines.push(timer, at: deadline)
         rearm()
         return timer
@@ -61,6 +62,15 @@ public final class EventLoop: @unchecked Sendable {
     @discardableResult
     public func schedule(afterSeconds seconds: Double, _ action: @escaping () -> Void) -> LoopTimer {
         schedule(at: clock.now().advanced(bySeconds: seconds), action)
+    }
+
+    /// The timers armed on this loop (cancelled ones are gone). Call on the loop.
+    public var armedTimerCount: Int { deadlines.count }
+
+    /// A cancelled timer's entry leaves the queue at once. A Dispatch timer armed for it stays: when it fires,
+    /// nothing is due and it is armed again for the next deadline.
+    fileprivate func removeTimer(at index: Int) {
+        deadlines.remove(at: index)
     }
 
     /// Runs the timers due at `clock.now()` at once. Call on the loop; for tests on a manual clock, whose
@@ -85,13 +95,23 @@ public final class EventLoop: @unchecked Sendable {
     }
 }
 
-/// A one-shot timer on an event loop. Cancel it on the loop; a cancelled timer never runs.
+/// A one-shot timer on an event loop. Cancel it on the loop; a cancelled timer never runs, and its entry (and the
+/// closure it held) is freed at once.
 public final class LoopTimer: @unchecked Sendable {
     // Invariant: only touched on the owning loop's queue.
     private var action: (() -> Void)?
-    init(action: @escaping () -> Void) { self.action = action }
+    /// Where the loop's queue keeps it; -1 once fired, cancelled or removed.
+    fileprivate var index = -1
+    private weak var loop: EventLoop?
+    init(action: @escaping () -> Void, loop: EventLoop) {
+        self.action = action
+        self.loop = loop
+    }
     public var isCancelled: Bool { action == nil }
-    public func cancel() { action = nil }
+    public func cancel() {
+        action = nil
+        if index >= 0 { loop?.removeTimer(at: index) }
+    }
     func fire() {
         let run = action
         action = nil

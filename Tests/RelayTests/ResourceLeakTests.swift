@@ -86,3 +86,43 @@ struct ResourceLeakTests {
         #expect(relay.logs.lines.filter { $0.contains(#""outcome":"client_cancelled""#) }.count == 4 * perPhase)
     }
 }
+
+extension ResourceLeakTests {
+    /// Timers follow what is open, not past requests (issue 19: a cancelled timer once stayed in the loop's heap
+    /// until its deadline, so RSS grew with the request rate times the longest timeout). 100 000 built-in requests
+    /// and 2 000 relayed ones on one keep-alive connection each: afterwards the loops hold only the open
+    /// connections' idle timers.
+    @Test("100 000 requests leave only the open connections' timers armed")
+    func timersFollowOpenConnections() throws {
+        let upstream = try ScriptedUpstream { connection in
+            while let _ = try? connection.readRequest(timeout: 30) {
+                try connection.writeHead(status: 200, headers: [("Content-Type", "application/json"), ("Content-Length", "2")])
+                try connection.write("{}")
+            }
+        }
+        let relay = try RelayFixture(upstream: upstream) { $0.workers = 1 }
+        let builtin = try relay.client()
+        // Pipelined in batches of 50 (within the read-ahead a client may send): the relay answers in order.
+        let health = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        let batch = Array([[UInt8]](repeating: health, count: 50).joined())
+        for _ in 0..<2000 {
+            try builtin.send(batch)
+            for _ in 0..<50 { _ = try builtin.readBody(head: try builtin.readHead()) }
+        }
+        let relayed = try relay.client()   // opened now: the first connection's run outlasts the keep-alive timeout
+        for _ in 0..<2000 {
+            try relayed.sendRequest(path: "/v1/uploads", body: Array("{}".utf8))
+            let head = try relayed.readHead()
+            #expect(head.status == 200)
+            _ = try relayed.readBody(head: head)
+        }
+        try relay.waitUntilIdle()
+        let open = relay.server.liveCounts().connections
+        #expect(open >= 1)
+        #expect(relay.server.armedTimerCount() <= open, "one idle timer per open connection at most")
+        builtin.close()
+        relayed.close()
+        try relay.waitUntilNoConnections()
+        #expect(relay.server.armedTimerCount() == 0)
+    }
+}

@@ -33,8 +33,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// The request body as it arrives; handed to the transfer at the request's end.
     private var body: [UInt8] = []
     private let clock: any Clock
-    private var timer: LoopTimer?
-    private var armedDeadline: Instant?
+    private var timer = LazyTimer()
     private let onEnd: (RelayExchange) -> Void
     private let metrics: RelayMetrics
     let record: ExchangeRecord
@@ -339,13 +338,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         guard let deadline = machine.nextDeadline else { return }
         // Body deliveries move the idle deadline later without re-arming: when the old timer fires, the machine
         // ignores the early call and the timer is armed again for the real deadline.
-        if let armed = armedDeadline, armed <= deadline, timer?.isCancelled == false { return }
-        timer?.cancel()
-        armedDeadline = deadline
-        timer = writer.loop.schedule(at: deadline) { [weak self] in
+        timer.arm(at: deadline, on: writer.loop) { [weak self] in
             guard let self else { return }
-            self.armedDeadline = nil
-            self.timer = nil
+            self.timer.fired()
             let phase = self.machine.phase
             let actions = self.machine.deadlinePassed(now: self.clock.now())
             if !actions.isEmpty {
@@ -362,8 +357,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private func end() {
         guard !ended else { return }
         ended = true
-        timer?.cancel()
-        timer = nil
+        timer.cancel()
         record.outcome = machine.outcome?.rawValue ?? "aborted"
         record.endedAt = clock.now()
         if transfer != nil {

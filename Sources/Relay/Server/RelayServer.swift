@@ -293,6 +293,12 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     /// Counts taken on each loop: open client connections, live exchanges, running curl transfers.
+    /// Timers armed on every loop (connection and exchange timeouts, Redis commands, …): it must follow what is
+    /// open, never the requests that came and went.
+    public func armedTimerCount() -> Int {
+        loopStates.reduce(0) { total, state in total + state.loop.queue.sync { state.loop.armedTimerCount } }
+    }
+
     public func liveCounts() -> (connections: Int, exchanges: Int, transfers: Int) {
         var totals = (0, 0, 0)
         for state in loopStates {

@@ -1,0 +1,72 @@
+// Timers that leave the loop when cancelled: DeadlineQueue removal, LoopTimer.cancel, LazyTimer.
+import Support
+import Testing
+import TestSupportCore
+import Transport
+
+private func ns(_ n: UInt64) -> Support.Instant { Support.Instant(nanoseconds: n) }
+
+/// Early removal: an entry leaves the heap at once, wherever it sits, and the rest still pops in order.
+@Suite struct DeadlineQueueRemovalTests {
+    final class Entry {
+        let name: Int
+        var index = -1
+        init(_ name: Int) { self.name = name }
+    }
+
+    @Test(arguments: [UInt64(3), 99, 0xC0FFEE])
+    func removingAnyEntryKeepsTheOrderOfTheRest(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        var q = DeadlineQueue<Entry>(moved: { entry, index in entry.index = index })
+        var live: [(deadline: UInt64, entry: Entry)] = []
+        for name in 0..<500 {
+            let deadline = UInt64.random(in: 0..<50, using: &random)
+            let entry = Entry(name)
+            q.push(entry, at: ns(deadline))
+            live.append((deadline, entry))
+            if Int.random(in: 0..<3, using: &random) == 0, let victim = live.indices.randomElement(using: &random) {
+                let removed = q.remove(at: live[victim].entry.index)
+                #expect(removed === live[victim].entry)
+                #expect(removed.index == -1)
+                live.remove(at: victim)
+            }
+        }
+        #expect(q.count == live.count)
+        let expected = live.enumerated().sorted { a, b in
+            a.element.deadline != b.element.deadline ? a.element.deadline < b.element.deadline : a.element.entry.name < b.element.entry.name
+        }.map(\.element.entry.name)
+        #expect(q.popDue(at: ns(UInt64.max)).map(\.name) == expected)
+        #expect(q.count == 0)
+    }
+}
+
+/// A cancelled loop timer is gone from the loop at once: 100 000 armed and cancelled timers (a busy relay's
+/// requests, each with a 300 s idle timeout) leave nothing behind.
+@Suite struct LoopTimerTests {
+    @Test func cancelledTimersLeaveTheLoopAtOnce() {
+        let clock = ManualClock()
+        let loop = EventLoop(index: 0, clock: clock)
+        let fired = loop.queue.sync { () -> Int in
+            var fired = 0
+            var keep: [LoopTimer] = []
+            for i in 0..<100_000 {
+                let timer = loop.schedule(afterSeconds: 300) { fired += 1 }
+                if i % 1000 == 0 { keep.append(timer) } else { timer.cancel() }
+            }
+            #expect(loop.armedTimerCount == 100)
+            for timer in keep { timer.cancel() }
+            #expect(loop.armedTimerCount == 0)
+            var lazy = LazyTimer()
+            for second in 1...1000 {
+                lazy.arm(at: clock.now().advanced(bySeconds: Double(second)), on: loop) { fired += 1 }
+            }
+            #expect(loop.armedTimerCount == 1, "a later deadline re-arms nothing")
+            lazy.cancel()
+            #expect(loop.armedTimerCount == 0)
+            clock.advance(bySeconds: 2_000)
+            loop.runDueTimers()
+            return fired
+        }
+        #expect(fired == 0)
+    }
+}
