@@ -99,8 +99,11 @@ public struct RelayConfiguration: Sendable {
         public var injectsUsage: Bool { provider.speaksOpenAI && (usage.inject ?? provider.injectsUsageByDefault) }
 
         /// Prefix matching stops at segment boundaries: `/v1/models` matches `/v1/models` and `/v1/models/x`,
-        /// never `/v1/modelsX` (a prefix ending in `/` is its own boundary).
+        /// never `/v1/modelsX`. A trailing slash, on the path or the prefix, never changes a match (both are read
+        /// as their `RequestPath.endpoint`): `/v1/chat/completions/` takes the route `/v1/chat/completions` takes,
+        /// exact routes included, so it cannot slip past an exact route's body policy to a broader route.
         public func matches(path: String) -> Bool {
+            let path = RequestPath.endpoint(of: path), prefix = RequestPath.endpoint(of: prefix)
             if exact { return path == prefix }
             let p = path.utf8, q = prefix.utf8
             guard p.starts(with: q) else { return false }
@@ -201,11 +204,13 @@ public struct RelayConfiguration: Sendable {
     /// The relay's own reverse proxies and balancers: only their `X-Forwarded-For` (and PROXY headers) are believed.
     public var trustedProxies: [CIDR] = []
 
-    /// The route with the longest prefix that `path` starts with (or equals, for exact routes).
+    /// The route with the longest prefix that `path` starts with (or equals, for exact routes), trailing slashes
+    /// aside (`Route.matches`); between prefixes equal but for that slash, an exact route first, whatever the order.
     public func route(for path: String) -> Route? {
         var best: Route?
+        func rank(_ r: Route) -> (Int, Int, Int) { (RequestPath.endpoint(of: r.prefix).utf8.count, r.exact ? 1 : 0, r.prefix.utf8.count) }
         for route in routes where route.matches(path: path) {
-            if best == nil || route.prefix.count > best!.prefix.count { best = route }
+            if best == nil || rank(route) > rank(best!) { best = route }
         }
         return best
     }

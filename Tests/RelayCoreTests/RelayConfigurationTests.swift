@@ -341,13 +341,13 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
     @Test(arguments: [
         ("/v1/models", "openai"), ("/v1/chat/x", "chat"), ("/v1/chat/completions", "exact"),
         ("/v1/chat/completions/x", "exact"), ("/v1/chat/completionsX", "chat"), ("/anthropic/v1/messages", "anthropic"),
-        ("/v1/", "openai"),
+        ("/v1/", "openai"), ("/v1", "openai"), ("/anthropic", "anthropic"), ("/v1/chat/completions/", "exact"),
     ])
     func routePicksTheLongestPrefix(path: String, upstream: String) {
         #expect(Self.routed.route(for: path)?.upstream == upstream)
     }
 
-    @Test(arguments: ["/", "/v1", "/v2/models", "/anthropic", "", "v1/models"])
+    @Test(arguments: ["/", "/v1x", "/v2/models", "/anthropicx", "", "v1/models"])
     func routeIsNilWhenNothingMatches(path: String) {
         #expect(Self.routed.route(for: path) == nil)
     }

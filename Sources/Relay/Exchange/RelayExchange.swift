@@ -406,7 +406,12 @@ final class ExchangeRecord: @unchecked Sendable {
     // Invariant: touched on the exchange's loop queue only.
     let requestID: String
     let method: String
+    /// The endpoint (`RequestPath.endpoint`: unreserved escapes decoded, no trailing slash): what every endpoint
+    /// decision reads (usage injection, output ceiling, prompt estimate, model label), so a path spelled another way
+    /// is judged as the endpoint the provider serves for it.
     let path: String
+    /// The path as forwarded (decoded, trailing slash kept): the access log's `path`.
+    let requestedPath: String
     let route: String
     let upstream: String
     let clientAddress: String
@@ -428,10 +433,12 @@ final class ExchangeRecord: @unchecked Sendable {
     /// What the exchange cost; nil when no call was made.
     var usage: Usage?
 
+    /// `path`: the path as forwarded; the record's `path` is its endpoint.
     init(requestID: String, method: String, path: String, route: String, upstream: String, clientAddress: String, startedAt: Instant) {
         self.requestID = requestID
         self.method = method
-        self.path = path
+        self.path = RequestPath.endpoint(of: path)
+        self.requestedPath = path
         self.route = route
         self.upstream = upstream
         self.clientAddress = clientAddress
@@ -441,7 +448,7 @@ final class ExchangeRecord: @unchecked Sendable {
     var logFields: [(String, LogValue)] {
         var fields: [(String, LogValue)] = [
             ("request_id", .string(requestID)), ("client_ip", .string(clientAddress)), ("method", .string(method)),
-            ("path", .string(path)), ("route", .string(route)), ("upstream", .string(upstream)),
+            ("path", .string(requestedPath)), ("route", .string(route)), ("upstream", .string(upstream)),
             ("status", .int(status ?? 0)), ("bytes_in", .int(bytesIn)), ("bytes_out", .int(bytesOut)),
             ("outcome", .string(outcome)),
         ]

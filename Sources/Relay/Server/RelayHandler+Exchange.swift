@@ -31,7 +31,7 @@ extension RelayHandler {
             drainMaxSeconds: route.usage.onClientCancel == .drain ? route.usage.drainMaxSeconds : nil)
         let usage = UsageMeter.Settings(provider: route.provider, injectsUsage: route.injectsUsage,
                                         modelAllowlist: route.bodyPolicy.models)
-        let record = ExchangeRecord(requestID: requestID, method: head.method, path: head.path, route: route.prefix,
+        let record = ExchangeRecord(requestID: requestID, method: head.method, path: admitted.path.path, route: route.prefix,
                                     upstream: upstream.name, clientAddress: writer.clientAddress, startedAt: now)
         record.identity = admitted.identity
         let server = self.server
