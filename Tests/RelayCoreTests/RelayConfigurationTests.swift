@@ -401,13 +401,16 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
                                                  total: BudgetLimits(tokensPerDay: 20_000_000), onExceed: .cut, defaultReserveTokens: 4096))
         let finish = try load(minimal(root: #","budgets": {"total": {"tokensPerMonth": 5}, "onExceed": "finish", "defaultReserveTokens": 1000}"#))
         #expect(finish.budgets?.onExceed == .finish && finish.budgets?.defaultReserveTokens == 1000)
+        #expect(c.budgets?.cancelFloorTokensPerSecond == 50)
+        let floor = try load(minimal(root: #","budgets": {"total": {"tokensPerMonth": 5}, "cancelFloorTokensPerSecond": 0}"#))
+        #expect(floor.budgets?.cancelFloorTokensPerSecond == 0)
     }
 
     @Test func budgetProblemsNameTheirKeyPaths() {
         #expect(paths(problems(minimal(root: #","budgets": {}"#))) == ["budgets"])
         #expect(Set(paths(problems(minimal(root: #","budgets": {"perIdentity": {"tokensPerDay": 0, "tokensPerWeek": 5}, "onExceed": "stop", "#
-                                           + #""defaultReserveTokens": -1, "total": {"tokensPerMonth": 1.5}}"#))))
+                                           + #""defaultReserveTokens": -1, "total": {"tokensPerMonth": 1.5}, "cancelFloorTokensPerSecond": -1}"#))))
                 == ["budgets.perIdentity.tokensPerDay", "budgets.perIdentity.tokensPerWeek", "budgets.onExceed",
-                    "budgets.defaultReserveTokens", "budgets.total.tokensPerMonth", "budgets"])
+                    "budgets.defaultReserveTokens", "budgets.total.tokensPerMonth", "budgets.cancelFloorTokensPerSecond", "budgets"])
     }
 }

@@ -27,6 +27,18 @@ struct ExchangeAdmission: Sendable {
         var outputCeiling = 0
         /// A ceiling or choices field given twice: the request is refused (400 `duplicate_key`).
         var duplicatedKey: String?
+
+        /// The least output charged to a stream that ended without the provider's counts (`budgets.
+        /// cancelFloorTokensPerSecond`): `tokensPerSecond` for every second since the provider's response head
+        /// (rounded up), capped by the output this request reserved, `reservedTokens` (the grant's, extensions
+        /// included) less the prompt part. The time a reasoning model spends silent is billed, and visible text
+        /// alone cannot show it; the cap keeps the charge within what the admission already set aside.
+        func outputFloor(secondsSinceHead: Double, tokensPerSecond: Int, reservedTokens: Int) -> Int {
+            let cap = max(0, reservedTokens - promptTokens)
+            guard secondsSinceHead > 0, tokensPerSecond > 0, cap > 0 else { return 0 }
+            let floor = (secondsSinceHead * Double(tokensPerSecond)).rounded(.up)
+            return floor >= Double(cap) ? cap : Int(floor)
+        }
     }
 
     /// The reservation for a request to `path` whose forwarded body (after any clamp) is `body`: its ceiling as the

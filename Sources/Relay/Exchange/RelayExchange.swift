@@ -191,7 +191,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     func clientClosed() {
         let phase = machine.phase
-        let actions = machine.clientClosed(now: clock.now())
+        let actions = machine.clientClosed(now: clock.now(), afterFinish: meter.awaitsUsageAfterFinish)
         // Only a call that was made can be cancelled: a client gone mid-body never reached the provider. A drained
         // call is not counted here: it runs on to its usage.
         if actions.contains(.cancelUpstream) && transfer != nil {
@@ -382,6 +382,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     private var ended = false
 
+    /// The cancel floor (`ExchangeAdmission.Reservation.outputFloor`) at `now`, on the exchange's clock: only with
+    /// budgets, a reservation, and a response head (before it the provider has generated nothing billable).
+    private func outputFloor(at now: Instant) -> Int {
+        guard let budgets = admission?.budgets, let reservation, let grant, let head = record.upstreamHeadAt else { return 0 }
+        return reservation.outputFloor(secondsSinceHead: now.seconds(since: head), tokensPerSecond: budgets.cancelFloorTokensPerSecond,
+                                       reservedTokens: grant.reservedTokens)
+    }
+
     private func end() {
         guard !ended else { return }
         ended = true
@@ -390,7 +398,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         record.outcome = machine.outcome?.rawValue ?? "aborted"
         record.endedAt = clock.now()
         if transfer != nil {
-            record.usage = meter.usage(callReachedProvider: callReachedProvider)
+            record.usage = meter.usage(callReachedProvider: callReachedProvider, outputFloor: outputFloor(at: record.endedAt!))
             record.modelLabel = meter.modelLabel
         }
         if let grant, let admission {
