@@ -149,6 +149,8 @@ public struct RelayConfiguration: Sendable {
         public var request = RequestLimits()
         /// Open client connections; a new one over the limit gets 503 and is closed.
         public var maxConnections: Int = 10_000
+        /// Identities (or addresses) the memory backend remembers budgets and buckets for (`MemoryAdmissionStore`).
+        public var maxTrackedIdentities: Int = BudgetLedger.defaultMaxKeys
         public init() {}
         public subscript(dynamicMember keyPath: WritableKeyPath<RequestLimits, Int>) -> Int {
             get { request[keyPath: keyPath] }
@@ -420,12 +422,15 @@ struct ConfigReader {
     /// `limits`.
     mutating func readLimits(_ object: [String: Any], into config: inout RelayConfiguration) {
         if let limits = object["limits"] as? [String: Any] {
-            checkKnown(limits, ["maxHeadBytes", "maxHeaderCount", "maxURIBytes", "maxBodyBytes", "maxConnections"], "limits")
+            checkKnown(limits, ["maxHeadBytes", "maxHeaderCount", "maxURIBytes", "maxBodyBytes", "maxConnections", "maxTrackedIdentities"], "limits")
             if let v = int(limits, "maxHeadBytes", "limits.maxHeadBytes", min: 1024, max: 1 << 24) { config.limits.maxHeadBytes = v }
             if let v = int(limits, "maxHeaderCount", "limits.maxHeaderCount", min: 1, max: 10_000) { config.limits.maxHeaderCount = v }
             if let v = int(limits, "maxURIBytes", "limits.maxURIBytes", min: 64, max: 1 << 20) { config.limits.maxURIBytes = v }
             if let v = int(limits, "maxBodyBytes", "limits.maxBodyBytes", min: 0, max: 1 << 30) { config.limits.maxBodyBytes = v }
             if let v = int(limits, "maxConnections", "limits.maxConnections", min: 1, max: 1_000_000) { config.limits.maxConnections = v }
+            if let v = int(limits, "maxTrackedIdentities", "limits.maxTrackedIdentities", min: 1, max: 100_000_000) {
+                config.limits.maxTrackedIdentities = v
+            }
         } else if object["limits"] != nil { problem("limits", "must be an object") }
     }
 

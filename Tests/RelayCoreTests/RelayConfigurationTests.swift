@@ -406,6 +406,12 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
         #expect(floor.budgets?.cancelFloorTokensPerSecond == 0)
     }
 
+    @Test func maxTrackedIdentitiesIsRead() throws {
+        #expect(try load(minimal()).limits.maxTrackedIdentities == 100_000)
+        #expect(try load(minimal(root: #","limits": {"maxTrackedIdentities": 5000}"#)).limits.maxTrackedIdentities == 5_000)
+        #expect(paths(problems(minimal(root: #","limits": {"maxTrackedIdentities": 0}"#))) == ["limits.maxTrackedIdentities"])
+    }
+
     @Test func budgetProblemsNameTheirKeyPaths() {
         #expect(paths(problems(minimal(root: #","budgets": {}"#))) == ["budgets"])
         #expect(Set(paths(problems(minimal(root: #","budgets": {"perIdentity": {"tokensPerDay": 0, "tokensPerWeek": 5}, "onExceed": "stop", "#
