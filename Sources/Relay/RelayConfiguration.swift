@@ -43,6 +43,8 @@ public struct RelayConfiguration: Sendable {
         /// provider, retires an idle connection, and a request never races the provider's close. Such a race
         /// is answered 502 `upstream_connection_reset` (never a second send of a chat request).
         public var idleConnectionSeconds = 30
+        /// `headers`: fields the operator sets on every request to this provider (`RelayConfiguration+UpstreamHeaders`).
+        public var headers = HTTPHeaders()
         /// `keyHeader` defaults to the provider's (`Provider.keyHeader`), `keyPrefix` to `Bearer ` for
         /// `Authorization` and nothing otherwise.
         public init(name: String, baseURL: String, key: Secret?, provider: Provider = .openai, keyHeader: String? = nil,
@@ -332,7 +334,7 @@ struct ConfigReader {
     mutating func readUpstream(_ name: String, _ value: Any) -> RelayConfiguration.Upstream? {
         let path = "upstreams.\(name)"
         guard let u = value as? [String: Any] else { problem(path, "must be an object"); return nil }
-        checkKnown(u, ["baseURL", "key", "provider", "keyHeader", "keyPrefix", "httpVersion", "caFile", "idleConnectionSeconds"], path)
+        checkKnown(u, ["baseURL", "key", "provider", "keyHeader", "keyPrefix", "httpVersion", "caFile", "idleConnectionSeconds", "headers"], path)
         guard let base = string(u, "baseURL", "\(path).baseURL") else {
             if u["baseURL"] == nil { problem("\(path).baseURL", "is required") }
             return nil
@@ -369,6 +371,7 @@ struct ConfigReader {
         if let v = int(u, "idleConnectionSeconds", "\(path).idleConnectionSeconds", min: 1, max: 3600) {
             upstream.idleConnectionSeconds = v
         }
+        if let fields = u["headers"] { upstream.headers = fixedHeaders(fields, "\(path).headers", keyHeader: header) }
         return upstream
     }
 
