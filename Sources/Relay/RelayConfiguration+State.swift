@@ -61,10 +61,18 @@ public struct BudgetConfiguration: Sendable, Equatable {
     /// a long chat answer, so most answers need no extension.
     public static let defaultReserve = 4096
 
+    /// Output tokens charged per second of a stream that ends without the provider's counts (a cancel, a cut, a
+    /// provider that died), counted from the provider's response head and capped by the output the stream
+    /// reserved: a client that waits through a reasoning model's silent phase and then leaves still pays for
+    /// the reasoning it caused (README, "Budgets"). 0 turns the floor off.
+    public static let defaultCancelFloor = 50
+
     public var perIdentity = BudgetLimits()
     public var total = BudgetLimits()
     public var onExceed = OnExceed.cut
     public var defaultReserveTokens = BudgetConfiguration.defaultReserve
+    /// `budgets.cancelFloorTokensPerSecond`; see `defaultCancelFloor`.
+    public var cancelFloorTokensPerSecond = BudgetConfiguration.defaultCancelFloor
 
     public init(perIdentity: BudgetLimits = BudgetLimits(), total: BudgetLimits = BudgetLimits(),
                 onExceed: OnExceed = .cut, defaultReserveTokens: Int = BudgetConfiguration.defaultReserve) {
@@ -170,7 +178,7 @@ extension ConfigReader {
     mutating func readBudgets(_ object: [String: Any], into config: inout RelayConfiguration) {
         guard let value = object["budgets"] else { return }
         guard let b = value as? [String: Any] else { problem("budgets", "must be an object"); return }
-        checkKnown(b, ["perIdentity", "total", "onExceed", "defaultReserveTokens"], "budgets")
+        checkKnown(b, ["perIdentity", "total", "onExceed", "defaultReserveTokens", "cancelFloorTokensPerSecond"], "budgets")
         var budgets = BudgetConfiguration()
         func limits(_ key: String) -> BudgetLimits {
             let path = "budgets.\(key)"
@@ -192,6 +200,9 @@ extension ConfigReader {
         }
         if let v = int(b, "defaultReserveTokens", "budgets.defaultReserveTokens", min: 1, max: 10_000_000) {
             budgets.defaultReserveTokens = v
+        }
+        if let v = int(b, "cancelFloorTokensPerSecond", "budgets.cancelFloorTokensPerSecond", min: 0, max: 1_000_000) {
+            budgets.cancelFloorTokensPerSecond = v
         }
         if budgets.perIdentity.isEmpty && budgets.total.isEmpty {
             problem("budgets", "sets no limit: give budgets.perIdentity or budgets.total a tokensPerDay or tokensPerMonth")

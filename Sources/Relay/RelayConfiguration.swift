@@ -43,6 +43,8 @@ public struct RelayConfiguration: Sendable {
         /// provider, retires an idle connection, and a request never races the provider's close. Such a race
         /// is answered 502 `upstream_connection_reset` (never a second send of a chat request).
         public var idleConnectionSeconds = 30
+        /// `headers`: fields the operator sets on every request to this provider (`RelayConfiguration+UpstreamHeaders`).
+        public var headers = HTTPHeaders()
         /// `keyHeader` defaults to the provider's (`Provider.keyHeader`), `keyPrefix` to `Bearer ` for
         /// `Authorization` and nothing otherwise.
         public init(name: String, baseURL: String, key: Secret?, provider: Provider = .openai, keyHeader: String? = nil,
@@ -110,8 +112,11 @@ public struct RelayConfiguration: Sendable {
         public func injectsUsage(at endpoint: Endpoint) -> Bool { endpoint == .openAIChat && (usage.inject ?? true) }
 
         /// Prefix matching stops at segment boundaries: `/v1/models` matches `/v1/models` and `/v1/models/x`,
-        /// never `/v1/modelsX` (a prefix ending in `/` is its own boundary).
+        /// never `/v1/modelsX`. A trailing slash, on the path or the prefix, never changes a match (both are read
+        /// as their `RequestPath.endpoint`): `/v1/chat/completions/` takes the route `/v1/chat/completions` takes,
+        /// exact routes included, so it cannot slip past an exact route's body policy to a broader route.
         public func matches(path: String) -> Bool {
+            let path = RequestPath.endpoint(of: path), prefix = RequestPath.endpoint(of: prefix)
             if exact { return path == prefix }
             let p = path.utf8, q = prefix.utf8
             guard p.starts(with: q) else { return false }
@@ -157,6 +162,8 @@ public struct RelayConfiguration: Sendable {
         public var request = RequestLimits()
         /// Open client connections; a new one over the limit gets 503 and is closed.
         public var maxConnections: Int = 10_000
+        /// Identities (or addresses) the memory backend remembers budgets and buckets for (`MemoryAdmissionStore`).
+        public var maxTrackedIdentities: Int = BudgetLedger.defaultMaxKeys
         public init() {}
         public subscript(dynamicMember keyPath: WritableKeyPath<RequestLimits, Int>) -> Int {
             get { request[keyPath: keyPath] }
@@ -212,11 +219,13 @@ public struct RelayConfiguration: Sendable {
     /// The relay's own reverse proxies and balancers: only their `X-Forwarded-For` (and PROXY headers) are believed.
     public var trustedProxies: [CIDR] = []
 
-    /// The route with the longest prefix that `path` starts with (or equals, for exact routes).
+    /// The route with the longest prefix that `path` starts with (or equals, for exact routes), trailing slashes
+    /// aside (`Route.matches`); between prefixes equal but for that slash, an exact route first, whatever the order.
     public func route(for path: String) -> Route? {
         var best: Route?
+        func rank(_ r: Route) -> (Int, Int, Int) { (RequestPath.endpoint(of: r.prefix).utf8.count, r.exact ? 1 : 0, r.prefix.utf8.count) }
         for route in routes where route.matches(path: path) {
-            if best == nil || route.prefix.count > best!.prefix.count { best = route }
+            if best == nil || rank(route) > rank(best!) { best = route }
         }
         return best
     }
@@ -336,7 +345,7 @@ struct ConfigReader {
     mutating func readUpstream(_ name: String, _ value: Any) -> RelayConfiguration.Upstream? {
         let path = "upstreams.\(name)"
         guard let u = value as? [String: Any] else { problem(path, "must be an object"); return nil }
-        checkKnown(u, ["baseURL", "key", "provider", "keyHeader", "keyPrefix", "httpVersion", "caFile", "idleConnectionSeconds"], path)
+        checkKnown(u, ["baseURL", "key", "provider", "keyHeader", "keyPrefix", "httpVersion", "caFile", "idleConnectionSeconds", "headers"], path)
         guard let base = string(u, "baseURL", "\(path).baseURL") else {
             if u["baseURL"] == nil { problem("\(path).baseURL", "is required") }
             return nil
@@ -373,6 +382,7 @@ struct ConfigReader {
         if let v = int(u, "idleConnectionSeconds", "\(path).idleConnectionSeconds", min: 1, max: 3600) {
             upstream.idleConnectionSeconds = v
         }
+        if let fields = u["headers"] { upstream.headers = fixedHeaders(fields, "\(path).headers", keyHeader: header) }
         return upstream
     }
 
@@ -430,12 +440,15 @@ struct ConfigReader {
     /// `limits`.
     mutating func readLimits(_ object: [String: Any], into config: inout RelayConfiguration) {
         if let limits = object["limits"] as? [String: Any] {
-            checkKnown(limits, ["maxHeadBytes", "maxHeaderCount", "maxURIBytes", "maxBodyBytes", "maxConnections"], "limits")
+            checkKnown(limits, ["maxHeadBytes", "maxHeaderCount", "maxURIBytes", "maxBodyBytes", "maxConnections", "maxTrackedIdentities"], "limits")
             if let v = int(limits, "maxHeadBytes", "limits.maxHeadBytes", min: 1024, max: 1 << 24) { config.limits.maxHeadBytes = v }
             if let v = int(limits, "maxHeaderCount", "limits.maxHeaderCount", min: 1, max: 10_000) { config.limits.maxHeaderCount = v }
             if let v = int(limits, "maxURIBytes", "limits.maxURIBytes", min: 64, max: 1 << 20) { config.limits.maxURIBytes = v }
             if let v = int(limits, "maxBodyBytes", "limits.maxBodyBytes", min: 0, max: 1 << 30) { config.limits.maxBodyBytes = v }
             if let v = int(limits, "maxConnections", "limits.maxConnections", min: 1, max: 1_000_000) { config.limits.maxConnections = v }
+            if let v = int(limits, "maxTrackedIdentities", "limits.maxTrackedIdentities", min: 1, max: 100_000_000) {
+                config.limits.maxTrackedIdentities = v
+            }
         } else if object["limits"] != nil { problem("limits", "must be an object") }
     }
 

@@ -26,7 +26,15 @@ import SSE
 /// fields above; a Responses `delta` (but base64 audio); Anthropic's `text`, `partial_json`, `thinking`; Gemini's
 /// `text`. The output estimate (`estimatedOutputTokens`) is the larger of the events (one is at least a token) and
 /// the bytes / 4 (a token is about four bytes of English; Gemini chunks carry dozens of tokens, Anthropic deltas
-/// several): conservative, within a small factor of the provider's count.
+/// several) plus the audio: conservative, within a small factor of the provider's count.
+///
+/// Audio is output too: OpenAI chat chunks' `delta.audio` (its `transcript` counts as text, its base64 `data` as
+/// audio) and the Responses API's `response.audio.delta` (base64). Audio bytes count one token per
+/// `audioBase64BytesPerToken`: streamed audio is 16-bit PCM at 24 kHz, 64 000 base64 bytes a second, which OpenAI
+/// bills at about 20 tokens a second (one per 50 ms); 1 000 bytes a token counts 64 a second, so the estimate stays
+/// above the bill even for a faster rate.
+///
+/// `finishSeen`: an OpenAI chat chunk carried a `finish_reason`; its usage chunk (when asked for) comes next.
 ///
 /// Memory is bounded: one event (`maxEventBytes`) or the JSON body (`maxJSONBytes`). Past either bound the tap
 /// gives up (`gaveUp`): what it read so far still counts, and the result is an estimate.
@@ -74,9 +82,15 @@ public struct UsageTap: Sendable {
     public private(set) var contentEvents = 0
     /// Bytes of content text seen so far (see the type's documentation).
     public private(set) var contentBytes = 0
+    /// Base64 bytes of audio seen so far (see the type's documentation).
+    public private(set) var audioBytes = 0
+    /// An OpenAI chat chunk named its `finish_reason`: the answer is whole, the usage chunk may follow.
+    public private(set) var finishSeen = false
+    /// Audio is counted one token per this many base64 bytes (see the type's documentation).
+    public static let audioBase64BytesPerToken = 1_000
     /// The output so far, in tokens, as the relay estimates it: what a budget guard watches, and the completion of
     /// an estimate.
-    public var estimatedOutputTokens: Int { max(contentEvents, contentBytes / 4) }
+    public var estimatedOutputTokens: Int { max(contentEvents, contentBytes / 4 + audioBytes / Self.audioBase64BytesPerToken) }
     /// A bound was passed; the tap stopped reading.
     public private(set) var gaveUp = false
 
@@ -158,10 +172,16 @@ public struct UsageTap: Sendable {
 
     // MARK: Events
 
-    /// OpenAI chat keys read per chunk: the delta's text fields (measured), then `usage` (last bit).
-    private static let openAIChunkKeys = JSONPeek.KeySet(["content", "refusal", "arguments", "reasoning_content", "reasoning", "usage"])
+    /// OpenAI chat keys read per chunk: the delta's text fields (measured), `usage`, the audio transcript
+    /// (measured), the audio object and the finish reason.
+    private static let openAIChunkKeys = JSONPeek.KeySet(["content", "refusal", "arguments", "reasoning_content", "reasoning", "usage",
+                                                          "transcript", "audio", "finish_reason"])
     private static let openAIUsageBit: UInt64 = 1 << 5
-    private static let openAITextBits: UInt64 = 0b11111
+    private static let openAIAudioBit: UInt64 = 1 << 7
+    private static let openAIFinishBit: UInt64 = 1 << 8
+    private static let openAITextBits: UInt64 = 0b101_1111
+    /// The base64 audio of a chat chunk's `delta.audio`.
+    private static let openAIAudioDataKeys = JSONPeek.KeySet(["data"])
     /// The Responses API's delta text.
     private static let responsesDeltaKeys = JSONPeek.KeySet(["delta"])
     /// Anthropic's `content_block_delta` text: `text_delta`, `input_json_delta`, `thinking_delta`.
@@ -221,8 +241,11 @@ public struct UsageTap: Sendable {
         }
         let p = JSONPeek(data)
         let keys = p.scanKeys(Self.openAIChunkKeys, measuring: Self.openAITextBits)
-        if keys.nonEmptyString & ~Self.openAIUsageBit != 0 { contentEvents += 1 }
+        let audio = keys.object & Self.openAIAudioBit != 0
+        if keys.nonEmptyString & Self.openAITextBits != 0 || audio { contentEvents += 1 }
         contentBytes += keys.measured
+        if audio { audioBytes += p.scanKeys(Self.openAIAudioDataKeys, measuring: 0b1).measured }
+        if keys.nonEmptyString & Self.openAIFinishBit != 0 { finishSeen = true }
         // `usage` is null on every chunk but the last when include_usage is on: walk the chunk only for an object.
         if keys.object & Self.openAIUsageBit != 0, let u = p.member("usage", inObjectAt: p.root), p.isObject(at: u) {
             UsageReaders.openAI(p, usageAt: u, into: &counts)
@@ -233,9 +256,8 @@ public struct UsageTap: Sendable {
         if type.hasSuffix(".delta") {
             contentEvents += 1
             // `response.audio.delta` carries base64 audio, not text.
-            if !type.hasSuffix("audio.delta") {
-                contentBytes += JSONPeek(data).scanKeys(Self.responsesDeltaKeys, measuring: 0b1).measured
-            }
+            let measured = JSONPeek(data).scanKeys(Self.responsesDeltaKeys, measuring: 0b1).measured
+            if type.hasSuffix("audio.delta") { audioBytes += measured } else { contentBytes += measured }
             return
         }
         guard type == "response.completed" || type == "response.incomplete" || type == "response.failed" else { return }

@@ -36,11 +36,13 @@ struct Replica: Sendable {
     let loop: EventLoop
     let store: RedisAdmissionStore
 
-    init(_ server: RedisServerProcess, _ settings: RedisAdmissionStore.Settings, fallback: (any AdmissionStore)? = nil, index: Int = 0) {
+    init(_ server: RedisServerProcess, _ settings: RedisAdmissionStore.Settings, fallback: (any AdmissionStore)? = nil, index: Int = 0,
+         metrics: RelayMetrics? = nil) {
         var settings = settings
         settings.redis.port = server.port
         loop = EventLoop(index: index)
-        store = RedisAdmissionStore(settings: settings, loops: [loop], fallback: fallback, logger: Logger(label: "redis-store", level: .error))
+        store = RedisAdmissionStore(settings: settings, loops: [loop], fallback: fallback, logger: Logger(label: "redis-store", level: .error),
+                                    metrics: metrics)
     }
 
     func admit(_ request: AdmissionRequest) throws -> AdmissionDecision {
@@ -274,5 +276,74 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
             replica.store.settle(grant, usedTokens: 0)
             return grant.mode == .shared   // decided by Redis, not by onUnavailable while reconnecting
         }
+    }
+
+    // MARK: Settles while Redis is away (issue 18 §5)
+
+    /// Redis stopped: the stream's settle fails, is kept, and lands once Redis is back (a new, empty server here, as
+    /// after a restart without persistence): the usage is counted, nothing dropped.
+    @Test func aSettleWhileRedisIsDownIsAppliedWhenItIsBack() throws {
+        let server = try RedisServerProcess()
+        let metrics = RelayMetrics()
+        let replica = Replica(server, RedisAdmissionStore.Settings(redis: .init(timeoutMs: 500), budgets: .init(identityTokensPerDay: 100_000)),
+                              metrics: metrics)
+        try eventually("connected, scripts loaded", timeout: 10) { replica.store.loadedScriptCount == 5 }
+        let grant = try #require(admitted([try replica.admit(request(tokens: 1_000))]).first)
+        server.kill()
+        replica.store.settle(grant, usedTokens: 700)
+        try eventually("the failed settle is kept", timeout: 10) { replica.store.pendingSettleCount == 1 }
+        #expect(replica.store.unavailableCounters.settleFailures >= 1)
+        try server.restart()
+        try eventually("the settle applied once Redis is back", timeout: 10) {
+            replica.store.pendingSettleCount == 0 && (try? replica.report("alice", wall: wall))??.windows[0].usedTokens == 700
+        }
+        #expect(replica.store.unavailableCounters.settlesDropped == 0)
+        #expect(metrics.render().contains("sse_relay_settles_dropped_total 0\n"))
+    }
+
+    /// The queue is bounded: with room for 2, the third failed settle drops the oldest, counted in
+    /// `sse_relay_settles_dropped_total`; the two kept land when Redis is back.
+    @Test func pendingSettlesAreBoundedAndDropsAreCounted() throws {
+        let server = try RedisServerProcess()
+        let metrics = RelayMetrics()
+        var settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 500), budgets: .init(identityTokensPerDay: 100_000))
+        settings.maxPendingSettles = 2
+        settings.settleRetryInitialMs = 60_000   // only the reconnect sends them again: the queue's order stays the failures'
+        let replica = Replica(server, settings, metrics: metrics)
+        try eventually("connected, scripts loaded", timeout: 10) { replica.store.loadedScriptCount == 5 }
+        let grants = try (0..<3).map { _ in try #require(admitted([try replica.admit(request(tokens: 100))]).first) }
+        server.kill()
+        for (grant, used) in zip(grants, [10, 20, 30]) { replica.store.settle(grant, usedTokens: used) }
+        try eventually("two kept, one dropped", timeout: 10) {
+            replica.store.pendingSettleCount == 2 && replica.store.unavailableCounters.settlesDropped == 1
+        }
+        #expect(metrics.render().contains("sse_relay_settles_dropped_total 1\n"))
+        try server.restart()
+        try eventually("the two kept settles applied", timeout: 10) {
+            replica.store.pendingSettleCount == 0 && (try? replica.report("alice", wall: wall))??.windows[0].usedTokens == 20 + 30
+        }
+    }
+
+    /// Redis stalls (SIGSTOP) with a settle written to it: its reply times out, so the store keeps it and sends it
+    /// again; Redis, woken, runs both. The grant's tombstone makes the second a no-op: 700 used, not 1 400.
+    @Test func aSettleSentTwiceIsAppliedOnce() throws {
+        let server = try RedisServerProcess()
+        var settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 150), budgets: .init(identityTokensPerDay: 100_000))
+        settings.settleRetryInitialMs = 10
+        let replica = Replica(server, settings)
+        try eventually("connected, scripts loaded", timeout: 10) { replica.store.loadedScriptCount == 5 }
+        let grant = try #require(admitted([try replica.admit(request(tokens: 1_000))]).first)
+        server.pause()
+        replica.store.settle(grant, usedTokens: 700)
+        try eventually("the unanswered settle is kept", timeout: 10) { replica.store.unavailableCounters.settleFailures >= 1 }
+        server.resume()
+        try eventually("settled", timeout: 10) {
+            replica.store.pendingSettleCount == 0 && (try? replica.report("alice", wall: wall))??.windows[0].usedTokens == 700
+        }
+        // Both copies have run by now (the first was in Redis's socket before the second was sent): a later
+        // admission and report see one charge.
+        _ = try replica.admit(request(tokens: 1))
+        #expect(try replica.report("alice", wall: wall)?.windows[0].usedTokens == 700)
+        #expect(replica.store.unavailableCounters.settlesDropped == 0)
     }
 }

@@ -341,13 +341,13 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
     @Test(arguments: [
         ("/v1/models", "openai"), ("/v1/chat/x", "chat"), ("/v1/chat/completions", "exact"),
         ("/v1/chat/completions/x", "exact"), ("/v1/chat/completionsX", "chat"), ("/anthropic/v1/messages", "anthropic"),
-        ("/v1/", "openai"),
+        ("/v1/", "openai"), ("/v1", "openai"), ("/anthropic", "anthropic"), ("/v1/chat/completions/", "exact"),
     ])
     func routePicksTheLongestPrefix(path: String, upstream: String) {
         #expect(Self.routed.route(for: path)?.upstream == upstream)
     }
 
-    @Test(arguments: ["/", "/v1", "/v2/models", "/anthropic", "", "v1/models"])
+    @Test(arguments: ["/", "/v1x", "/v2/models", "/anthropicx", "", "v1/models"])
     func routeIsNilWhenNothingMatches(path: String) {
         #expect(Self.routed.route(for: path) == nil)
     }
@@ -401,13 +401,41 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
                                                  total: BudgetLimits(tokensPerDay: 20_000_000), onExceed: .cut, defaultReserveTokens: 4096))
         let finish = try load(minimal(root: #","budgets": {"total": {"tokensPerMonth": 5}, "onExceed": "finish", "defaultReserveTokens": 1000}"#))
         #expect(finish.budgets?.onExceed == .finish && finish.budgets?.defaultReserveTokens == 1000)
+        #expect(c.budgets?.cancelFloorTokensPerSecond == 50)
+        let floor = try load(minimal(root: #","budgets": {"total": {"tokensPerMonth": 5}, "cancelFloorTokensPerSecond": 0}"#))
+        #expect(floor.budgets?.cancelFloorTokensPerSecond == 0)
+    }
+
+    @Test func maxTrackedIdentitiesIsRead() throws {
+        #expect(try load(minimal()).limits.maxTrackedIdentities == 100_000)
+        #expect(try load(minimal(root: #","limits": {"maxTrackedIdentities": 5000}"#)).limits.maxTrackedIdentities == 5_000)
+        #expect(paths(problems(minimal(root: #","limits": {"maxTrackedIdentities": 0}"#))) == ["limits.maxTrackedIdentities"])
+    }
+
+    /// `upstreams.NAME.headers` (issue 18 §5): fixed fields the operator sets, checked at start-up.
+    @Test func upstreamHeadersAreReadAndCheckedByKeyPath() throws {
+        let c = try load(minimal(upstream: #", "headers": {"OpenAI-Organization": "org-1", "OpenAI-Project": "proj_2"}"#))
+        #expect(Array(c.upstreams["openai"]!.headers) == [HTTPField(name: "OpenAI-Organization", value: "org-1"),
+                                                          HTTPField(name: "OpenAI-Project", value: "proj_2")])
+        #expect(try load(minimal()).upstreams["openai"]!.headers.count == 0)
+        let refused = problems(minimal(upstream: #", "keyHeader": "X-Provider-Token", "headers": {"Authorization": "Bearer sk-x", "x-api-key": "k", "# + #""x-provider-token": "k", "Host": "h", "Content-Length": "1", "X-Forwarded-For": "1.2.3.4", "X_Under": "1", "bad name": "1", "# + #""X-Crlf": "a\r\nX-Injected: 1", "X-Nul": "a\u0000", "X-Spaced": " a", "X-Number": 7, "Cookie": "a=b"}"#))
+        #expect(Set(paths(refused)) == Set([
+            "upstreams.openai.headers.Authorization", "upstreams.openai.headers.x-api-key", "upstreams.openai.headers.x-provider-token",
+            "upstreams.openai.headers.Host", "upstreams.openai.headers.Content-Length", "upstreams.openai.headers.X-Forwarded-For",
+            "upstreams.openai.headers.X_Under", "upstreams.openai.headers.bad name", "upstreams.openai.headers.X-Crlf",
+            "upstreams.openai.headers.X-Nul", "upstreams.openai.headers.X-Spaced", "upstreams.openai.headers.X-Number",
+            "upstreams.openai.headers.Cookie",
+        ]), "\(refused)")
+        #expect(refused.count == 13)
+        #expect(paths(problems(minimal(upstream: #", "headers": {"X-A": "1", "x-a": "2"}"#))).count == 1)
+        #expect(paths(problems(minimal(upstream: #", "headers": ["X-A: 1"]"#))) == ["upstreams.openai.headers"])
     }
 
     @Test func budgetProblemsNameTheirKeyPaths() {
         #expect(paths(problems(minimal(root: #","budgets": {}"#))) == ["budgets"])
         #expect(Set(paths(problems(minimal(root: #","budgets": {"perIdentity": {"tokensPerDay": 0, "tokensPerWeek": 5}, "onExceed": "stop", "#
-                                           + #""defaultReserveTokens": -1, "total": {"tokensPerMonth": 1.5}}"#))))
+                                           + #""defaultReserveTokens": -1, "total": {"tokensPerMonth": 1.5}, "cancelFloorTokensPerSecond": -1}"#))))
                 == ["budgets.perIdentity.tokensPerDay", "budgets.perIdentity.tokensPerWeek", "budgets.onExceed",
-                    "budgets.defaultReserveTokens", "budgets.total.tokensPerMonth", "budgets"])
+                    "budgets.defaultReserveTokens", "budgets.total.tokensPerMonth", "budgets.cancelFloorTokensPerSecond", "budgets"])
     }
 }

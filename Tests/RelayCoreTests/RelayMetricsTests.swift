@@ -95,6 +95,9 @@ private let expectedPopulated: [String] = [
     "# TYPE sse_relay_budget_cuts_total counter",
     "# HELP sse_relay_state_unavailable_total Admissions decided while the shared state store did not answer, by outcome (rejected, allowed, local).",
     "# TYPE sse_relay_state_unavailable_total counter",
+    "# HELP sse_relay_settles_dropped_total Budget settlements the shared state store never applied (Redis away past the pending queue's bound, or refusing): that usage went uncounted.",
+    "# TYPE sse_relay_settles_dropped_total counter",
+    "sse_relay_settles_dropped_total 0",
     "# HELP sse_relay_tokens_total Tokens used, by route, model (allowlisted or other), kind (prompt, completion) and source (provider, estimate).",
     "# TYPE sse_relay_tokens_total counter",
     #"sse_relay_tokens_total{route="/v1/",model="gpt-4o",kind="completion",source="provider"} 27"#,
@@ -109,7 +112,8 @@ private let families: [(name: String, type: String)] = [
     ("sse_relay_time_to_first_byte_seconds", "histogram"), ("sse_relay_request_duration_seconds", "histogram"),
     ("sse_relay_upstream_errors_total", "counter"), ("sse_relay_cancellations_total", "counter"),
     ("sse_relay_rejections_total", "counter"), ("sse_relay_budget_cuts_total", "counter"),
-    ("sse_relay_state_unavailable_total", "counter"), ("sse_relay_tokens_total", "counter"),
+    ("sse_relay_state_unavailable_total", "counter"), ("sse_relay_settles_dropped_total", "counter"),
+    ("sse_relay_tokens_total", "counter"),
 ]
 
 /// One histogram read back from the text.

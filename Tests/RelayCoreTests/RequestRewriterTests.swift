@@ -61,6 +61,11 @@ private let appended = [
         // Underscores: a CGI-style gateway reads `X_Forwarded_For` as `X-Forwarded-For` (nginx drops them).
         Field("X_Forwarded_For", "198.51.100.66"), Field("x_api_key", "sk-smuggled"), Field("X-Api_Key", "sk-smuggled"),
         Field("Authorization_", "Bearer x"), Field("_", "x"), Field("OpenAI_Organization", "org-other"),
+        // Who is billed (issue 18 §5): with a key shared by several organizations or projects, the client would
+        // choose the one the provider bills.
+        Field("OpenAI-Organization", "org-other"), Field("openai-organization", "org-other"),
+        Field("OpenAI-Project", "proj_other"), Field("OPENAI-PROJECT", "proj_other"),
+        Field("X-Goog-User-Project", "someone-elses-project"),
     ]
 
     @Test(arguments: droppedFields)
@@ -128,7 +133,29 @@ private let appended = [
             "forwarded", "x-forwarded-host", "x-real-ip", "x-original-url", "x-rewrite-url", "x-http-method-override",
             "x-method-override", "http2-settings", "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-server",
             "x-original-forwarded-for", "true-client-ip", "x-client-ip", "cf-connecting-ip",
+            "openai-organization", "openai-project", "x-goog-user-project",
         ])
+    }
+
+    /// `upstreams.NAME.headers`: the operator's fields go on every request, after the relay's own and before the
+    /// preset's defaults (which they may replace); the client can neither override nor repeat them.
+    @Test func theOperatorsFixedFieldsReplaceTheClientsAndPrecedeThePresetDefaults() {
+        var upstream = RelayConfiguration.Upstream(name: "anthropic", baseURL: "https://api.anthropic.com",
+                                                   key: Secret("sk-ant-relay"), provider: .anthropic)
+        upstream.headers = HTTPHeaders([("OpenAI-Organization", "org-operator"), ("anthropic-version", "2024-01-01"),
+                                        ("X-Gateway-Tenant", "app-1")])
+        let out = rewrite([("openai-organization", "org-client"), ("X-GATEWAY-TENANT", "other"), ("Accept", "*/*"),
+                           ("Anthropic-Version", "2023-06-01")], upstream: upstream)
+        #expect(lines(out) == [
+            "Accept: */*", "Accept-Encoding: identity", "X-Forwarded-For: 10.0.0.7", "X-Forwarded-Proto: http",
+            "X-Request-Id: req-1", "OpenAI-Organization: org-operator", "anthropic-version: 2024-01-01",
+            "X-Gateway-Tenant: app-1", "x-api-key: sk-ant-relay",
+        ])
+        // Without operator fields, the preset's default still comes when the client sent none.
+        let plain = RelayConfiguration.Upstream(name: "anthropic", baseURL: "https://api.anthropic.com",
+                                                key: Secret("sk-ant-relay"), provider: .anthropic)
+        #expect(rewrite([("OpenAI-Project", "proj_client")], upstream: plain).values("anthropic-version") == ["2023-06-01"])
+        #expect(rewrite([("OpenAI-Project", "proj_client")], upstream: plain).values("OpenAI-Project") == [])
     }
 
     @Test func xForwardedProtoDefaultsToHTTP() {
@@ -188,7 +215,7 @@ private let appended = [
             ("Content-Length", "120"), ("Cookie", "a=b"),
         ])
         #expect(lines(out) == [
-            "Content-Type: application/json", "Accept: text/event-stream", "OpenAI-Organization: org-123",
+            "Content-Type: application/json", "Accept: text/event-stream",
             "User-Agent: OpenAI/Python 1.40.0", "openai-beta: assistants=v2", "X-Dup: 1", "x-dup: 2",
         ] + appended)
     }

@@ -16,8 +16,8 @@ struct BudgetTests {
     static let request = Array(#"{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"How are you today?"}]}"#.utf8)
     static let chunk = #"data: {"choices":[{"index":0,"delta":{"content":"tok"},"finish_reason":null}]}"# + "\n\n"
 
-    static func relay(_ upstream: ScriptedUpstream, perDay: Int, reserve: Int = 4096) throws -> RelayFixture {
-        try RelayFixture(upstream: upstream, fixedWallClock: now) { config in
+    static func relay(_ upstream: ScriptedUpstream, perDay: Int, reserve: Int = 4096, clock: any Clock = MonotonicClock()) throws -> RelayFixture {
+        try RelayFixture(upstream: upstream, fixedWallClock: now, clock: clock) { config in
             config.clients.tokens = [.init(id: "app", sha256Hex: ClientAuthTests.sha256Hex(RelayFixture.clientToken))]
             config.routes = [.init(prefix: "/v1/", upstream: "test", auth: .token)]
             config.budgets = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: perDay), defaultReserveTokens: reserve)
@@ -82,7 +82,9 @@ struct BudgetTests {
 
     @Test("GET /usage?identity= on the admin listener answers the identity's windows; 400 without identity")
     func usageEndpoint() throws {
-        let relay = try Self.relay(try oneEventUpstream(), perDay: 100_000)
+        // A clock that stands still: the stream ends without the provider's counts, and the cancel floor (per second
+        // since the head) then adds nothing, so the spend below is exact.
+        let relay = try Self.relay(try oneEventUpstream(), perDay: 100_000, clock: ManualClock())
         let client = try relay.client()
         try Self.post(client)
         let head = try client.readHead()

@@ -1,4 +1,5 @@
 import Foundation
+import HTTP1
 import RelayTestSupport
 import TestHarness
 import Testing
@@ -63,6 +64,28 @@ struct RequestForwardingTests {
         #expect(head.header("X-Request-Id") == requestID)
         #expect(request.body == chatBody)
         relay.assertNoSecretLeaks(clients: [client])
+    }
+
+    /// Issue 18 §5: with a key shared by several organizations, the client chose who was billed.
+    @Test("the client cannot choose who is billed: OpenAI-Organization and OpenAI-Project are the operator's")
+    func billingFieldsAreTheOperators() throws {
+        let requests = Mailbox<RecordedRequest>()
+        let relay = try RelayFixture(upstream: try Self.echoUpstream(requests: requests)) { config in
+            config.upstreams["test"]!.headers = HTTPHeaders([("OpenAI-Organization", "org-operator")])
+        }
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/chat/completions",
+                               headers: [("Content-Type", "application/json"), ("OpenAI-Organization", "org-victim"),
+                                         ("openai-project", "proj_victim"), ("X-Goog-User-Project", "victim")],
+                               body: chatBody)
+        let head = try client.readHead()
+        #expect(head.status == 200)
+        _ = try client.readBody(head: head)
+        let request = try requests.take()
+        #expect(request.headerValues("OpenAI-Organization") == ["org-operator"])
+        #expect(request.header("OpenAI-Project") == nil)
+        #expect(request.header("X-Goog-User-Project") == nil)
+        #expect(!request.rawHead.contains(subsequence: Array("victim".utf8)))
     }
 
     @Test("a custom key header (x-api-key) replaces the client's own value")

@@ -122,6 +122,40 @@ struct UsageTapTests {
         #expect(whole.estimatedOutputTokens == max(whole.contentEvents, bytes / 4))
     }
 
+    /// Audio is output (issue 18 §4): a chat chunk's `delta.audio` counts its transcript as text and its base64
+    /// `data` at `audioBase64BytesPerToken`; so does the Responses API's `response.audio.delta`.
+    @Test func audioDeltasCountAsOutput() {
+        let audio = String(repeating: "UklGRiQA", count: 1_000)   // 8 000 base64 bytes
+        var chat = UsageTap(provider: .openai, contentType: "text/event-stream")
+        chat.feed(GoldenStreams.sse([
+            #"data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":null,"audio":{"id":"audio_1","data":"\#(audio)","transcript":"Hello there"}},"finish_reason":null}]}"#,
+            #"data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"audio":{"data":"\#(audio)"}},"finish_reason":null}]}"#,
+        ]))
+        #expect(chat.contentEvents == 2)
+        #expect(chat.contentBytes == 11)
+        #expect(chat.audioBytes == 16_000)
+        #expect(chat.estimatedOutputTokens == 11 / 4 + 16)
+        #expect(chat.usage(estimatedPrompt: 3) == Usage(prompt: 3, completion: 18, source: .estimate))
+
+        var responses = UsageTap(provider: .openai, contentType: "text/event-stream")
+        responses.feed(GoldenStreams.sse([
+            "event: response.audio.delta\n" + #"data: {"type":"response.audio.delta","response_id":"r1","item_id":"i1","output_index":0,"content_index":0,"delta":"\#(audio)"}"#,
+            "event: response.audio.transcript.delta\n" + #"data: {"type":"response.audio.transcript.delta","delta":"Hello there"}"#,
+        ]))
+        #expect(responses.audioBytes == 8_000)
+        #expect(responses.contentBytes == 11)
+        #expect(responses.estimatedOutputTokens == 11 / 4 + 8)
+    }
+
+    @Test func theFinishChunkIsSeen() {
+        var tap = UsageTap(provider: .openai, contentType: "text/event-stream")
+        tap.feed(GoldenStreams.sse([GoldenStreams.chatFirst, GoldenStreams.chatDelta("Hi")]))
+        #expect(!tap.finishSeen, "finish_reason null is no finish")
+        tap.feed(GoldenStreams.sse([GoldenStreams.chatFinish]))
+        #expect(tap.finishSeen)
+        #expect(tap.contentEvents == 1, "the finish chunk is not content")
+    }
+
     @Test func geminiFunctionCallCountsAsContent() {
         var tap = UsageTap(provider: .gemini, contentType: "text/event-stream")
         tap.feed(GoldenStreams.sse([#"data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{}}}]}}]}"#]))

@@ -15,7 +15,10 @@ import Upstream
 /// - `awaitingUpstreamHead` → `rejected` (a policy refused the request body before the upstream was called).
 /// - `awaitingUpstreamHead`, `streaming` → `draining` (the client left on a route with `onClientCancel: drain`):
 ///   the upstream is read on, its bytes discarded and nothing written to the client, until the provider's usage
-///   arrives (`usageArrived`), the upstream ends, or `drainMaxSeconds` pass → `clientGone`.
+///   arrives (`usageArrived`), the upstream ends, or `drainMaxSeconds` pass → `clientGone`. On any route, a client
+///   that leaves `streaming` after the answer's last chunk (`afterFinish`: OpenAI's `finish_reason`, whose usage
+///   chunk follows) is drained the same way for at most `finishDrainSeconds`: the usage is already paid for, and
+///   is one chunk away.
 /// - `awaitingUpstreamHead` while the admission store decides (`awaitAdmission` → `admitted`): the client leaving
 ///   then ends it (`clientGone`, never `draining`: nothing was called), a refusal is `rejected`.
 /// - `streaming` → `finished` with outcome `budget_exhausted` (`budgetExhausted`): the relay ends the stream itself
@@ -217,13 +220,19 @@ public struct ExchangeStateMachine: Sendable {
         return [.respondError(error)]
     }
 
+    /// How long a client that left after the answer's finish chunk leaves the relay reading for the usage chunk.
+    public static let finishDrainSeconds = 2.0
+
     /// The client left. The upstream is cancelled at once, or, with `drainMaxSeconds`, drained first (only a
-    /// call that was made can be drained: a request still arriving never reached the provider).
-    public mutating func clientClosed(now: Instant? = nil) -> [Action] {
+    /// call that was made can be drained: a request still arriving never reached the provider). `afterFinish`:
+    /// the stream's finish chunk was seen and its usage not yet, so even without `drainMaxSeconds` it is drained,
+    /// for `finishDrainSeconds`.
+    public mutating func clientClosed(now: Instant? = nil, afterFinish: Bool = false) -> [Action] {
         switch phase {
         case .awaitingUpstreamHead, .streaming:
             outcome = .clientCancelled
-            if let seconds = settings.drainMaxSeconds, let now, requestComplete, !awaitingAdmission {
+            let drainSeconds = settings.drainMaxSeconds ?? (afterFinish && phase == .streaming ? Self.finishDrainSeconds : nil)
+            if let seconds = drainSeconds, let now, requestComplete, !awaitingAdmission {
                 phase = .draining
                 drainUntil = now.advanced(bySeconds: seconds)
                 // A slow client may have left the upstream paused: the drain reads on regardless.

@@ -167,7 +167,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     func clientClosed() {
         let phase = machine.phase
-        let actions = machine.clientClosed(now: clock.now())
+        let actions = machine.clientClosed(now: clock.now(), afterFinish: meter.awaitsUsageAfterFinish)
         // Only a call that was made can be cancelled: a client gone mid-body never reached the provider. A drained
         // call is not counted here: it runs on to its usage.
         if actions.contains(.cancelUpstream) && transfer != nil {
@@ -354,6 +354,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     private var ended = false
 
+    /// The cancel floor (`ExchangeAdmission.Reservation.outputFloor`) at `now`, on the exchange's clock: only with
+    /// budgets, a reservation, and a response head (before it the provider has generated nothing billable).
+    private func outputFloor(at now: Instant) -> Int {
+        guard let budgets = admission?.budgets, let reservation, let grant, let head = record.upstreamHeadAt else { return 0 }
+        return reservation.outputFloor(secondsSinceHead: now.seconds(since: head), tokensPerSecond: budgets.cancelFloorTokensPerSecond,
+                                       reservedTokens: grant.reservedTokens)
+    }
+
     private func end() {
         guard !ended else { return }
         ended = true
@@ -361,7 +369,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         record.outcome = machine.outcome?.rawValue ?? "aborted"
         record.endedAt = clock.now()
         if transfer != nil {
-            record.usage = meter.usage(callReachedProvider: callReachedProvider)
+            record.usage = meter.usage(callReachedProvider: callReachedProvider, outputFloor: outputFloor(at: record.endedAt!))
             record.modelLabel = meter.modelLabel
         }
         if let grant, let admission {
@@ -377,7 +385,12 @@ final class ExchangeRecord: @unchecked Sendable {
     // Invariant: touched on the exchange's loop queue only.
     let requestID: String
     let method: String
+    /// The endpoint (`RequestPath.endpoint`: unreserved escapes decoded, no trailing slash): what every endpoint
+    /// decision reads (usage injection, output ceiling, prompt estimate, model label), so a path spelled another way
+    /// is judged as the endpoint the provider serves for it.
     let path: String
+    /// The path as forwarded (decoded, trailing slash kept): the access log's `path`.
+    let requestedPath: String
     let route: String
     let upstream: String
     let clientAddress: String
@@ -399,10 +412,12 @@ final class ExchangeRecord: @unchecked Sendable {
     /// What the exchange cost; nil when no call was made.
     var usage: Usage?
 
+    /// `path`: the path as forwarded; the record's `path` is its endpoint.
     init(requestID: String, method: String, path: String, route: String, upstream: String, clientAddress: String, startedAt: Instant) {
         self.requestID = requestID
         self.method = method
-        self.path = path
+        self.path = RequestPath.endpoint(of: path)
+        self.requestedPath = path
         self.route = route
         self.upstream = upstream
         self.clientAddress = clientAddress
@@ -412,7 +427,7 @@ final class ExchangeRecord: @unchecked Sendable {
     var logFields: [(String, LogValue)] {
         var fields: [(String, LogValue)] = [
             ("request_id", .string(requestID)), ("client_ip", .string(clientAddress)), ("method", .string(method)),
-            ("path", .string(path)), ("route", .string(route)), ("upstream", .string(upstream)),
+            ("path", .string(requestedPath)), ("route", .string(route)), ("upstream", .string(upstream)),
             ("status", .int(status ?? 0)), ("bytes_in", .int(bytesIn)), ("bytes_out", .int(bytesOut)),
             ("outcome", .string(outcome)),
         ]

@@ -43,6 +43,18 @@ struct RequestBodyPlan: Sendable {
         var outputCeiling = 0
         /// The output part: the ceiling times the choices.
         var outputTokens = 0
+
+        /// The least output charged to a stream that ended without the provider's counts (`budgets.
+        /// cancelFloorTokensPerSecond`): `tokensPerSecond` for every second since the provider's response head
+        /// (rounded up), capped by the output this request reserved, `reservedTokens` (the grant's, extensions
+        /// included) less the prompt part. The time a reasoning model spends silent is billed, and visible text
+        /// alone cannot show it; the cap keeps the charge within what the admission already set aside.
+        func outputFloor(secondsSinceHead: Double, tokensPerSecond: Int, reservedTokens: Int) -> Int {
+            let cap = max(0, reservedTokens - promptTokens)
+            guard secondsSinceHead > 0, tokensPerSecond > 0, cap > 0 else { return 0 }
+            let floor = (secondsSinceHead * Double(tokensPerSecond)).rounded(.up)
+            return floor >= Double(cap) ? cap : Int(floor)
+        }
     }
 
     /// The bytes to send.

@@ -11,9 +11,10 @@ import Usage
 /// uncompressed response (compressed SSE has broken many proxies' streams); fields that let a client steer the
 /// provider or forge where it came from go (`steeringFields`, and any name with `_`); `X-Forwarded-For` is the one
 /// `ClientAddressResolver` built (the client's own claim is replaced, never appended to); `X-Forwarded-Proto` is
-/// kept if a trusted proxy set it, else `http`; the request id is set; the provider preset's fixed fields are added
-/// when the client sent none (`anthropic-version`); the provider key is injected last, so nothing the client sent can
-/// override it.
+/// kept if a trusted proxy set it, else `http`; the request id is set; the operator's fixed fields
+/// (`upstreams.NAME.headers`) replace any the client sent under the same names; the provider preset's fixed fields
+/// are added when neither sent one (`anthropic-version`); the provider key is injected last, so nothing the client
+/// sent can override it.
 public enum RequestRewriter {
     /// Fields that carry a caller's credentials to some provider or site.
     public static let clientCredentialFields: [String] = [
@@ -29,6 +30,9 @@ public enum RequestRewriter {
         // Origin claims other stacks trust (CDNs, Rails, Spring): the relay's own X-Forwarded-For is the only one.
         "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-server", "x-original-forwarded-for", "true-client-ip",
         "x-client-ip", "cf-connecting-ip",
+        // Who is billed: with a key that belongs to several organizations or projects, OpenAI bills the one these
+        // name, and Google the quota project; the operator chooses it (`upstreams.NAME.headers`), never the client.
+        "openai-organization", "openai-project", "x-goog-user-project",
     ]
 
     /// The provider URL for a checked path: the base URL, the path (without the route's prefix when
@@ -72,11 +76,13 @@ public enum RequestRewriter {
         let trusted = address.viaTrustedProxy
         // nginx's `underscores_in_headers off`: `X_Forwarded_For` or `X-Api_Key` becomes the same variable as its
         // dashed twin in CGI-style gateways (and in some providers' stacks), slipping past every check above.
+        let fixed = upstream.headers
         headers.removeAll { field in
             let name = field.name
             if name.utf8.contains(0x5F) { return true }
             return isAlwaysRemoved(name) || asciiCaseInsensitiveEqual(name, keyHeader)
                 || (!trusted && asciiCaseInsensitiveEqual(name, "x-forwarded-proto"))
+                || (fixed.count > 0 && fixed.contains(name))
         }
 
         headers.add(name: "Accept-Encoding", value: "identity")
@@ -85,6 +91,7 @@ public enum RequestRewriter {
             headers.add(name: "X-Forwarded-Proto", value: "http")
         }
         headers.add(name: "X-Request-Id", value: requestID)
+        for field in fixed { headers.add(name: field.name, value: field.value) }
         for field in upstream.provider.defaultHeaders where !headers.contains(field.name) {
             headers.add(name: field.name, value: field.value)
         }

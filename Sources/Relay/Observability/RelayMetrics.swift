@@ -49,6 +49,8 @@ public final class RelayMetrics: Sendable {
     public let activeStreams = Atomic<Int>(0)
     public let bytesToClients = Atomic<Int>(0)
     public let bytesToUpstream = Atomic<Int>(0)
+    /// Settles the shared store gave up on (`RedisAdmissionStore`): their streams' usage went uncounted.
+    public let settlesDropped = Atomic<Int>(0)
 
     public init() {}
 
@@ -102,6 +104,8 @@ public final class RelayMetrics: Sendable {
         counterFamily(&out, "sse_relay_rejections_total", "Requests answered by the relay without reaching the provider, by reason.", "reason", m.rejections)
         counterFamily(&out, "sse_relay_budget_cuts_total", "Streams ended early because the token budget was used up, by route.", "route", m.budgetCuts)
         counterFamily(&out, "sse_relay_state_unavailable_total", "Admissions decided while the shared state store did not answer, by outcome (rejected, allowed, local).", "outcome", m.stateUnavailable)
+        header("sse_relay_settles_dropped_total", "counter", "Budget settlements the shared state store never applied (Redis away past the pending queue's bound, or refusing): that usage went uncounted.")
+        out += "sse_relay_settles_dropped_total \(settlesDropped.load(ordering: .relaxed))\n"
         header("sse_relay_tokens_total", "counter", "Tokens used, by route, model (allowlisted or other), kind (prompt, completion) and source (provider, estimate).")
         for key in m.tokens.keys.sorted(by: { $0.sortKey.lexicographicallyPrecedes($1.sortKey) }) {
             out += "sse_relay_tokens_total{route=\(quote(key.route)),model=\(quote(key.model)),kind=\(quote(key.kind)),source=\(quote(key.source))} \(m.tokens[key]!)\n"

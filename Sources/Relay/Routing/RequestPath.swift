@@ -12,8 +12,19 @@
 /// Path bytes allowed: RFC 3986 `pchar` (unreserved, sub-delims, `:`, `@`, valid `%XX`) and `/`. The query is
 /// passed through as the client sent it, except that `#` (a fragment, never part of a request target, RFC 9112
 /// §3.2) is refused because a URL parser would cut the query there.
+///
+/// Percent-encoded unreserved characters (ALPHA, DIGIT, `-`, `_`, `~`; RFC 3986 §2.3) are decoded: §6.2.2.2 makes
+/// `%69` the same as `i`, and providers' front ends decode them before routing, so `/v1/chat/complet%69ons` is
+/// `/v1/chat/completions` to them. Routing, endpoint detection and the upstream URL all use the decoded path, so the
+/// provider receives exactly the path the relay judged. `%2E` stays refused (it is a dot, see above); every other
+/// `%XX` (reserved or non-ASCII bytes, whose encoding carries meaning) stays as sent, hex case included.
+///
+/// A trailing slash names the same endpoint as the bare path (`endpoint`): routes match, and every endpoint decision
+/// (usage injection, output ceilings, prompt estimate, model label) reads, the path without it. What goes upstream
+/// keeps the slash the client sent: the provider then answers for the path the client chose (most answer 404 or
+/// redirect), and the relay has already judged it as the bare endpoint.
 public struct RequestPath: Equatable, Sendable {
-    /// Starts with `/`; no dot or empty segment, no backslash, no encoded separator.
+    /// Starts with `/`; no dot or empty segment, no backslash, no encoded separator; unreserved characters decoded.
     public let path: String
     /// What follows the first `?`, without it; nil when there is no `?`.
     public let query: String?
@@ -51,6 +62,8 @@ public struct RequestPath: Equatable, Sendable {
 
         var i = 0
         var segmentStart = 1
+        // The decoded path, made only once a `%XX` to decode is met (most paths have none).
+        var decodedPath: [UInt8]?
         while i < pathEnd {
             let b = bytes[i]
             if b == UInt8(ascii: "%") {
@@ -61,9 +74,16 @@ public struct RequestPath: Equatable, Sendable {
                 if decoded == UInt8(ascii: ".") || decoded == UInt8(ascii: "/") || decoded == UInt8(ascii: "\\") {
                     return .failure(.encodedSeparator)
                 }
+                if isDecodedUnreserved(decoded) {
+                    if decodedPath == nil { decodedPath = Array(bytes[..<i]) }
+                    decodedPath!.append(decoded)
+                } else {
+                    decodedPath?.append(contentsOf: bytes[i..<(i + 3)])
+                }
                 i += 3
                 continue
             }
+            decodedPath?.append(b)
             if b == UInt8(ascii: "\\") { return .failure(.backslash) }
             if b == UInt8(ascii: "#") { return .failure(.fragment) }
             if b == UInt8(ascii: "/") {
@@ -78,17 +98,31 @@ public struct RequestPath: Equatable, Sendable {
         }
         if let rejection = checkSegment(bytes[segmentStart..<pathEnd], isLast: true) { return .failure(rejection) }
 
-        let path = String(decoding: bytes[..<pathEnd], as: UTF8.self)
+        let path = decodedPath.map { String(decoding: $0, as: UTF8.self) } ?? String(decoding: bytes[..<pathEnd], as: UTF8.self)
         let query = pathEnd < bytes.count ? String(decoding: bytes[(pathEnd + 1)...], as: UTF8.self) : nil
         return .success(RequestPath(path: path, query: query))
     }
 
     /// The path after a route's prefix was removed (`stripPrefix`), always starting with `/`. The route matched
-    /// at a segment boundary, so what is left is `""` or starts with `/`.
+    /// at a segment boundary (a prefix's own trailing slash aside: `/anthropic/` also matches `/anthropic`), so what
+    /// is left is `""` or starts with `/`.
     public func removingPrefix(_ prefix: String) -> String {
+        let prefix = Self.endpoint(of: prefix)
         guard path.hasPrefix(prefix) else { return path }
         let rest = String(path.utf8.dropFirst(prefix.utf8.count))!
         return rest.hasPrefix("/") ? rest : "/" + rest
+    }
+
+    /// The endpoint the path names: the path without one trailing slash (`/` stays `/`). What routes match and what
+    /// every endpoint decision reads (`ExchangeRecord.path`), so `/v1/chat/completions/` is detected, limited and
+    /// metered exactly as `/v1/chat/completions`. A parsed path never ends in `//` (an empty segment), so one
+    /// slash is all there is to remove.
+    public var endpoint: String { Self.endpoint(of: path) }
+
+    /// The same for any path (a route's prefix, a path already checked).
+    public static func endpoint(of path: String) -> String {
+        guard path.utf8.count > 1, path.utf8.last == UInt8(ascii: "/") else { return path }
+        return String(path.utf8.dropLast())!
     }
 
     private static func checkSegment(_ segment: ArraySlice<UInt8>, isLast: Bool) -> Rejection? {
@@ -108,6 +142,17 @@ public struct RequestPath: Equatable, Sendable {
         case UInt8(ascii: "a")...UInt8(ascii: "f"): return b - UInt8(ascii: "a") + 10
         case UInt8(ascii: "A")...UInt8(ascii: "F"): return b - UInt8(ascii: "A") + 10
         default: return nil
+        }
+    }
+
+    /// RFC 3986 unreserved characters that decoding may produce: ALPHA, DIGIT, `-`, `_`, `~` (a `.` is refused
+    /// before this is asked).
+    private static func isDecodedUnreserved(_ b: UInt8) -> Bool {
+        switch b {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return b == UInt8(ascii: "-") || b == UInt8(ascii: "_") || b == UInt8(ascii: "~")
         }
     }
 

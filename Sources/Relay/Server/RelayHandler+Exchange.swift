@@ -35,7 +35,7 @@ extension RelayHandler {
         let injects = route.injectsUsage(at: endpoint)
         let usage = UsageMeter.Settings(provider: endpoint.wireFormat ?? route.provider, injectsUsage: injects,
                                         modelAllowlist: route.bodyPolicy.models)
-        let record = ExchangeRecord(requestID: requestID, method: head.method, path: head.path, route: route.prefix,
+        let record = ExchangeRecord(requestID: requestID, method: head.method, path: admitted.path.path, route: route.prefix,
                                     upstream: upstream.name, clientAddress: writer.clientAddress, startedAt: now)
         record.identity = admitted.identity
         let server = self.server

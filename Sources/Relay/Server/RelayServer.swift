@@ -44,6 +44,8 @@ public final class RelayServer: @unchecked Sendable {
         public var wallClock: @Sendable () -> Double
         public var loops: [EventLoop]
         public var logger: Logger
+        /// Where a store counts what the relay's metrics show (`sse_relay_settles_dropped_total`).
+        public var metrics: RelayMetrics
     }
 
     /// `makeStore` builds the admission store; by default `RelayServer.defaultStore` (`state.backend`).
@@ -61,7 +63,8 @@ public final class RelayServer: @unchecked Sendable {
         group = EventLoopGroup(count: workers, clock: clock)
         loopStates = group.loops.map { LoopState(loop: $0, driver: CurlDriver(loop: $0)) }
         store = try (makeStore ?? RelayServer.defaultStore)(configuration,
-                                                             StoreEnvironment(wallClock: wallClock, loops: group.loops, logger: logger))
+                                                             StoreEnvironment(wallClock: wallClock, loops: group.loops, logger: logger,
+                                                                              metrics: metrics))
     }
 
     /// The store `state.backend` names: this process's memory, or Redis shared by every replica (with a
@@ -82,7 +85,8 @@ public final class RelayServer: @unchecked Sendable {
                     totalTokensPerDay: budgets.total.tokensPerDay, totalTokensPerMonth: budgets.total.tokensPerMonth))
             let fallback = redis.onUnavailable == .local
                 ? MemoryAdmissionStore(configuration: configuration, wallClock: environment.wallClock) : nil
-            return RedisAdmissionStore(settings: settings, loops: environment.loops, fallback: fallback, logger: environment.logger)
+            return RedisAdmissionStore(settings: settings, loops: environment.loops, fallback: fallback, logger: environment.logger,
+                                       metrics: environment.metrics)
         }
     }
 

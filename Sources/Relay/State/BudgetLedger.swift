@@ -93,6 +93,12 @@ public enum BudgetWindow: Sendable, Equatable {
 /// A reservation made in a window that has since rolled over is forgotten with that window; its settlement is
 /// charged to the current window. Memory: one small entry per key seen this month, plus one per open reservation;
 /// when the month rolls over, idle keys are dropped (`prune`).
+///
+/// Keys are bounded (`maxKeys`, `limits.maxTrackedIdentities`): a new key that finds the table full evicts the
+/// least recently used *idle* key (no open reservation), which forgets that key's spend. A key with an open
+/// reservation is never evicted, so a flood of new keys cannot release anyone's hold; if every key is busy, the
+/// table grows past the bound by at most the open reservations (themselves bounded by the connections). The total
+/// budget is never evicted: whatever keys are forgotten, `budgets.total` still holds.
 public struct BudgetLedger: Sendable {
     /// One window's counters.
     struct Counter: Sendable, Equatable {
@@ -127,16 +133,25 @@ public struct BudgetLedger: Sendable {
 
     public let perKey: BudgetLimits
     public let total: BudgetLimits
+    /// Keys remembered at most (see the type's documentation).
+    public let maxKeys: Int
     private var accounts: [String: Account] = [:]
+    /// The keys without an open reservation, least recently used first: the eviction order.
+    private var idle = RecencyList()
+    /// Idle keys forgotten to make room for new ones.
+    public private(set) var evictions = 0
     private var totalAccount = Account(day: Counter(period: .min), month: Counter(period: .min))
     private var reservations: [UInt64: Reservation] = [:]
     private var nextID: UInt64 = 0
     /// The month whose idle keys were last dropped.
     private var prunedMonth: Int64 = .min
 
-    public init(perKey: BudgetLimits, total: BudgetLimits) {
+    public static let defaultMaxKeys = 100_000
+
+    public init(perKey: BudgetLimits, total: BudgetLimits, maxKeys: Int = BudgetLedger.defaultMaxKeys) {
         self.perKey = perKey
         self.total = total
+        self.maxKeys = max(1, maxKeys)
     }
 
     /// Keys remembered now (for tests of the memory bound).
@@ -156,7 +171,7 @@ public struct BudgetLedger: Sendable {
         var account = rolled(accounts[key], now: now)
         var totals = rolled(totalAccount, now: now)
         if let wait = refusal(account, totals, adding: tokens, now: now) {
-            if account.open > 0 || account.month.used > 0 { accounts[key] = account }
+            if account.open > 0 || account.month.used > 0 { store(account, for: key) }
             return .refused(retryAfterSeconds: wait)
         }
         nextID &+= 1
@@ -165,7 +180,7 @@ public struct BudgetLedger: Sendable {
         account.open += 1
         totals.day.reserved += tokens
         totals.month.reserved += tokens
-        accounts[key] = account
+        store(account, for: key)
         totalAccount = totals
         reservations[nextID] = Reservation(key: key, dayPeriod: account.day.period, dayTokens: tokens,
                                            monthPeriod: account.month.period, monthTokens: tokens)
@@ -180,7 +195,7 @@ public struct BudgetLedger: Sendable {
         var account = rolled(accounts[r.key], now: now)
         var totals = rolled(totalAccount, now: now)
         if let wait = refusal(account, totals, adding: tokens, now: now) {
-            accounts[r.key] = account
+            store(account, for: r.key)
             totalAccount = totals
             return .refused(retryAfterSeconds: wait)
         }
@@ -193,7 +208,7 @@ public struct BudgetLedger: Sendable {
         account.month.reserved += tokens
         totals.day.reserved += tokens
         totals.month.reserved += tokens
-        accounts[r.key] = account
+        store(account, for: r.key)
         totalAccount = totals
         reservations[id] = r
         return .reserved(id: id)
@@ -215,8 +230,22 @@ public struct BudgetLedger: Sendable {
         release(&totals.day, period: r.dayPeriod, tokens: r.dayTokens)
         release(&totals.month, period: r.monthPeriod, tokens: r.monthTokens)
         account.open = max(0, account.open - 1)
-        accounts[r.key] = account
+        store(account, for: r.key)
         totalAccount = totals
+    }
+
+    /// Writes `key`'s account and marks it used now: busy (open reservations) keys leave the eviction order, idle
+    /// ones go to its newest end. A new key first makes room, evicting the least recently used idle key.
+    private mutating func store(_ account: Account, for key: String) {
+        if accounts[key] == nil {
+            while accounts.count >= maxKeys, let oldest = idle.oldest {
+                idle.remove(oldest)
+                accounts.removeValue(forKey: oldest)
+                evictions += 1
+            }
+        }
+        accounts[key] = account
+        if account.open > 0 { idle.remove(key) } else { idle.touch(key) }
     }
 
     /// The key's windows at `now` (used, reserved, limit, seconds to reset), day then month.
@@ -234,9 +263,11 @@ public struct BudgetLedger: Sendable {
 
     /// Forgets keys with nothing to remember: no open reservation and nothing used this month.
     public mutating func prune(now: Int64) {
-        accounts = accounts.filter { _, account in
+        for (key, account) in accounts {
             let a = rolled(account, now: now)
-            return a.open > 0 || a.month.used > 0 || a.month.reserved > 0
+            if a.open > 0 || a.month.used > 0 || a.month.reserved > 0 { continue }
+            accounts.removeValue(forKey: key)
+            idle.remove(key)
         }
         prunedMonth = BudgetWindow.month.period(at: now)
     }
@@ -267,5 +298,41 @@ public struct BudgetLedger: Sendable {
         check(totals.day, total.tokensPerDay, .day)
         check(totals.month, total.tokensPerMonth, .month)
         return wait
+    }
+}
+
+/// Keys in the order they were last touched, oldest first: O(1) `touch`, `remove` and `oldest`, as a doubly linked
+/// list threaded through a dictionary. A plain value, owned by whoever holds it.
+struct RecencyList: Sendable {
+    private var links: [String: (older: String?, newer: String?)] = [:]
+    private(set) var oldest: String?
+    private var newest: String?
+
+    var count: Int { links.count }
+
+    /// Makes `key` the newest (adding it if absent).
+    mutating func touch(_ key: String) {
+        if newest == key { return }
+        remove(key)
+        links[key] = (older: newest, newer: nil)
+        if let newest { links[newest]!.newer = key } else { oldest = key }
+        newest = key
+    }
+
+    mutating func remove(_ key: String) {
+        guard let link = links.removeValue(forKey: key) else { return }
+        if let older = link.older { links[older]!.newer = link.newer } else { oldest = link.newer }
+        if let newer = link.newer { links[newer]!.older = link.older } else { newest = link.older }
+    }
+
+    /// Oldest first (tests).
+    var keys: [String] {
+        var out: [String] = []
+        var next = oldest
+        while let key = next {
+            out.append(key)
+            next = links[key]!.newer
+        }
+        return out
     }
 }

@@ -31,17 +31,32 @@ public final class MemoryAdmissionStore: AdmissionStore {
     /// Unix seconds, for the budgets' windows at `extend` and `settle` (an admission brings its own).
     private let wallClock: @Sendable () -> Double
 
+    /// `maxTrackedIdentities` (`limits.maxTrackedIdentities`) bounds the keys each table remembers: the budgets'
+    /// (`BudgetLedger`: the least recently used idle key is evicted, never one with an open reservation) and the
+    /// buckets' (`RateLimiterState.maxKeys`).
     public init(rateLimits: RelayConfiguration.RateLimitSettings, budgets: BudgetConfiguration?,
+                maxTrackedIdentities: Int = BudgetLedger.defaultMaxKeys,
                 wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
-        state = Locked(State(perAddress: rateLimits.perAddress.map { RateLimiterState(limits: $0) },
-                             perIdentity: rateLimits.perIdentity.map { RateLimiterState(limits: $0) },
-                             ledger: budgets.map { BudgetLedger(perKey: $0.perIdentity, total: $0.total) }))
+        func bounded(_ limits: RateLimits) -> RateLimiterState {
+            var limits = limits
+            limits.maxKeys = max(1, maxTrackedIdentities)
+            return RateLimiterState(limits: limits)
+        }
+        state = Locked(State(perAddress: rateLimits.perAddress.map(bounded),
+                             perIdentity: rateLimits.perIdentity.map(bounded),
+                             ledger: budgets.map { BudgetLedger(perKey: $0.perIdentity, total: $0.total, maxKeys: maxTrackedIdentities) }))
         self.wallClock = wallClock
     }
 
     public convenience init(configuration: RelayConfiguration,
                             wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) {
-        self.init(rateLimits: configuration.rateLimits, budgets: configuration.budgets, wallClock: wallClock)
+        self.init(rateLimits: configuration.rateLimits, budgets: configuration.budgets,
+                  maxTrackedIdentities: configuration.limits.maxTrackedIdentities, wallClock: wallClock)
+    }
+
+    /// Budget keys remembered now, and how many idle ones were evicted to make room (for tests and ops).
+    public var trackedBudgetKeys: (tracked: Int, evicted: Int) {
+        state.withLock { ($0.ledger?.trackedKeys ?? 0, $0.ledger?.evictions ?? 0) }
     }
 
     /// The decision itself, synchronous (the protocol's `admit` calls it and completes at once). Order: the budget

@@ -169,11 +169,14 @@ enum RedisAdmissionScripts {
         return 1
         """
 
-    /// KEYS: 1 address streams, 2 identity streams, then the four budget windows when ARGV[3] is 1, then (with
-    /// ARGV[6]) the grant's tombstone. ARGV: 1 uid, 2 tokens used, 3 has budget, 4 day end s, 5 month end s,
-    /// 6 optional: the tombstone's TTL in ms, for an admission whose answer never came (it may still run: then
-    /// it finds the tombstone and takes nothing).
+    /// KEYS: 1 address streams, 2 identity streams, then the four budget windows when ARGV[3] is 1, then the
+    /// grant's tombstone. ARGV: 1 uid, 2 tokens used, 3 has budget, 4 day end s, 5 month end s, 6 the tombstone's
+    /// TTL in ms (0: none is left). The tombstone makes the settle happen once: a settle sent again (its first reply
+    /// was lost, so it may have run) finds it and changes nothing (returns 2), and an admission whose answer never
+    /// came (it may still run) finds it and takes nothing. A settle that charges nothing is idempotent as it is and
+    /// leaves none.
     static let settle = """
+        if redis.call('EXISTS', KEYS[#KEYS]) == 1 then return 2 end
         local uid = ARGV[1]
         redis.call('ZREM', KEYS[1], uid)
         redis.call('ZREM', KEYS[2], uid)
@@ -191,7 +194,7 @@ enum RedisAdmissionScripts {
             redis.call('EXPIREAT', hash, int(tonumber(ends[w + 1]) + 3600))
           end
         end
-        if ARGV[6] then redis.call('SET', KEYS[#KEYS], '1', 'PX', ARGV[6]) end
+        if tonumber(ARGV[6]) > 0 then redis.call('SET', KEYS[#KEYS], '1', 'PX', ARGV[6]) end
         return 1
         """
 

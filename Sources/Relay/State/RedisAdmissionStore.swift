@@ -19,12 +19,14 @@ import Transport
 /// fallback store (this replica's memory limits, mode `.local`). A stream already running is never cut because
 /// Redis went away: an `extend` that cannot reach Redis answers `true` whatever `onUnavailable` says (with `reject`
 /// that means "let it finish"). A degraded grant never touches Redis when it settles (a `.local` one settles in
-/// the fallback).
+/// the fallback). A settle Redis does not confirm (down, stalled, the connection lost) is kept, bounded, and sent
+/// again when Redis is back (`PendingSettle`): a stream's usage is not lost because Redis blinked; a settle sent
+/// twice is applied once.
 ///
 /// Thread safety: the live-grant table and the script hashes are behind locks (`Locked`); each client is owned by
 /// its loop's queue. `admit`, `extend` and `usageReport` are called on `loop`; `settle` from anywhere.
 public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
-    // Invariant: `clients`, `live`, `shas` and `refreshTimer` are only touched under their locks; a client itself
+    // Invariant: `clients`, `live`, `shas`, `refreshTimer` and `pendingSettles` are only touched under their locks; a client itself
     // only on its loop's queue.
 
     public typealias OnUnavailable = StateConfiguration.OnUnavailable
@@ -59,6 +61,13 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
         /// Milliseconds for buckets and lease expiry; nil (production): Redis's own clock, which every replica
         /// shares. Tests pass a manual one.
         public var clockMilliseconds: (@Sendable () -> Int64)?
+        /// Settles Redis has not confirmed, kept per event loop to be sent again (`PendingSettles`); past this the
+        /// oldest is dropped and counted (`sse_relay_settles_dropped_total`).
+        public var maxPendingSettles = 10_000
+        /// The first wait before a failed settle is sent again; it doubles up to `settleRetryMaxMs` while Redis keeps
+        /// failing, and a reconnect sends every waiting settle at once.
+        public var settleRetryInitialMs = 100
+        public var settleRetryMaxMs = 5_000
 
         public init(redis: RedisClient.Configuration = .init(), keyPrefix: String = "sse-relay:", onUnavailable: OnUnavailable = .reject,
                     leaseTTLSeconds: Double = 30, perIdentity: RateLimits? = nil, perAddress: RateLimits? = nil,
@@ -92,6 +101,7 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
     private let loops: [EventLoop]
     private let fallback: (any AdmissionStore)?
     private let logger: Logger
+    private let metrics: RelayMetrics?
     private let clients: Locked<[ObjectIdentifier: RedisClient]>
     private let live = Locked<[UInt64: Live]>([:])
     private let shas = Locked<[RedisAdmissionScripts.Name: String]>([:])
@@ -114,7 +124,11 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
         public var localFallback = 0
         /// Extensions granted because Redis could not be asked (a running stream is never cut for that).
         public var extendedUnavailable = 0
+        /// Settle attempts that failed (each is kept and sent again, unless dropped).
         public var settleFailures = 0
+        /// Settles given up: the pending queue was full, Redis refused the script, or the store was shut down.
+        /// That stream's usage is not counted (`sse_relay_settles_dropped_total`).
+        public var settlesDropped = 0
     }
 
     public var unavailableCounters: Counters { counters.withLock { $0 } }
@@ -125,12 +139,15 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
     /// - Parameters:
     ///   - loops: the loops requests arrive on; one connection each, connected now. The first runs the refresh timer.
     ///   - fallback: the store `onUnavailable: local` decides with (this replica's memory store).
-    public init(settings: Settings, loops: [EventLoop], fallback: (any AdmissionStore)? = nil, logger: Logger) {
+    ///   - metrics: where dropped settles are counted (`sse_relay_settles_dropped_total`).
+    public init(settings: Settings, loops: [EventLoop], fallback: (any AdmissionStore)? = nil, logger: Logger,
+                metrics: RelayMetrics? = nil) {
         precondition(!loops.isEmpty, "RedisAdmissionStore needs at least one event loop")
         self.settings = settings
         self.loops = loops
         self.fallback = fallback
         self.logger = logger
+        self.metrics = metrics
         var random = SystemRandomNumberGenerator()
         instanceTag = String(random.next() as UInt64, radix: 36)
         let p = settings.keyPrefix
@@ -161,7 +178,13 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
             return state.timer
         }
         if let armed { loops[0].execute { armed.cancel() } }
-        for (_, client) in clients.withLock({ $0 }) { client.loop.execute { client.close() } }
+        for (_, client) in clients.withLock({ $0 }) {
+            let retry = pendingSettles.withLock { $0[ObjectIdentifier(client.loop)]?.timer }
+            client.loop.execute {
+                retry?.cancel()
+                client.close()
+            }
+        }
     }
 
     // MARK: AdmissionStore
@@ -215,39 +238,121 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
                 }
             case .failure(let error):
                 if error == .timeout || error == .connectionLost {
-                    // Sent, unanswered: Redis may run it yet, after we decided without it.
+                    // Sent, unanswered: Redis may run it yet, after we decided without it. The settle's tombstone
+                    // (`released:UID`) stops that late run.
                     let budget = request.budget == nil ? "0" : "1"
-                    self.release(Release(keys: streamKeys + (request.budget == nil ? [] : windowKeys) + [tombstone],
-                                         arguments: [uid, "0", budget, String(windows.dayEnd), String(windows.monthEnd),
-                                                     String(2 * Int64(self.settings.leaseTTLSeconds * 1000))]), on: loop)
+                    self.sendSettle(PendingSettle(keys: streamKeys + (request.budget == nil ? [] : windowKeys) + [tombstone],
+                                                  arguments: [uid, "0", budget, String(windows.dayEnd), String(windows.monthEnd),
+                                                              self.tombstoneTTL]), on: loop)
                 }
                 self.unavailable(request, id: id, on: loop, why: "\(error)", completion)
             }
         }
     }
 
-    /// The settle of an admission that may have run in Redis unseen (its reply timed out, or its connection
-    /// dropped with it sent), leaving a tombstone that stops it if it has not run yet. Without it the late run
-    /// would hold a stream slot and a reservation for the lease TTL though the client was answered without them.
-    private struct Release: Sendable {
+    /// One settle script call (`RedisAdmissionScripts.settle`): a grant's end, or the release of an admission that
+    /// may have run in Redis unseen (its reply timed out, or its connection dropped with it sent). Its last key is
+    /// the grant's tombstone, `released:UID`, which the script checks first and writes last: a settle sent again
+    /// after one that did run (its reply lost) changes nothing, and an admission that runs after its release takes
+    /// nothing (without it the late run would hold a stream slot and a reservation for the lease TTL though the
+    /// client was answered without them).
+    private struct PendingSettle: Sendable {
         var keys: [String]
         var arguments: [String]
     }
 
-    /// Releases not sent yet (the client was backing off), per loop, sent when its connection is ready again.
-    /// Bounded: past `maxUnreleased` the oldest go (their leases lapse within the TTL anyway).
-    private let unreleased = Locked<[ObjectIdentifier: [Release]]>([:])
-    private static let maxUnreleased = 10_000
+    /// Settles Redis has not confirmed, per loop, sent again when its connection is ready again or after a backoff
+    /// (doubling from `settleRetryInitialMs` to `settleRetryMaxMs`). Bounded: past `maxPendingSettles` the oldest
+    /// is dropped and counted.
+    private struct PendingSettles {
+        /// Oldest first from `head` (a head index: dropping the oldest of thousands must not shift them all).
+        var waiting: [PendingSettle] = []
+        var head = 0
+        var timer: LoopTimer?
+        var backoffMs: Int
+        var count: Int { waiting.count - head }
+    }
 
-    private func release(_ release: Release, on loop: EventLoop) {
-        evaluate(.settle, keys: release.keys, arguments: release.arguments, on: loop) { [weak self] result in
-            guard case .failure(let error) = result, let self else { return }
-            if case .server = error { return }
-            self.unreleased.withLock { all in
-                all[ObjectIdentifier(loop), default: []].append(release)
-                if all[ObjectIdentifier(loop)]!.count > Self.maxUnreleased { all[ObjectIdentifier(loop)]!.removeFirst() }
+    /// Each loop's entry is changed on that loop's queue only; the lock is for readers elsewhere (`pendingSettleCount`,
+    /// `shutdown`).
+    private let pendingSettles = Locked<[ObjectIdentifier: PendingSettles]>([:])
+
+    /// How long a tombstone lasts: long enough that a settle sent again within it is recognised (a settle waiting
+    /// longer than this, whose first attempt did reach Redis, may be counted twice: over, never under), and at
+    /// least twice the lease TTL, the longest an admission's late run can come.
+    private var tombstoneTTL: String { String(max(Self.tombstoneMs, 2 * Int64(settings.leaseTTLSeconds * 1000))) }
+    static let tombstoneMs: Int64 = 600_000
+
+    /// Settles waiting to be sent again, on every loop (for tests and ops).
+    public var pendingSettleCount: Int { pendingSettles.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+
+    /// Sends a settle on `loop` (call there); one Redis did not confirm is kept and sent again.
+    private func sendSettle(_ settle: PendingSettle, on loop: EventLoop) {
+        evaluate(.settle, keys: settle.keys, arguments: settle.arguments, on: loop) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success:
+                self.pendingSettles.withLock { $0[ObjectIdentifier(loop)]?.backoffMs = self.settings.settleRetryInitialMs }
+            case .failure(.server(let message)):
+                // Redis ran the script and refused it (out of memory, a script error): sending it again would fail alike.
+                self.dropped(1, why: "redis refused the settle: \(message)")
+            case .failure(.closed):
+                self.dropped(1, why: "store shut down")
+            case .failure(let error):
+                self.counters.withLock { $0.settleFailures += 1 }
+                self.logger.debug("redis settle failed, kept to send again", [("error", .string("\(error)"))])
+                self.keep(settle, on: loop)
             }
         }
+    }
+
+    /// Queues a failed settle and arms its loop's retry timer. Call on `loop`.
+    private func keep(_ settle: PendingSettle, on loop: EventLoop) {
+        let key = ObjectIdentifier(loop)
+        let (overflow, delayMs) = pendingSettles.withLock { all -> (Int, Int?) in
+            var state = all[key] ?? PendingSettles(backoffMs: settings.settleRetryInitialMs)
+            state.waiting.append(settle)
+            let overflow = max(0, state.count - max(1, settings.maxPendingSettles))
+            state.head += overflow
+            if state.head >= 1024 && state.head * 2 >= state.waiting.count {
+                state.waiting.removeSubrange(0..<state.head)
+                state.head = 0
+            }
+            var delay: Int?
+            if state.timer == nil {
+                delay = state.backoffMs
+                state.backoffMs = min(state.backoffMs * 2, max(settings.settleRetryInitialMs, settings.settleRetryMaxMs))
+            }
+            all[key] = state
+            return (overflow, delay)
+        }
+        if overflow > 0 { dropped(overflow, why: "pending settles full (\(settings.maxPendingSettles))") }
+        guard let delayMs else { return }
+        // Armed and fired on this loop's queue, like every change to this loop's queue of settles: no other
+        // `keep` can run in between.
+        let timer = loop.schedule(afterSeconds: Double(delayMs) / 1000) { [weak self] in
+            guard let self else { return }
+            self.pendingSettles.withLock { $0[key]?.timer = nil }
+            self.flushPendingSettles(on: loop)
+        }
+        pendingSettles.withLock { $0[key]?.timer = timer }
+    }
+
+    /// Sends every waiting settle of `loop` again (call there). Those that fail again come back through `keep`.
+    private func flushPendingSettles(on loop: EventLoop) {
+        let waiting = pendingSettles.withLock { all -> ArraySlice<PendingSettle> in
+            guard let state = all[ObjectIdentifier(loop)] else { return [] }
+            all[ObjectIdentifier(loop)]!.waiting = []
+            all[ObjectIdentifier(loop)]!.head = 0
+            return state.waiting[state.head...]
+        }
+        for settle in waiting { sendSettle(settle, on: loop) }
+    }
+
+    private func dropped(_ count: Int, why: String) {
+        counters.withLock { $0.settlesDropped += count }
+        metrics?.settlesDropped.wrappingAdd(count, ordering: .relaxed)
+        logger.warning("redis settle dropped: that usage goes uncounted", [("count", .int(count)), ("why", .string(why))])
     }
 
     public func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
@@ -283,17 +388,15 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
         case .local:
             if let fallback, let inner = record.fallbackGrant { fallback.settle(inner, usedTokens: usedTokens) }
         case .shared:
-            let keys = record.streamKeys.map { $0 ?? key("unused") } + record.windowKeys
+            let keys = record.streamKeys.map { $0 ?? key("unused") } + record.windowKeys + [prefixes.released + record.uid]
             let hasBudget = !record.windowKeys.isEmpty
-            let arguments = [record.uid, String(max(0, usedTokens)), hasBudget ? "1" : "0", String(record.windowEnds.day), String(record.windowEnds.month)]
-            record.loop.execute { [weak self] in
-                self?.evaluate(.settle, keys: keys, arguments: arguments, on: record.loop) { result in
-                    guard case .failure(let error) = result, let self else { return }
-                    // The leases and reservation lapse after the TTL; the usage goes uncounted.
-                    self.counters.withLock { $0.settleFailures += 1 }
-                    self.logger.warning("redis settle failed", [("error", .string("\(error)")), ("tokens", .int(usedTokens))])
-                }
-            }
+            // Only a charge is not idempotent: a settle without one (no budget, nothing used) leaves no tombstone.
+            let arguments = [record.uid, String(max(0, usedTokens)), hasBudget ? "1" : "0", String(record.windowEnds.day),
+                             String(record.windowEnds.month), hasBudget && usedTokens > 0 ? tombstoneTTL : "0"]
+            // Until Redis confirms it, the settle is kept and sent again: the leases and reservation would lapse
+            // after the TTL anyway, but the usage would go uncounted.
+            let settle = PendingSettle(keys: keys, arguments: arguments)
+            record.loop.execute { [weak self] in self?.sendSettle(settle, on: record.loop) }
         }
     }
 
@@ -389,8 +492,7 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
                 }
             }
             guard let self else { return }
-            let waiting = self.unreleased.withLock { $0.removeValue(forKey: ObjectIdentifier(loop)) ?? [] }
-            for release in waiting { self.release(release, on: loop) }
+            self.flushPendingSettles(on: loop)
         }
         clients.withLock { $0[ObjectIdentifier(loop)] = client }
         return client

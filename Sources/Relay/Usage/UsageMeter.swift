@@ -101,15 +101,28 @@ struct UsageMeter: Sendable {
     /// The provider's own counts are complete (a drain can stop).
     var hasProviderUsage: Bool { tap?.usage().source == .provider }
 
-    /// The exchange's usage, at its end. With a 2xx answer, the tap's (provider's, else an estimate); with an
-    /// error answer or a call that never connected, `.none`; a call the provider may have started on (the client
-    /// left or the first byte timed out before the head) costs at least the prompt: an estimate.
-    func usage(callReachedProvider: Bool) -> Usage {
+    /// The stream's finish chunk went by and its usage chunk has not come yet (OpenAI chat sends them apart): a
+    /// client leaving now leaves the relay reading on, briefly, for the counts (`ExchangeStateMachine.clientClosed`).
+    var awaitsUsageAfterFinish: Bool {
+        guard let tap, tap.finishSeen else { return false }
+        return tap.usage().source != .provider
+    }
+
+    /// The exchange's usage, at its end. With a 2xx answer, the tap's (provider's, else an estimate whose output
+    /// is at least `outputFloor`, the exchange's cancel floor); with an error answer or a call that never
+    /// connected, `.none`; a call the provider may have started on (the client left or the first byte timed out
+    /// before the head) costs at least the prompt: an estimate.
+    func usage(callReachedProvider: Bool, outputFloor: Int = 0) -> Usage {
         if let tap {
             let counted = tap.usage()
             // The provider's own prompt count needs no estimate.
             if counted.source == .provider { return counted }
-            return tap.usage(estimatedPrompt: estimatedPrompt)
+            var estimate = tap.usage(estimatedPrompt: estimatedPrompt)
+            if outputFloor > estimate.completion {
+                estimate.completion = outputFloor
+                estimate.source = .estimate
+            }
+            return estimate
         }
         guard callReachedProvider, !refused, !answered, let estimatedPrompt else { return .none }
         return Usage(prompt: estimatedPrompt, completion: 0, source: .estimate)

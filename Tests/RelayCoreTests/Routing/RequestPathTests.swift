@@ -65,7 +65,17 @@ import Testing
         ("/v1/models/gpt;v=2", "/v1/models/gpt;v=2", nil),
         ("/v1/models?q=../..&r=%2e%2f", "/v1/models", "q=../..&r=%2e%2f"),
         ("/v1/models?", "/v1/models", ""),
-        ("/v1/x%41%7a", "/v1/x%41%7a", nil),
+        // Unreserved escapes are decoded (RFC 3986 §6.2.2.2), in every segment and either hex case; reserved and
+        // non-ASCII ones stay as sent, and so does the query.
+        ("/v1/x%41%7a", "/v1/xAz", nil),
+        ("/v1/chat/complet%69ons", "/v1/chat/completions", nil),
+        ("/%76%31/%63hat/completion%73", "/v1/chat/completions", nil),
+        ("/v1/c%68at/c%6Fmpletions/", "/v1/chat/completions/", nil),
+        ("/v1/c%68at/c%6fmpletions?x=%69", "/v1/chat/completions", "x=%69"),
+        ("/v1/%2D%5F%7E%2d%5f%7e%30%39", "/v1/-_~-_~09", nil),
+        ("/v1/%3A%3a%40%2C%20%25%C3%A9%7F%00", "/v1/%3A%3a%40%2C%20%25%C3%A9%7F%00", nil),
+        ("/v1/a%3Ab%69c", "/v1/a%3Abic", nil),
+        ("/v1/models/gemini%2Dpro%3AstreamGenerateContent", "/v1/models/gemini-pro%3AstreamGenerateContent", nil),
     ]
 
     @Test(arguments: accepted.map { Accepted($0.0, $0.1, $0.2) })
@@ -80,6 +90,18 @@ import Testing
         #expect(try RequestPath.parse("/anthropic/v1/messages").get().removingPrefix("/anthropic") == "/v1/messages")
         #expect(try RequestPath.parse("/anthropic").get().removingPrefix("/anthropic") == "/")
         #expect(try RequestPath.parse("/anthropic/").get().removingPrefix("/anthropic/") == "/")
+        // A prefix's trailing slash does not change what is removed (the route also matches the bare prefix).
+        #expect(try RequestPath.parse("/anthropic").get().removingPrefix("/anthropic/") == "/")
+        #expect(try RequestPath.parse("/anthropic/v1/messages/").get().removingPrefix("/anthropic/") == "/v1/messages/")
+        #expect(try RequestPath.parse("/x").get().removingPrefix("/") == "/x")
+    }
+
+    @Test func theEndpointIsThePathWithoutOneTrailingSlash() throws {
+        #expect(try RequestPath.parse("/v1/chat/completions/").get().endpoint == "/v1/chat/completions")
+        #expect(try RequestPath.parse("/v1/chat/completions").get().endpoint == "/v1/chat/completions")
+        #expect(try RequestPath.parse("/v1/chat/complet%69ons/?a=b").get().endpoint == "/v1/chat/completions")
+        #expect(try RequestPath.parse("/").get().endpoint == "/")
+        #expect(try RequestPath.parse("/v1/").get().endpoint == "/v1")
     }
 
     struct Case: Sendable, CustomTestStringConvertible {
@@ -101,17 +123,39 @@ import Testing
 @Suite struct RouteMatchingTests {
     @Test(arguments: [
         ("/v1/models", "/v1/models", true), ("/v1/models", "/v1/models/x", true), ("/v1/models", "/v1/modelsX", false),
-        ("/v1/models", "/v1/model", false), ("/v1/models/", "/v1/models/x", true), ("/v1/models/", "/v1/models", false),
-        ("/v1/models", "/v1/models/", true), ("/", "/anything", true),
+        ("/v1/models", "/v1/model", false), ("/v1/models/", "/v1/models/x", true), ("/v1/models/", "/v1/models", true),
+        ("/v1/models", "/v1/models/", true), ("/", "/anything", true), ("/", "/", true), ("/v1/models/", "/v1/modelsX", false),
     ])
     func prefixMatchingStopsAtSegmentBoundaries(prefix: String, path: String, matches: Bool) {
         #expect(RelayConfiguration.Route(prefix: prefix, upstream: "u").matches(path: path) == matches)
     }
 
-    @Test func exactRoutesMatchOnlyTheirPath() {
+    @Test func exactRoutesMatchOnlyTheirPathWithOrWithoutTheTrailingSlash() {
         let route = RelayConfiguration.Route(prefix: "/v1/chat/completions", upstream: "u", exact: true)
         #expect(route.matches(path: "/v1/chat/completions"))
-        #expect(!route.matches(path: "/v1/chat/completions/"))
+        #expect(route.matches(path: "/v1/chat/completions/"))
         #expect(!route.matches(path: "/v1/chat/completions/x"))
+        #expect(!route.matches(path: "/v1/chat/completionsX"))
+        #expect(!route.matches(path: "/v1/chat"))
+        let slashed = RelayConfiguration.Route(prefix: "/v1/chat/completions/", upstream: "u", exact: true)
+        #expect(slashed.matches(path: "/v1/chat/completions"))
+        #expect(slashed.matches(path: "/v1/chat/completions/"))
+    }
+
+    /// The reproducer: an exact route beside a broad one. Whatever the spelling of the same endpoint, the
+    /// same route is chosen, in either order of the routes.
+    @Test(arguments: ["/v1/chat/completions", "/v1/chat/completions/"])
+    func aTrailingSlashChoosesTheRouteTheBarePathChooses(path: String) throws {
+        var c = RelayConfiguration()
+        c.routes = [
+            .init(prefix: "/v1/", upstream: "broad"),
+            .init(prefix: "/v1/chat/completions", upstream: "exact", exact: true),
+            .init(prefix: "/v1/chat/completions/", upstream: "slashed"),
+        ]
+        let parsed = try RequestPath.parse(path).get()
+        #expect(c.route(for: parsed.path)?.upstream == "exact")
+        c.routes.reverse()
+        #expect(c.route(for: parsed.path)?.upstream == "exact")
+        #expect(c.route(for: try RequestPath.parse("/v1/chat/completions/x").get().path)?.upstream == "slashed")
     }
 }

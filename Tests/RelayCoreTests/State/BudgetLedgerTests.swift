@@ -28,6 +28,80 @@ import TestSupportCore
         }
     }
 
+    // MARK: The bound on tracked keys (issue 18 §5)
+
+    /// Reserves and settles `tokens` for `key` at `now`: a key that spent, now idle.
+    static func spend(_ ledger: inout BudgetLedger, _ key: String, _ tokens: Int, at now: Int64) {
+        guard case .reserved(let id) = ledger.reserve(key: key, tokens: tokens, now: now) else {
+            Issue.record("\(key) refused")
+            return
+        }
+        ledger.settle(id, usedTokens: tokens, now: now)
+    }
+
+    /// Keys a, b, c spend at 10:00:01, :02, :03; a spends again at :04, so b is the least recently used. A new
+    /// key at :05 evicts b (forgetting its spend), then the next one c, then a: oldest idle first, by last use.
+    @Test func aFullTableEvictsTheLeastRecentlyUsedIdleKey() {
+        var ledger = BudgetLedger(perKey: BudgetLimits(tokensPerDay: 1000), total: BudgetLimits(), maxKeys: 3)
+        Self.spend(&ledger, "a", 100, at: Self.dec15 + 1)
+        Self.spend(&ledger, "b", 200, at: Self.dec15 + 2)
+        Self.spend(&ledger, "c", 300, at: Self.dec15 + 3)
+        Self.spend(&ledger, "a", 1, at: Self.dec15 + 4)
+        #expect(ledger.trackedKeys == 3 && ledger.evictions == 0)
+        Self.spend(&ledger, "d", 1, at: Self.dec15 + 5)
+        #expect(ledger.trackedKeys == 3 && ledger.evictions == 1)
+        #expect(ledger.report(key: "b", now: Self.dec15 + 5)[0].usedTokens == 0, "b was not the one evicted")
+        #expect(ledger.report(key: "a", now: Self.dec15 + 5)[0].usedTokens == 101)
+        #expect(ledger.report(key: "c", now: Self.dec15 + 5)[0].usedTokens == 300)
+        Self.spend(&ledger, "e", 1, at: Self.dec15 + 6)
+        #expect(ledger.report(key: "c", now: Self.dec15 + 6)[0].usedTokens == 0)
+        #expect(ledger.report(key: "a", now: Self.dec15 + 6)[0].usedTokens == 101)
+        Self.spend(&ledger, "f", 1, at: Self.dec15 + 7)
+        #expect(ledger.report(key: "a", now: Self.dec15 + 7)[0].usedTokens == 0)
+        #expect(ledger.trackedKeys == 3 && ledger.evictions == 3)
+    }
+
+    /// A key with an open reservation is never evicted, however old: the flood of new keys evicts the idle ones
+    /// around it, and when every key is busy the table holds one more rather than release a hold.
+    @Test func aKeyWithAnOpenReservationIsNeverEvicted() {
+        var ledger = BudgetLedger(perKey: BudgetLimits(tokensPerDay: 1000), total: BudgetLimits(), maxKeys: 2)
+        guard case .reserved(let held) = ledger.reserve(key: "busy", tokens: 900, now: Self.dec15) else {
+            Issue.record("refused")
+            return
+        }
+        for i in 0..<50 { Self.spend(&ledger, "new-\(i)", 1, at: Self.dec15 + 1 + Int64(i)) }
+        #expect(ledger.trackedKeys == 2)
+        #expect(ledger.report(key: "busy", now: Self.dec15 + 60)[0].reservedTokens == 900)
+        #expect(ledger.reserve(key: "busy", tokens: 101, now: Self.dec15 + 60) == .refused(retryAfterSeconds: 14 * 3600 - 60),
+                "the busy key's hold was forgotten")
+        // Every key busy: a new key is still tracked (the table grows by the open reservations, no more).
+        guard case .reserved = ledger.reserve(key: "other", tokens: 1, now: Self.dec15 + 61),
+              case .reserved = ledger.reserve(key: "third", tokens: 1, now: Self.dec15 + 62) else {
+            Issue.record("refused")
+            return
+        }
+        #expect(ledger.trackedKeys == 3)
+        // Once the hold settles, the busy key is idle and, least recently used, the next to go.
+        ledger.settle(held, usedTokens: 900, now: Self.dec15 + 63)
+        Self.spend(&ledger, "late", 1, at: Self.dec15 + 64)
+        #expect(ledger.report(key: "busy", now: Self.dec15 + 64)[0].usedTokens == 0)
+    }
+
+    @Test func theRecencyListKeepsTouchOrder() {
+        var list = RecencyList()
+        for key in ["a", "b", "c", "b", "d", "a"] { list.touch(key) }
+        #expect(list.keys == ["c", "b", "d", "a"] && list.oldest == "c")
+        list.remove("b")
+        list.remove("a")
+        list.remove("zz")
+        #expect(list.keys == ["c", "d"] && list.count == 2)
+        list.remove("c")
+        list.remove("d")
+        #expect(list.keys.isEmpty && list.oldest == nil)
+        list.touch("e")
+        #expect(list.keys == ["e"])
+    }
+
     @Test func reserveSettleReleasesTheRest() {
         var ledger = BudgetLedger(perKey: BudgetLimits(tokensPerDay: 1000), total: BudgetLimits())
         guard case .reserved(let id) = ledger.reserve(key: "app", tokens: 600, now: Self.dec15) else { Issue.record("refused"); return }

@@ -20,6 +20,26 @@ import Transport
                          wallClockSeconds: dec15)
     }
 
+    /// `limits.maxTrackedIdentities` bounds the memory backend's budget keys (issue 18 §5): addresses sprayed at an
+    /// `auth: "none"` route cannot grow it past the bound.
+    @Test func trackedIdentitiesAreBoundedByTheConfiguration() throws {
+        var configuration = RelayConfiguration()
+        configuration.budgets = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: 1_000))
+        configuration.limits.maxTrackedIdentities = 100
+        let store = MemoryAdmissionStore(configuration: configuration, wallClock: { Double(Self.dec15) })
+        for i in 0..<1_000 {
+            let request = AdmissionRequest(address: "198.51.100.\(i % 250)", identity: nil,
+                                           budget: BudgetCharge(key: "addr-\(i)", tokens: 10), wallClockSeconds: Self.dec15)
+            guard case .admitted(let grant) = store.admit(request, now: Instant(nanoseconds: 0)) else {
+                Issue.record("refused")
+                return
+            }
+            store.settle(grant, usedTokens: 10)
+        }
+        #expect(store.trackedBudgetKeys == (tracked: 100, evicted: 900))
+        #expect(RelayConfiguration().limits.maxTrackedIdentities == 100_000)
+    }
+
     @Test func streamCapsHoldUntilSettledAndSettlingTwiceIsHarmless() {
         let store = Self.store(perIdentity: RateLimits(requestsPerMinute: nil, maxConcurrentStreams: 2))
         let now = Instant(nanoseconds: 0)

@@ -1,0 +1,143 @@
+// A cancel is never free (issue 18 §4): a stream that ends without the provider's counts is charged at least
+// `budgets.cancelFloorTokensPerSecond` for every second since the provider's head, capped by its output
+// reservation; and a client that leaves between OpenAI's finish chunk and its usage chunk leaves the relay reading
+// for that chunk, at most `ExchangeStateMachine.finishDrainSeconds`. The exchange harness's manual clock measures
+// the silence exactly.
+@testable import Relay
+import Support
+import Testing
+import Usage
+
+extension RelayExchangeTests {
+    /// 4096 reserved for output, the floor at its default (50 a second).
+    static let floorBudgets = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: 1_000_000), onExceed: .cut,
+                                                  defaultReserveTokens: 4096)
+
+    /// A reasoning model's silent phase: `seconds` pass after the head with no content, in steps under the harness's
+    /// 5 s idle timeout, each ending with an SSE comment (what keeps a real idle timer quiet; not content).
+    static func silence(_ h: Harness, seconds: Int) {
+        for _ in 0..<(seconds / 4) {
+            h.advance(4)
+            h.run { _ = h.call.body(": keep-alive\n\n") }
+        }
+    }
+
+    /// The chat request (5 prompt tokens) admitted with `reserved` tokens and answered with a 200 event-stream head.
+    static func headAnswered(_ h: Harness, _ store: FakeAdmissionStore, request: String = ChatStream.request, reserved: Int) {
+        h.run {
+            h.exchange.requestBody(Array(request.utf8))
+            h.exchange.requestEnd()
+            store.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: reserved)))
+            h.call.head(200)
+        }
+    }
+
+    @Test func aClientThatLeavesAfterASilentPhasePaysTheFloorForIt() {
+        let store = FakeAdmissionStore()
+        let h = Self.admitting(store, budgets: Self.floorBudgets)
+        Self.headAnswered(h, store, reserved: 4096 + 5)
+        #expect(store.admits.first?.request.budget?.tokens == 4096 + 5)
+        Self.silence(h, seconds: 32)
+        h.run { h.exchange.clientClosed() }
+        #expect(h.call.cancelled == 1)
+        #expect(h.exchange.record.usage == Usage(prompt: 5, completion: 32 * 50, source: .estimate))
+        #expect(store.settled.map(\.used) == [5 + 32 * 50], "the silent phase was free")
+    }
+
+    @Test func theFloorIsCappedByTheOutputReservation() {
+        let store = FakeAdmissionStore()
+        let h = Self.admitting(store, budgets: Self.floorBudgets)
+        let request = #"{"model":"gpt-4o","stream":true,"max_tokens":300,"messages":[{"role":"user","content":"How are you today?"}]}"#
+        Self.headAnswered(h, store, request: request, reserved: 300 + 5)
+        Self.silence(h, seconds: 32)
+        h.run { h.exchange.clientClosed() }
+        #expect(store.settled.map(\.used) == [5 + 300])
+    }
+
+    @Test func theFloorCountsFromTheHeadInFractionsOfASecondRoundedUp() {
+        let store = FakeAdmissionStore()
+        let h = Self.admitting(store, budgets: Self.floorBudgets)
+        h.advance(3)   // before the head: the provider had not answered, nothing generated yet
+        Self.headAnswered(h, store, reserved: 4096 + 5)
+        h.advance(1.01)
+        h.run {
+            _ = h.call.body(ChatStream.hello)   // one content event, "Hello": 1 token counted
+            h.exchange.clientClosed()
+        }
+        #expect(store.settled.map(\.used) == [5 + 51])
+    }
+
+    @Test func providerCountsNeedNoFloorAndTheFloorCanBeTurnedOff() {
+        let store = FakeAdmissionStore()
+        let h = Self.admitting(store, budgets: Self.floorBudgets, usage: Self.openAIInjecting)
+        Self.headAnswered(h, store, reserved: 4096 + 5)
+        Self.silence(h, seconds: 32)
+        h.run {
+            for e in ChatStream.events { _ = h.call.body(e) }
+            h.call.complete()
+        }
+        #expect(store.settled.map(\.used) == [9 + 2], "the provider's own count is the charge")
+
+        var off = Self.floorBudgets
+        off.cancelFloorTokensPerSecond = 0
+        let offStore = FakeAdmissionStore()
+        let o = Self.admitting(offStore, budgets: off)
+        Self.headAnswered(o, offStore, reserved: 4096 + 5)
+        Self.silence(o, seconds: 32)
+        o.run { o.exchange.clientClosed() }
+        #expect(offStore.settled.map(\.used) == [5])
+    }
+
+    @Test func aClientThatLeavesBeforeTheHeadPaysThePromptOnly() {
+        let store = FakeAdmissionStore()
+        let h = Self.admitting(store, budgets: Self.floorBudgets)
+        h.run {
+            h.exchange.requestBody(Array(ChatStream.request.utf8))
+            h.exchange.requestEnd()
+            store.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 4096 + 5)))
+        }
+        h.advance(8)
+        h.run { h.exchange.clientClosed() }
+        #expect(store.settled.map(\.used) == [5])
+    }
+
+    // MARK: Leaving between the finish chunk and the usage chunk
+
+    /// Role, "Hello", the finish chunk: the answer is whole and its usage chunk is next.
+    static let finished = [ChatStream.role, ChatStream.hello, ChatStream.stop]
+
+    @Test func aClientThatLeavesAfterTheFinishChunkLeavesTheRelayReadingForTheUsage() {
+        let h = Harness(usage: Self.openAIInjecting)   // onClientCancel: cancel (no drainMaxSeconds)
+        Self.play(h, events: Self.finished, complete: false)
+        h.run { h.exchange.clientClosed() }
+        #expect(h.call.cancelled == 0, "cancelled with the usage one chunk away")
+        #expect(h.ended == 0)
+        h.advance(1.5)
+        h.run { _ = h.call.body(ChatStream.usage) }
+        #expect(h.call.cancelled == 1, "read on after the usage arrived")
+        #expect(h.ended == 1)
+        #expect(h.exchange.record.usage == ChatStream.providerUsage)
+        #expect(h.exchange.record.outcome == "client_cancelled")
+        #expect(h.writer.body == Array(Self.finished.joined().utf8), "a byte went to the departed client")
+    }
+
+    @Test func theReadAfterTheFinishChunkLastsTwoSecondsAtMost() {
+        let h = Harness(usage: Self.openAIInjecting)
+        Self.play(h, events: Self.finished, complete: false)
+        h.run { h.exchange.clientClosed() }
+        h.advance(1.999)
+        #expect(h.ended == 0)
+        h.advance(0.001)
+        #expect(h.call.cancelled == 1)
+        #expect(h.ended == 1)
+        #expect(h.exchange.record.usage?.source == .estimate)
+    }
+
+    @Test func aClientThatLeavesBeforeTheFinishChunkCancelsAtOnce() {
+        let h = Harness(usage: Self.openAIInjecting)
+        Self.play(h, events: [ChatStream.role, ChatStream.hello], complete: false)
+        h.run { h.exchange.clientClosed() }
+        #expect(h.call.cancelled == 1)
+        #expect(h.ended == 1)
+    }
+}
