@@ -61,6 +61,11 @@ extension ReplicaTests {
                    body: [0x1F, 0x8B, 0x08, 0x00] + Array(repeating: 0x41, count: 64), allowed: [415]),
             Attack(name: "an endpoint the relay cannot meter", path: "/v1/embeddings",
                    body: Array(#"{"model":"text-embedding-3-large","input":"\#(big)"}"#.utf8), allowed: [403]),
+            Attack(name: "an encoded path with a trailing slash hides the endpoint", path: "/v1/chat/complet%69ons/",
+                   body: Array(#"{"model":"gpt-4o-mini","stream":true,"max_tokens":100,"messages":[{"role":"user","c\u006fntent":"\#(big)"}]}"#.utf8),
+                   allowed: [429]),
+            Attack(name: "an encoded unmetered endpoint", path: "/v1/%65mbeddings",
+                   body: Array(#"{"model":"text-embedding-3-large","input":"\#(big)"}"#.utf8), allowed: [403]),
         ]
     }
 
