@@ -45,7 +45,8 @@ let package = Package(
         .target(name: "Redis", dependencies: ["Transport", "Support"], swiftSettings: serverRelease),
         // Configuration, routing, admission (auth, limits, policies), request rewriting, the exchange and its state
         // machine, usage presets, the composition root (`RelayServer`) and the dev fake provider.
-        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage", "Redis"],
+        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage", "Redis",
+                                              "RelayWire"],
                 swiftSettings: serverRelease),
         .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support"]),
         // libFuzzer target for the request parser (`make fuzz`); a normal build replays a corpus instead.
@@ -81,8 +82,11 @@ let package = Package(
         // WHATWG event-stream parser: bytes in, events out. Pure Swift (no Foundation), shared by the client
         // library and anything in the relay that reads a stream's events.
         .target(name: "SSE"),
+        // The bytes an App Attest assertion signs (`AttestationWire.clientData`), built by one function that the app's
+        // client library and the relay both call, so the two cannot drift. Pure Swift, no Foundation.
+        .target(name: "RelayWire"),
         // The client library apps link: URLSession streaming, chat deltas and snapshots, typed errors.
-        .target(name: "SSERelayClient", dependencies: ["SSE"]),
+        .target(name: "SSERelayClient", dependencies: ["SSE", "RelayWire"]),
         // `relay-chat --url URL "prompt"`: a terminal chat through the relay, built on the client library.
         .executableTarget(name: "relay-chat", dependencies: ["SSERelayClient"]),
         .testTarget(name: "SSETests", dependencies: ["SSE", "TestSupportCore"]),
