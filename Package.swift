@@ -48,9 +48,10 @@ let package = Package(
         .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage", "Redis",
                                               "RelayWire"],
                 swiftSettings: serverRelease),
-        .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support"]),
-        // libFuzzer target for the request parser (`make fuzz`); a normal build replays a corpus instead.
-        .executableTarget(name: "relay-fuzz", dependencies: ["HTTP1"]),
+        .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support", "Attestation"]),
+        // libFuzzer target for the request parser and, with `--cbor`, the App Attest CBOR reader and verifier
+        // (`make fuzz`); a normal build replays a corpus instead.
+        .executableTarget(name: "relay-fuzz", dependencies: ["HTTP1", "Attestation"]),
         // Benchmark (Tests/bench/run.sh, `make bench`): fake upstream + load client on epoll; not part of `make test`.
         .target(name: "CBenchSupport"),
         .executableTarget(name: "relay-bench", dependencies: ["CBenchSupport", "Usage"]),
@@ -77,6 +78,14 @@ let package = Package(
                                                       "RelayTestSupport", "TestHarness", "TestSupportCore", "Usage"]),
         // OpenSSL (libcrypto) behind one small C shim: hashing, HMAC, JWK public keys, RS256/ES256.
         .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+        // Apple App Attest verified offline: a bounded CBOR reader, attestation objects (x5c chain to Apple's root,
+        // nonce, key id, app id, counter, aaguid) and assertions. Pure: bytes and the time in, a result out.
+        .target(name: "Attestation", dependencies: ["COpenSSL"]),
+        // A software App Attest "device" for tests: its own root CA and intermediate, a P-256 key, and attestation
+        // objects and assertions built as a device builds them, with a knob to break each check.
+        .target(name: "AttestationTestSupport", dependencies: ["Attestation", "COpenSSL"], path: "Tests/AttestationTestSupport"),
+        .testTarget(name: "AttestationTests", dependencies: ["Attestation", "AttestationTestSupport", "COpenSSL"],
+                    resources: [.copy("Fixtures")]),
         // Client authentication: static bearer tokens and JWTs (HS256/RS256/ES256, JWKS). Pure, no I/O.
         .target(name: "Auth", dependencies: ["COpenSSL", "Support"]),
         // WHATWG event-stream parser: bytes in, events out. Pure Swift (no Foundation), shared by the client
