@@ -46,7 +46,7 @@ let package = Package(
         // Configuration, routing, admission (auth, limits, policies), request rewriting, the exchange and its state
         // machine, usage presets, the composition root (`RelayServer`) and the dev fake provider.
         .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage", "Redis",
-                                              "RelayWire"],
+                                              "RelayWire", "Attestation"],
                 swiftSettings: serverRelease),
         .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support", "Attestation"]),
         // libFuzzer target for the request parser and, with `--cbor`, the App Attest CBOR reader and verifier
@@ -64,7 +64,7 @@ let package = Package(
         .target(name: "TestHarness", dependencies: ["TestSupportCore"], path: "Tests/TestHarness",
                 resources: [.copy("tls_upstream.py")]),
         // RelayFixture: the real relay on port 0 in front of the harness's upstream.
-        .target(name: "RelayTestSupport", dependencies: ["Relay", "Support", "TestHarness", "TestSupportCore"],
+        .target(name: "RelayTestSupport", dependencies: ["Relay", "Support", "TestHarness", "TestSupportCore", "Auth", "COpenSSL"],
                 path: "Tests/RelayTestSupport"),
         // The harness against itself (client ↔ scripted upstream), so a relay test failure is the relay's.
         .testTarget(name: "TestHarnessTests", dependencies: ["TestHarness", "TestSupportCore"]),
@@ -72,10 +72,12 @@ let package = Package(
         // The connection state machine, deadlines and client-address rules, as values: no sockets, no sleeps.
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP1", "Support", "TestSupportCore"]),
         // Pure cores (state machine, rewriting, configuration, timers): no sockets, no sleeps.
-        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "TestSupportCore", "Usage"]),
+        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "TestSupportCore", "Usage",
+                                                          "Auth", "AttestationTestSupport"]),
         // The real server on port 0 between a raw test client and a scripted test upstream.
         .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "COpenSSL",
-                                                      "RelayTestSupport", "TestHarness", "TestSupportCore", "Usage"]),
+                                                      "RelayTestSupport", "TestHarness", "TestSupportCore", "Usage", "Attestation",
+                                                      "AttestationTestSupport", "RelayWire"]),
         // OpenSSL (libcrypto) behind one small C shim: hashing, HMAC, JWK public keys, RS256/ES256.
         .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         // Apple App Attest verified offline: a bounded CBOR reader, attestation objects (x5c chain to Apple's root,
@@ -105,7 +107,8 @@ let package = Package(
         .testTarget(name: "UsageTests", dependencies: ["Usage", "SSE", "TestSupportCore"]),
         // The client library against the real relay (dev fake provider, scripted upstream) on port 0.
         .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "Support", "Auth", "COpenSSL",
-                                                               "RelayTestSupport", "TestHarness", "TestSupportCore"]),
+                                                               "RelayTestSupport", "TestHarness", "TestSupportCore", "AttestationTestSupport",
+                                                               "RelayWire"]),
         // The RESP parser as a value; the Redis client and the Redis admission store against a real redis-server
         // (TestHarness's RedisServerProcess, on a free loopback port).
         .testTarget(name: "RedisTests", dependencies: ["Redis", "Relay", "Transport", "Support", "TestHarness", "TestSupportCore"]),

@@ -79,6 +79,8 @@ public struct RelayConfiguration: Sendable {
         public var provider: Provider
         /// Usage accounting options (`usage.inject`, `onClientCancel`, `drainMaxSeconds`).
         public var usage: RouteUsage
+        /// Whether a proof of the genuine app is asked for (`attestation`: off, required, optional).
+        public var attestation = RouteAttestation.off
         public init(prefix: String, upstream: String, stripPrefix: Bool = false, methods: [String] = Route.defaultMethods,
                     auth: RouteAuth = .none, exact: Bool = false, bodyPolicy: BodyPolicy = BodyPolicy(),
                     provider: Provider = .openai, usage: RouteUsage = RouteUsage()) {
@@ -200,6 +202,8 @@ public struct RelayConfiguration: Sendable {
     public var budgets: BudgetConfiguration?
     /// The relay's own reverse proxies and balancers: only their `X-Forwarded-For` (and PROXY headers) are believed.
     public var trustedProxies: [CIDR] = []
+    /// App Attest and App Check (`attestation`); empty for none.
+    public var attestation = AttestationConfiguration()
 
     /// The route with the longest prefix that `path` starts with (or equals, for exact routes).
     public func route(for path: String) -> Route? {
@@ -270,7 +274,7 @@ struct ConfigReader {
             return config
         }
         let known: Set<String> = ["listen", "admin", "upstreams", "routes", "limits", "timeouts", "buffers", "workers", "logLevel",
-                                  "clients", "rateLimits", "cors", "trustedProxies", "state", "budgets"]
+                                  "clients", "rateLimits", "cors", "trustedProxies", "state", "budgets", "attestation"]
         for key in object.keys where !known.contains(key) { problem(key, "unknown key") }
         readListeners(object, into: &config)
         readUpstreams(object, into: &config)
@@ -279,6 +283,7 @@ struct ConfigReader {
         readTimeouts(object, into: &config)
         readBuffers(object, into: &config)
         readClients(object, into: &config)
+        readAttestation(object, into: &config)
         readTrustedProxies(object, into: &config)
         readState(object, into: &config)
         readBudgets(object, into: &config)
@@ -384,7 +389,7 @@ struct ConfigReader {
                             upstreamNames: Set<String>) -> RelayConfiguration.Route? {
         guard let route = value as? [String: Any] else { problem(path, "must be an object"); return nil }
         checkKnown(route, ["prefix", "upstream", "stripPrefix", "methods", "auth", "exact", "models", "maxTokens",
-                           "usage", "onClientCancel", "drainMaxSeconds"], path)
+                           "usage", "onClientCancel", "drainMaxSeconds", "attestation"], path)
         let prefix = string(route, "prefix", "\(path).prefix")
         let upstream = string(route, "upstream", "\(path).upstream")
         if prefix == nil && route["prefix"] == nil { problem("\(path).prefix", "is required") }
@@ -407,9 +412,12 @@ struct ConfigReader {
         let bodyPolicy = self.bodyPolicy(route, path)
         let provider = upstream.flatMap { upstreams[$0]?.provider } ?? .openai
         let usage = routeUsage(route, path, provider: provider)
+        let attestation = routeAttestation(route, path)
         guard let prefix, let upstream else { return nil }
-        return .init(prefix: prefix, upstream: upstream, stripPrefix: strip, methods: methods, auth: auth ?? .none,
-                     exact: exact, bodyPolicy: bodyPolicy, provider: provider, usage: usage)
+        var result = RelayConfiguration.Route(prefix: prefix, upstream: upstream, stripPrefix: strip, methods: methods, auth: auth ?? .none,
+                                              exact: exact, bodyPolicy: bodyPolicy, provider: provider, usage: usage)
+        result.attestation = attestation
+        return result
     }
 
     /// `limits`.

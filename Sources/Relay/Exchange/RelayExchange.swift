@@ -58,6 +58,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private var reservation: ExchangeAdmission.Reservation?
     /// Event boundaries of what went to the client, tracked while a guard runs.
     private var boundary = EventBoundary()
+    /// Checks the proof of the genuine app over the body as received, before everything else (`AttestationGate`).
+    var attestationGate: AttestationGate?
 
     init(machine: ExchangeStateMachine, writer: any ResponseWriter, clock: any Clock,
          record: ExchangeRecord, metrics: RelayMetrics, usage: UsageMeter.Settings = UsageMeter.Settings(),
@@ -91,6 +93,13 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     func requestEnd() {
         machine.requestBodyComplete(now: clock.now())
         guard let call = pendingCall, machine.phase == .awaitingUpstreamHead else { return }
+        if let gate = attestationGate {
+            attestationGate = nil   // this runs again once the gate has answered
+            return gate.check(body: body, on: writer.loop) { verdict in
+                guard self.machine.phase == .awaitingUpstreamHead else { return }
+                if let error = verdict.apply(to: self.record, admission: &self.admission) { self.reject(error) } else { self.requestEnd() }
+            }
+        }
         pendingCall = nil
         var request = call.request
         if request.body != nil {
@@ -427,6 +436,10 @@ final class ExchangeRecord: @unchecked Sendable {
     var modelLabel = "other"
     /// What the exchange cost; nil when no call was made.
     var usage: Usage?
+    /// The proof of the genuine app (`app_attest`, `app_check`, `none`) on a route that asks for one, and the
+    /// check it failed.
+    var attestation: String?
+    var attestationStep: String?
 
     init(requestID: String, method: String, path: String, route: String, upstream: String, clientAddress: String, startedAt: Instant) {
         self.requestID = requestID
@@ -452,6 +465,8 @@ final class ExchangeRecord: @unchecked Sendable {
         if let t = endedAt { fields.append(("duration_ms", .double(t.seconds(since: startedAt) * 1000))) }
         if let failure { fields.append(("error", .string(failure))) }
         if let model { fields.append(("model", .string(model))) }
+        if let attestation { fields.append(("attestation", .string(attestation))) }
+        if let attestationStep { fields.append(("attestation_step", .string(attestationStep))) }
         if let usage {
             if usage.source != .none {
                 fields.append(("prompt_tokens", .int(usage.prompt)))

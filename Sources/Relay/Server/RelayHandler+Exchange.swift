@@ -45,6 +45,7 @@ extension RelayHandler {
             store: server.store, address: writer.clientAddress, identity: admitted.identity, budgetKey: budgetKey,
             budgets: configuration.budgets, routeMaxTokens: route.bodyPolicy.maxTokens?.limit, wallClock: server.wallClock)
         exchange.providerKey = upstream.key
+        exchange.attestationGate = server.attestation?.gate(route: route, head: head)
         server.exchangeStarted(exchange, on: state)
         exchange.start(request, upstream: state.driver, policy: route.bodyPolicy)
         return exchange

@@ -25,6 +25,8 @@ public final class RelayServer: @unchecked Sendable {
     let authenticator: ClientAuthenticator
     /// Buckets, stream caps and budgets (`state`): this process's memory, or Redis shared by every replica.
     public let store: any AdmissionStore
+    /// App Attest and App Check (`attestation`); nil when neither is configured.
+    let attestation: AttestationService?
     /// Failed authentications per client address; see `RelayConfiguration.RateLimitSettings.authFailuresPerAddress`.
     let authFailureLimiter: RateLimiter
     /// Rejection log lines, throttled per reason.
@@ -62,6 +64,8 @@ public final class RelayServer: @unchecked Sendable {
         loopStates = group.loops.map { LoopState(loop: $0, driver: CurlDriver(loop: $0)) }
         store = try (makeStore ?? RelayServer.defaultStore)(configuration,
                                                              StoreEnvironment(wallClock: wallClock, loops: group.loops, logger: logger))
+        attestation = try AttestationService.make(configuration, admissionStore: store, metrics: metrics, logger: logger,
+                                                  rejectionLog: rejectionLog, wallClock: wallClock)
     }
 
     /// The store `state.backend` names: this process's memory, or Redis shared by every replica (with a
@@ -103,6 +107,7 @@ public final class RelayServer: @unchecked Sendable {
             jwksRefresher = refresher
             refresher.start()
         }
+        attestation?.start(loop: group.loops[0], driver: loopStates[0].driver)
         for (i, route) in configuration.routes.enumerated() where route.auth == .none {
             logger.warning("route \(route.prefix) has auth \"none\": anyone who can reach this port spends the provider key",
                            [("route", .string(route.prefix)), ("index", .int(i))])
@@ -248,6 +253,7 @@ public final class RelayServer: @unchecked Sendable {
         listener?.stop()
         admin?.stop()
         jwksRefresher?.stop()
+        attestation?.shutdown()
         rejectionLog.stop()
         for state in loopStates {
             state.loop.queue.sync {
