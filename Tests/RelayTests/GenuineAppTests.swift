@@ -149,6 +149,8 @@ struct GenuineAppTests {
         #expect(answer.code == "attestation_required")
         #expect(h.requests.count == 0)
         #expect(h.relay.server.metrics.render().contains(#"sse_relay_attestations_total{kind="none",result="missing"} 1"#))
+        // Not open to anyone, though its auth is "none": no start-up warning saying so.
+        #expect(!h.relay.logs.lines.contains { $0.contains("spends the provider key") })
     }
 
     @Test("replay, counter rollback and the wrong key id are refused")
@@ -303,6 +305,7 @@ struct GenuineAppTests {
         try h.relay.waitUntilIdle()
         #expect(h.relay.logs.lines.contains { $0.contains(#""attestation":"none""#) })
         #expect(h.relay.server.metrics.render().contains(#"sse_relay_attestations_total{kind="none",result="absent"} 1"#))
+        #expect(h.relay.logs.lines.contains { $0.contains("spends the provider key") }, "optional leaves the route open: warned")
     }
 
     @Test("auth none: limits are kept per device (appattest:<keyId>), not per address")

@@ -6,7 +6,7 @@ import RelayWire
 /// What a request presented as proof of the genuine app, read from its headers (README, "Genuine app"). Pure.
 ///
 /// App Attest: `X-App-Attest-Key-Id` (base64 of the 32-byte key id, either alphabet, padding optional) and
-/// `X-App-Attest-Assertion` (base64 CBOR, at most `maxAssertionBytes`). App Check: `X-Firebase-AppCheck` (a JWT).
+/// `X-App-Attest-Assertion` (base64 CBOR, at most `AppAttestVerifier.maxAssertionBytes`, 1 KiB). App Check: `X-Firebase-AppCheck` (a JWT).
 /// A kind the relay is not configured for is not looked at. A header given twice, one without the other, bad
 /// base64 or an oversized value is `malformed` (400): a client bug, never a reason to look further.
 struct AttestationPresentation: Equatable, Sendable {
@@ -28,10 +28,9 @@ struct AttestationPresentation: Equatable, Sendable {
     /// Why the headers cannot be read; nil when they can.
     var malformed: Malformed?
 
-    /// Apple caps an assertion well below this (a DER signature and 37 bytes of authenticator data, in CBOR).
-    static let maxAssertionBytes = 1024
-    /// Base64 of 1 KiB, with padding: longer header values are refused before decoding.
-    static let maxAssertionHeaderBytes = (maxAssertionBytes + 2) / 3 * 4
+    /// Base64 of the largest assertion the verifier reads (1 KiB; a device's is a DER signature and 37 bytes of
+    /// authenticator data, in CBOR), with padding: longer header values are refused before decoding.
+    static let maxAssertionHeaderBytes = (AppAttestVerifier.maxAssertionBytes + 2) / 3 * 4
     static let maxKeyIDHeaderBytes = 64
 
     var isEmpty: Bool { appAttest == nil && appCheck == nil && malformed == nil }

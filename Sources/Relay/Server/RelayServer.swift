@@ -108,7 +108,8 @@ public final class RelayServer: @unchecked Sendable {
             refresher.start()
         }
         attestation?.start(loop: group.loops[0], driver: loopStates[0].driver)
-        for (i, route) in configuration.routes.enumerated() where route.auth == .none {
+        // A route that requires a proof of the genuine app is not open to anyone, though its auth is "none".
+        for (i, route) in configuration.routes.enumerated() where route.auth == .none && route.attestation != .required {
             logger.warning("route \(route.prefix) has auth \"none\": anyone who can reach this port spends the provider key",
                            [("route", .string(route.prefix)), ("index", .int(i))])
         }
