@@ -106,4 +106,25 @@ struct AppCheckTests {
                                body: chatBody)
         #expect(try client.readHead().status == 400)
     }
+
+    @Test("keys from jwksURL: fetched in the background (the refresher clients.jwt uses), then tokens verify")
+    func keysFromTheURL() throws {
+        let fetched = Mailbox<String>()
+        let jwks = try Data(contentsOf: testKeyFixtures.appendingPathComponent("jwks.json"))
+        let keyServer = try ScriptedUpstream { connection in
+            while let request = try? connection.readRequest(timeout: 10) {
+                fetched.put(request.target)
+                try connection.writeHead(status: 200, headers: [("Content-Type", "application/json"), ("Content-Length", "\(jwks.count)")])
+                try connection.write(Array(jwks))
+            }
+        }
+        defer { keyServer.shutdown() }
+        let requests = Mailbox<RecordedRequest>()
+        let relay = try Self.relay(requests) { config in
+            config.attestation.firebase = .init(projectNumber: Self.project, appIds: [Self.appId], jwksURL: keyServer.baseURL + "/v1/jwks")
+        }
+        #expect(try fetched.take(timeout: 10) == "/v1/jwks")
+        try eventually("the fetched keys are in use", timeout: 10) { try Self.post(relay, token: Self.token()).status == 200 }
+        #expect(try Self.post(relay, token: Self.token(["sub": "1:123456789012:ios:other"])).status == 401)
+    }
 }
