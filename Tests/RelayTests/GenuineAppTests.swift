@@ -132,10 +132,13 @@ struct GenuineAppTests {
 
         let keyID = Base64URL.encode(device.keyId)
         try h.relay.waitUntilIdle()
-        #expect(h.relay.logs.lines.contains { $0.contains(#""attestation":"app_attest""#) && $0.contains(#""identity":"appattest:\#(keyID)""#) })
+        #expect(h.relay.logs.lines.contains { $0.contains(#""status":200"#) && $0.contains(#""attestation":"app_attest""#)
+            && $0.contains(#""identity":"appattest:\#(keyID)""#) })
         let metrics = h.relay.server.metrics.render()
         #expect(metrics.contains(#"sse_relay_attestations_total{kind="app_attest",result="valid"} 2"#), "\(metrics)")
         #expect(metrics.contains(#"sse_relay_attestation_registrations_total{result="registered"} 1"#))
+        #expect(h.relay.logs.lines.contains { $0.contains(#""status":201"#) && $0.contains(#""registration":"registered""#)
+            && $0.contains(#""identity":"appattest:\#(keyID)""#) })
         // The assertion never appears in a log line.
         let assertionText = Self.assertionHeaders(&device, path: Self.path, body: chatBody)[1].1
         #expect(!h.relay.logs.lines.contains { $0.contains(assertionText) || $0.contains("X-App-Attest") })

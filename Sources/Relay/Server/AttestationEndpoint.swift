@@ -155,20 +155,21 @@ final class AttestationEndpoint: RequestResponder, @unchecked Sendable {
         headers.add(name: "Cache-Control", value: "no-store")
         headers.add(name: "X-Request-Id", value: requestID)
         writer.respond(status: status, headers: headers, body: Array(json.utf8), keepAlive: head.keepAlive)
-        service.logger.info("exchange", logFields(status: status, outcome: "completed") + [("attestation", .string(result))] + extra)
+        service.logger.info("exchange", logFields(status: status, outcome: "completed") + [("registration", .string(result))] + extra)
     }
 
     private func refuse(_ error: RelayError, result: String, step: String) {
         service.metrics.attestationRegistration(result: result)
         service.metrics.rejected(reason: error.code)
         service.rejectionLog.log(reason: error.code, logFields(status: error.status, outcome: "rejected")
-            + [("reason", .string(error.code)), ("attestation_step", .string(step))])
+            + [("reason", .string(error.code)), ("registration", .string(result)), ("attestation_step", .string(step))])
         writer.respond(error: error, requestID: requestID, keepAlive: head.keepAlive)
     }
 
     private func logFields(status: Int, outcome: String) -> [(String, LogValue)] {
         [("request_id", .string(requestID)), ("client_ip", .string(writer.clientAddress)), ("method", .string(head.method)),
-         ("path", .string(head.path)), ("status", .int(status)), ("outcome", .string(outcome))]
+         ("path", .string(head.path)), ("status", .int(status)), ("outcome", .string(outcome)),
+         ("attestation", .string(AttestationKind.appAttest.rawValue))]
     }
 }
 
