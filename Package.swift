@@ -45,11 +45,13 @@ let package = Package(
         .target(name: "Redis", dependencies: ["Transport", "Support"], swiftSettings: serverRelease),
         // Configuration, routing, admission (auth, limits, policies), request rewriting, the exchange and its state
         // machine, usage presets, the composition root (`RelayServer`) and the dev fake provider.
-        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage", "Redis", "JSON"],
+        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage", "Redis", "JSON",
+                                              "RelayWire", "Attestation"],
                 swiftSettings: serverRelease),
-        .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support"]),
-        // libFuzzer target for the request parser (`make fuzz`); a normal build replays a corpus instead.
-        .executableTarget(name: "relay-fuzz", dependencies: ["HTTP1"]),
+        .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support", "Attestation"]),
+        // libFuzzer target for the request parser and, with `--cbor`, the App Attest CBOR reader and verifier
+        // (`make fuzz`); a normal build replays a corpus instead.
+        .executableTarget(name: "relay-fuzz", dependencies: ["HTTP1", "Attestation"]),
         // Benchmark (Tests/bench/run.sh, `make bench`): fake upstream + load client on epoll; not part of `make test`.
         .target(name: "CBenchSupport"),
         .executableTarget(name: "relay-bench", dependencies: ["CBenchSupport", "Usage"]),
@@ -62,7 +64,7 @@ let package = Package(
         .target(name: "TestHarness", dependencies: ["TestSupportCore"], path: "Tests/TestHarness",
                 resources: [.copy("tls_upstream.py")]),
         // RelayFixture: the real relay on port 0 in front of the harness's upstream.
-        .target(name: "RelayTestSupport", dependencies: ["Relay", "Support", "TestHarness", "TestSupportCore"],
+        .target(name: "RelayTestSupport", dependencies: ["Relay", "Support", "TestHarness", "TestSupportCore", "Auth", "COpenSSL"],
                 path: "Tests/RelayTestSupport"),
         // The harness against itself (client ↔ scripted upstream), so a relay test failure is the relay's.
         .testTarget(name: "TestHarnessTests", dependencies: ["TestHarness", "TestSupportCore"]),
@@ -70,19 +72,32 @@ let package = Package(
         // The connection state machine, deadlines and client-address rules, as values: no sockets, no sleeps.
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP1", "Support", "TestSupportCore"]),
         // Pure cores (state machine, rewriting, configuration, timers): no sockets, no sleeps.
-        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "TestSupportCore", "Usage", "JSON"]),
+        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "TestSupportCore", "Usage",
+                                                          "JSON", "Auth", "AttestationTestSupport"]),
         // The real server on port 0 between a raw test client and a scripted test upstream.
         .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "COpenSSL",
-                                                      "RelayTestSupport", "TestHarness", "TestSupportCore", "Usage"]),
+                                                      "RelayTestSupport", "TestHarness", "TestSupportCore", "Usage", "Attestation",
+                                                      "AttestationTestSupport", "RelayWire"]),
         // OpenSSL (libcrypto) behind one small C shim: hashing, HMAC, JWK public keys, RS256/ES256.
         .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+        // Apple App Attest verified offline: a bounded CBOR reader, attestation objects (x5c chain to Apple's root,
+        // nonce, key id, app id, counter, aaguid) and assertions. Pure: bytes and the time in, a result out.
+        .target(name: "Attestation", dependencies: ["COpenSSL"]),
+        // A software App Attest "device" for tests: its own root CA and intermediate, a P-256 key, and attestation
+        // objects and assertions built as a device builds them, with a knob to break each check.
+        .target(name: "AttestationTestSupport", dependencies: ["Attestation", "COpenSSL"], path: "Tests/AttestationTestSupport"),
+        .testTarget(name: "AttestationTests", dependencies: ["Attestation", "AttestationTestSupport", "COpenSSL"],
+                    resources: [.copy("Fixtures")]),
         // Client authentication: static bearer tokens and JWTs (HS256/RS256/ES256, JWKS). Pure, no I/O.
         .target(name: "Auth", dependencies: ["COpenSSL", "Support"]),
         // WHATWG event-stream parser: bytes in, events out. Pure Swift (no Foundation), shared by the client
         // library and anything in the relay that reads a stream's events.
         .target(name: "SSE"),
+        // The bytes an App Attest assertion signs (`AttestationWire.clientData`), built by one function that the app's
+        // client library and the relay both call, so the two cannot drift. Pure Swift, no Foundation.
+        .target(name: "RelayWire"),
         // The client library apps link: URLSession streaming, chat deltas and snapshots, typed errors.
-        .target(name: "SSERelayClient", dependencies: ["SSE"]),
+        .target(name: "SSERelayClient", dependencies: ["SSE", "RelayWire"]),
         // `relay-chat --url URL "prompt"`: a terminal chat through the relay, built on the client library.
         .executableTarget(name: "relay-chat", dependencies: ["SSERelayClient"]),
         .testTarget(name: "SSETests", dependencies: ["SSE", "TestSupportCore"]),
@@ -96,7 +111,8 @@ let package = Package(
         .testTarget(name: "UsageTests", dependencies: ["Usage", "SSE", "TestSupportCore"]),
         // The client library against the real relay (dev fake provider, scripted upstream) on port 0.
         .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "Support", "Auth", "COpenSSL",
-                                                               "RelayTestSupport", "TestHarness", "TestSupportCore"]),
+                                                               "RelayTestSupport", "TestHarness", "TestSupportCore", "AttestationTestSupport",
+                                                               "RelayWire"]),
         // The RESP parser as a value; the Redis client and the Redis admission store against a real redis-server
         // (TestHarness's RedisServerProcess, on a free loopback port).
         .testTarget(name: "RedisTests", dependencies: ["Redis", "Relay", "Transport", "Support", "TestHarness", "TestSupportCore"]),

@@ -1,14 +1,18 @@
 // See include/COpenSSL.h (including how macOS points the build at Homebrew's OpenSSL).
 #include "COpenSSL.h"
 
+#include <limits.h>
 #include <string.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/ec.h>
+#include <openssl/err.h>
 #include <openssl/hmac.h>
 #include <openssl/param_build.h>
 #include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 int cossl_sha256(const uint8_t *data, size_t length, uint8_t out[32]) {
     unsigned int size = 0;
@@ -186,4 +190,249 @@ int cossl_sign_es256(EVP_PKEY *key, const uint8_t *message, size_t length, uint8
     ok = BN_bn2binpad(r, out, 32) == 32 && BN_bn2binpad(s, out + 32, 32) == 32;
     ECDSA_SIG_free(sig);
     return ok;
+}
+
+int cossl_verify_es256_der(EVP_PKEY *key, const uint8_t *message, size_t length, const uint8_t *signature, size_t signature_length) {
+    if (cossl_key_kind(key) != 2) return 0;
+    return verify_sha256(key, message, length, signature, signature_length);
+}
+
+// ---- X.509 ----
+
+// One DER certificate, NULL unless `der` is exactly one certificate with nothing after it.
+static X509 *x509_from_der(const uint8_t *der, size_t length) {
+    const unsigned char *cursor = der;
+    X509 *cert;
+    if (der == NULL || length == 0 || length > LONG_MAX) return NULL;
+    cert = d2i_X509(NULL, &cursor, (long)length);
+    if (cert != NULL && cursor != der + length) {
+        X509_free(cert);
+        return NULL;
+    }
+    return cert;
+}
+
+int cossl_x509_pem_to_der(const char *pem, size_t length, uint8_t *out, size_t capacity, size_t *lengths, size_t max_count) {
+    int count = 0;
+    size_t used = 0;
+    unsigned long error;
+    X509 *cert;
+    BIO *bio;
+    if (length > INT32_MAX) return 0;
+    bio = BIO_new_mem_buf(pem, (int)length);
+    if (bio == NULL) return 0;
+    ERR_clear_error();
+    while ((cert = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
+        int der_length = i2d_X509(cert, NULL);
+        unsigned char *cursor = out + used;
+        if (der_length <= 0 || (size_t)count >= max_count || (size_t)der_length > capacity - used) {
+            X509_free(cert);
+            BIO_free(bio);
+            ERR_clear_error();
+            return der_length <= 0 ? 0 : -1;
+        }
+        i2d_X509(cert, &cursor);
+        lengths[count++] = (size_t)der_length;
+        used += (size_t)der_length;
+        X509_free(cert);
+    }
+    // The loop ends at the end of the text (no further start line) or at a block that does not parse.
+    error = ERR_peek_last_error();
+    BIO_free(bio);
+    ERR_clear_error();
+    if (error != 0 && !(ERR_GET_LIB(error) == ERR_LIB_PEM && ERR_GET_REASON(error) == PEM_R_NO_START_LINE)) return 0;
+    return count;
+}
+
+int cossl_x509_parse_check(const uint8_t *der, size_t length) {
+    X509 *cert = x509_from_der(der, length);
+    X509_free(cert);
+    return cert != NULL;
+}
+
+// Parses `count` DER certificates laid end to end into a new stack; NULL when one does not parse.
+static STACK_OF(X509) *x509_stack(const uint8_t *ders, const size_t *lengths, size_t count) {
+    size_t offset = 0;
+    STACK_OF(X509) *stack = sk_X509_new_null();
+    if (stack == NULL) return NULL;
+    for (size_t i = 0; i < count; i++) {
+        X509 *cert = x509_from_der(ders + offset, lengths[i]);
+        if (cert == NULL || sk_X509_push(stack, cert) <= 0) {
+            X509_free(cert);
+            sk_X509_pop_free(stack, X509_free);
+            return NULL;
+        }
+        offset += lengths[i];
+    }
+    return stack;
+}
+
+int cossl_x509_verify_chain(const uint8_t *leaf, size_t leaf_length,
+                            const uint8_t *intermediates, const size_t *intermediate_lengths, size_t intermediate_count,
+                            const uint8_t *roots, const size_t *root_lengths, size_t root_count,
+                            int64_t at_unix_seconds) {
+    int result = COSSL_CHAIN_INVALID;
+    X509 *leaf_cert = x509_from_der(leaf, leaf_length);
+    STACK_OF(X509) *untrusted = x509_stack(intermediates, intermediate_lengths, intermediate_count);
+    STACK_OF(X509) *trusted = x509_stack(roots, root_lengths, root_count);
+    X509_STORE *store = X509_STORE_new();
+    X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+    if (leaf_cert == NULL || untrusted == NULL || trusted == NULL || store == NULL || ctx == NULL || root_count == 0) goto done;
+    for (int i = 0; i < sk_X509_num(trusted); i++)
+        if (X509_STORE_add_cert(store, sk_X509_value(trusted, i)) != 1) goto done;
+    if (X509_STORE_CTX_init(ctx, store, leaf_cert, untrusted) != 1) goto done;
+    // The given time, never the clock; X509_VERIFY_PARAM_set_time also turns on X509_V_FLAG_USE_CHECK_TIME.
+    // X509_V_FLAG_PARTIAL_CHAIN stays off: the path has to end at a trusted root.
+    X509_VERIFY_PARAM_set_time(X509_STORE_CTX_get0_param(ctx), (time_t)at_unix_seconds);
+    ERR_clear_error();
+    if (X509_verify_cert(ctx) == 1) {
+        // A chain of one would be a trusted root presented as the leaf.
+        STACK_OF(X509) *chain = X509_STORE_CTX_get0_chain(ctx);
+        if (chain != NULL && sk_X509_num(chain) >= 2) result = COSSL_CHAIN_OK;
+    } else {
+        int error = X509_STORE_CTX_get_error(ctx);
+        if (error == X509_V_ERR_CERT_NOT_YET_VALID || error == X509_V_ERR_CERT_HAS_EXPIRED) result = COSSL_CHAIN_TIME;
+    }
+    ERR_clear_error();
+done:
+    X509_STORE_CTX_free(ctx);
+    X509_STORE_free(store);
+    sk_X509_pop_free(trusted, X509_free);
+    sk_X509_pop_free(untrusted, X509_free);
+    X509_free(leaf_cert);
+    return result;
+}
+
+long cossl_x509_extension_value(const uint8_t *der, size_t length, const char *oid, uint8_t *out, size_t capacity) {
+    long result = -1;
+    int index;
+    const ASN1_OCTET_STRING *value;
+    X509 *cert = x509_from_der(der, length);
+    ASN1_OBJECT *object = OBJ_txt2obj(oid, 1);
+    if (cert == NULL || object == NULL) goto done;
+    index = X509_get_ext_by_OBJ(cert, object, -1);
+    // Absent, or present twice (which would leave the reader to pick one): both refused.
+    if (index < 0 || X509_get_ext_by_OBJ(cert, object, index) >= 0) goto done;
+    value = X509_EXTENSION_get_data(X509_get_ext(cert, index));
+    if (value == NULL) goto done;
+    if ((size_t)ASN1_STRING_length(value) > capacity) {
+        result = -2;
+        goto done;
+    }
+    memcpy(out, ASN1_STRING_get0_data(value), (size_t)ASN1_STRING_length(value));
+    result = ASN1_STRING_length(value);
+done:
+    ASN1_OBJECT_free(object);
+    X509_free(cert);
+    return result;
+}
+
+// The affine coordinates of a P-256 key as 04 || x || y, whatever point form the key was decoded from.
+static int p256_point(const EVP_PKEY *key, uint8_t out[65]) {
+    BIGNUM *x = NULL, *y = NULL;
+    int ok;
+    if (cossl_key_kind(key) != 2) return 0;
+    ok = EVP_PKEY_get_bn_param(key, OSSL_PKEY_PARAM_EC_PUB_X, &x) == 1
+        && EVP_PKEY_get_bn_param(key, OSSL_PKEY_PARAM_EC_PUB_Y, &y) == 1
+        && BN_bn2binpad(x, out + 1, 32) == 32 && BN_bn2binpad(y, out + 33, 32) == 32;
+    out[0] = 0x04;
+    BN_free(x);
+    BN_free(y);
+    return ok;
+}
+
+int cossl_x509_p256_public_key(const uint8_t *der, size_t length, uint8_t out[65]) {
+    int ok;
+    X509 *cert = x509_from_der(der, length);
+    if (cert == NULL) return 0;
+    ok = p256_point(X509_get0_pubkey(cert), out);
+    X509_free(cert);
+    return ok;
+}
+
+// ---- Test-only: keys and certificates for the software App Attest device. ----
+
+EVP_PKEY *cossl_test_p256_generate(void) { return EVP_EC_gen("P-256"); }
+
+int cossl_test_p256_public_point(EVP_PKEY *key, uint8_t out[65]) { return p256_point(key, out); }
+
+size_t cossl_test_sign_es256_der(EVP_PKEY *key, const uint8_t *message, size_t length, uint8_t *out, size_t capacity) {
+    if (cossl_key_kind(key) != 2) return 0;
+    return sign_sha256(key, message, length, out, capacity);
+}
+
+// Adds one extension from its OpenSSL configuration text (X509V3_EXT_conf_nid); 1 on success.
+static int add_conf_extension(X509 *cert, int nid, const char *value) {
+    X509V3_CTX ctx;
+    X509_EXTENSION *extension;
+    int ok;
+    X509V3_set_ctx_nodb(&ctx);
+    X509V3_set_ctx(&ctx, NULL, cert, NULL, NULL, 0);
+    extension = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
+    if (extension == NULL) return 0;
+    ok = X509_add_ext(cert, extension, -1);
+    X509_EXTENSION_free(extension);
+    return ok;
+}
+
+size_t cossl_test_issue_certificate(EVP_PKEY *subject_key, const char *subject_cn, EVP_PKEY *issuer_key, const char *issuer_cn,
+                                    uint64_t serial, int64_t not_before, int64_t not_after, int is_ca,
+                                    const char *extension_oid, const uint8_t *extension_value, size_t extension_length,
+                                    uint8_t *out, size_t capacity) {
+    size_t result = 0;
+    int der_length;
+    unsigned char *cursor = out;
+    X509 *cert = X509_new();
+    if (cert == NULL || extension_length > INT32_MAX) goto done;
+    if (X509_set_version(cert, X509_VERSION_3) != 1
+        || ASN1_INTEGER_set_uint64(X509_get_serialNumber(cert), serial) != 1
+        || ASN1_TIME_set(X509_getm_notBefore(cert), (time_t)not_before) == NULL
+        || ASN1_TIME_set(X509_getm_notAfter(cert), (time_t)not_after) == NULL
+        || X509_NAME_add_entry_by_txt(X509_get_subject_name(cert), "CN", MBSTRING_UTF8, (const unsigned char *)subject_cn, -1, -1, 0) != 1
+        || X509_NAME_add_entry_by_txt(X509_get_issuer_name(cert), "CN", MBSTRING_UTF8, (const unsigned char *)issuer_cn, -1, -1, 0) != 1
+        || X509_set_pubkey(cert, subject_key) != 1)
+        goto done;
+    if (!add_conf_extension(cert, NID_basic_constraints, is_ca ? "critical,CA:TRUE" : "critical,CA:FALSE")
+        || !add_conf_extension(cert, NID_key_usage, is_ca ? "critical,keyCertSign,cRLSign" : "critical,digitalSignature"))
+        goto done;
+    if (extension_oid != NULL) {
+        int ok = 0;
+        ASN1_OBJECT *object = OBJ_txt2obj(extension_oid, 1);
+        ASN1_OCTET_STRING *value = ASN1_OCTET_STRING_new();
+        X509_EXTENSION *extension = NULL;
+        if (object != NULL && value != NULL && ASN1_OCTET_STRING_set(value, extension_value, (int)extension_length) == 1)
+            extension = X509_EXTENSION_create_by_OBJ(NULL, object, 0, value);
+        if (extension != NULL) ok = X509_add_ext(cert, extension, -1);
+        X509_EXTENSION_free(extension);
+        ASN1_OCTET_STRING_free(value);
+        ASN1_OBJECT_free(object);
+        if (!ok) goto done;
+    }
+    if (X509_sign(cert, issuer_key, EVP_sha256()) <= 0) goto done;
+    der_length = i2d_X509(cert, NULL);
+    if (der_length <= 0 || (size_t)der_length > capacity) goto done;
+    i2d_X509(cert, &cursor);
+    result = (size_t)der_length;
+done:
+    X509_free(cert);
+    return result;
+}
+
+size_t cossl_test_certificate_pem(const uint8_t *der, size_t length, char *out, size_t capacity) {
+    size_t result = 0;
+    char *text = NULL;
+    long text_length;
+    X509 *cert = x509_from_der(der, length);
+    BIO *bio = BIO_new(BIO_s_mem());
+    if (cert != NULL && bio != NULL && PEM_write_bio_X509(bio, cert) == 1) {
+        text_length = BIO_get_mem_data(bio, &text);
+        if (text_length > 0 && (size_t)text_length < capacity) {
+            memcpy(out, text, (size_t)text_length);
+            out[text_length] = 0;
+            result = (size_t)text_length;
+        }
+    }
+    BIO_free(bio);
+    X509_free(cert);
+    return result;
 }

@@ -84,6 +84,8 @@ public struct RelayConfiguration: Sendable {
         /// With budgets, requests to endpoints whose cost the relay cannot count (`Endpoint.unmetered`) pass
         /// instead of getting 403 `endpoint_not_metered`: the operator accepts that they are not charged.
         public var unmetered = false
+        /// Whether a proof of the genuine app is asked for (`attestation`: off, required, optional).
+        public var attestation = RouteAttestation.off
         public init(prefix: String, upstream: String, stripPrefix: Bool = false, methods: [String] = Route.defaultMethods,
                     auth: RouteAuth = .none, exact: Bool = false, bodyPolicy: BodyPolicy = BodyPolicy(),
                     provider: Provider = .openai, usage: RouteUsage = RouteUsage()) {
@@ -218,6 +220,8 @@ public struct RelayConfiguration: Sendable {
     public var budgets: BudgetConfiguration?
     /// The relay's own reverse proxies and balancers: only their `X-Forwarded-For` (and PROXY headers) are believed.
     public var trustedProxies: [CIDR] = []
+    /// App Attest and App Check (`attestation`); empty for none.
+    public var attestation = AttestationConfiguration()
 
     /// The route with the longest prefix that `path` starts with (or equals, for exact routes), trailing slashes
     /// aside (`Route.matches`); between prefixes equal but for that slash, an exact route first, whatever the order.
@@ -290,7 +294,7 @@ struct ConfigReader {
             return config
         }
         let known: Set<String> = ["listen", "admin", "upstreams", "routes", "limits", "timeouts", "buffers", "workers", "logLevel",
-                                  "clients", "rateLimits", "cors", "trustedProxies", "state", "budgets"]
+                                  "clients", "rateLimits", "cors", "trustedProxies", "state", "budgets", "attestation"]
         for key in object.keys where !known.contains(key) { problem(key, "unknown key") }
         readListeners(object, into: &config)
         readUpstreams(object, into: &config)
@@ -299,6 +303,7 @@ struct ConfigReader {
         readTimeouts(object, into: &config)
         readBuffers(object, into: &config)
         readClients(object, into: &config)
+        readAttestation(object, into: &config)
         readTrustedProxies(object, into: &config)
         readState(object, into: &config)
         readBudgets(object, into: &config)
@@ -405,7 +410,7 @@ struct ConfigReader {
                             upstreamNames: Set<String>) -> RelayConfiguration.Route? {
         guard let route = value as? [String: Any] else { problem(path, "must be an object"); return nil }
         checkKnown(route, ["prefix", "upstream", "stripPrefix", "methods", "auth", "exact", "models", "maxTokens",
-                           "usage", "onClientCancel", "drainMaxSeconds", "unmetered"], path)
+                           "usage", "onClientCancel", "drainMaxSeconds", "unmetered", "attestation"], path)
         let prefix = string(route, "prefix", "\(path).prefix")
         let upstream = string(route, "upstream", "\(path).upstream")
         if prefix == nil && route["prefix"] == nil { problem("\(path).prefix", "is required") }
@@ -429,12 +434,13 @@ struct ConfigReader {
         let provider = upstream.flatMap { upstreams[$0]?.provider } ?? .openai
         let usage = routeUsage(route, path, provider: provider)
         let unmetered = bool(route, "unmetered", "\(path).unmetered") ?? false
+        let attestation = routeAttestation(route, path)
         guard let prefix, let upstream else { return nil }
-        var read = RelayConfiguration.Route(prefix: prefix, upstream: upstream, stripPrefix: strip, methods: methods,
-                                            auth: auth ?? .none, exact: exact, bodyPolicy: bodyPolicy, provider: provider,
-                                            usage: usage)
-        read.unmetered = unmetered
-        return read
+        var result = RelayConfiguration.Route(prefix: prefix, upstream: upstream, stripPrefix: strip, methods: methods, auth: auth ?? .none,
+                                              exact: exact, bodyPolicy: bodyPolicy, provider: provider, usage: usage)
+        result.unmetered = unmetered
+        result.attestation = attestation
+        return result
     }
 
     /// `limits`.

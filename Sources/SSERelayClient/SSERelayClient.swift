@@ -25,6 +25,8 @@ public final class SSERelayClient: Sendable {
         /// The chat completions path under `baseURL`.
         public var chatPath = "/v1/chat/completions"
         public var tokenProvider: TokenProvider?
+        /// Proof of the genuine app for every request (`AppAttestProvider`, `AppCheckProvider`); nil for none.
+        public var attestation: (any RelayAttestationProvider)?
         /// The longest silence allowed between two body bytes (URLSession's `timeoutIntervalForRequest`, an idle
         /// timeout, whole seconds). URLSession's default of 60 s kills a model that thinks quietly; the default
         /// here is the relay's own upstream idle timeout (300 s) plus a margin, so the relay, which also cancels
@@ -189,6 +191,7 @@ public final class SSERelayClient: Sendable {
                      _ consume: (AsyncThrowingStream<SSEEvent, any Error>, String) async throws -> Void) async throws {
         let provider = base.value(forHTTPHeaderField: "Authorization") == nil ? configuration.tokenProvider : nil
         var refreshed = false
+        var reattested = false
         while true {
             try Task.checkCancellation()
             var request = base
@@ -200,6 +203,11 @@ public final class SSERelayClient: Sendable {
             if let provider, let token = try await provider(refreshed) {
                 request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
             }
+            if let attestation = configuration.attestation {
+                for (name, value) in try await attestation.headers(for: AttestedRequest(request)) {
+                    request.setValue(value, forHTTPHeaderField: name)
+                }
+            }
             // URLRequest's own default (60 s) would otherwise apply on some platforms.
             request.timeoutInterval = configuration.idleTimeout
             try Task.checkCancellation()
@@ -210,6 +218,10 @@ public final class SSERelayClient: Sendable {
                 return
             } catch let error as RelayAPIError where error.isTokenExpired && provider != nil && !refreshed {
                 refreshed = true
+            } catch let error as RelayAPIError where error.isAttestationRefusal && !reattested {
+                // Once: the provider registers again or refreshes its token, and a new proof goes with the retry.
+                reattested = true
+                guard await configuration.attestation?.proofRefused(code: error.code ?? "") == true else { throw error }
             }
         }
     }

@@ -47,6 +47,10 @@ private func populated() -> RelayMetrics {
     m.tokens(route: "/v1/", model: "gpt-4o", source: "provider", prompt: 10, completion: 20)
     m.tokens(route: "/v1/", model: "gpt-4o", source: "provider", prompt: 5, completion: 7)
     m.tokens(route: "/v1/", model: "other", source: "estimate", prompt: 3, completion: 1)
+    m.attestation(kind: "none", result: "missing")
+    m.attestation(kind: "app_attest", result: "valid")
+    m.attestation(kind: "app_attest", result: "valid")
+    m.attestationRegistration(result: "registered")
     m.activeConnections.add(5, ordering: .relaxed)
     m.activeConnections.subtract(2, ordering: .relaxed)
     m.activeStreams.add(2, ordering: .relaxed)
@@ -98,6 +102,13 @@ private let expectedPopulated: [String] = [
     "# HELP sse_relay_settles_dropped_total Budget settlements the shared state store never applied (Redis away past the pending queue's bound, or refusing): that usage went uncounted.",
     "# TYPE sse_relay_settles_dropped_total counter",
     "sse_relay_settles_dropped_total 0",
+    "# HELP sse_relay_attestations_total Proofs of the genuine app on routes that ask for one, by kind (app_attest, app_check, none) and result.",
+    "# TYPE sse_relay_attestations_total counter",
+    #"sse_relay_attestations_total{kind="app_attest",result="valid"} 2"#,
+    #"sse_relay_attestations_total{kind="none",result="missing"} 1"#,
+    "# HELP sse_relay_attestation_registrations_total Calls of the App Attest challenge and register endpoints, by result.",
+    "# TYPE sse_relay_attestation_registrations_total counter",
+    #"sse_relay_attestation_registrations_total{result="registered"} 1"#,
     "# HELP sse_relay_tokens_total Tokens used, by route, model (allowlisted or other), kind (prompt, completion) and source (provider, estimate).",
     "# TYPE sse_relay_tokens_total counter",
     #"sse_relay_tokens_total{route="/v1/",model="gpt-4o",kind="completion",source="provider"} 27"#,
@@ -113,6 +124,7 @@ private let families: [(name: String, type: String)] = [
     ("sse_relay_upstream_errors_total", "counter"), ("sse_relay_cancellations_total", "counter"),
     ("sse_relay_rejections_total", "counter"), ("sse_relay_budget_cuts_total", "counter"),
     ("sse_relay_state_unavailable_total", "counter"), ("sse_relay_settles_dropped_total", "counter"),
+    ("sse_relay_attestations_total", "counter"), ("sse_relay_attestation_registrations_total", "counter"),
     ("sse_relay_tokens_total", "counter"),
 ]
 

@@ -1,5 +1,6 @@
 // The only door to OpenSSL (libcrypto) in SSE Relay: SHA-256, HMAC-SHA256, public keys built from JWK
-// parameters, RS256/ES256 verification, and test-only signing. Everything OpenSSL spells as a macro, a
+// parameters, RS256/ES256 verification, X.509 parsing and chain verification (App Attest), and test-only
+// signing and certificate issuing. Everything OpenSSL spells as a macro, a
 // variadic call or a multi-step builder is wrapped here so Swift sees small typed functions.
 //
 // Targets OpenSSL 3.0 or later and uses no API deprecated there (OSSL_PARAM_BLD + EVP_PKEY_fromdata instead of
@@ -48,6 +49,49 @@ int cossl_verify_rs256(EVP_PKEY *key, const uint8_t *message, size_t length, con
 /// converted to DER (ECDSA_SIG_set0 + i2d_ECDSA_SIG) for OpenSSL. 1 when valid, 0 otherwise.
 int cossl_verify_es256(EVP_PKEY *key, const uint8_t *message, size_t length, const uint8_t signature[64]);
 
+/// ECDSA P-256 with SHA-256 over a DER-encoded signature (ECDSA-Sig-Value, RFC 3279 section 2.2.3), the form
+/// App Attest assertions carry. 1 when valid, 0 otherwise.
+int cossl_verify_es256_der(EVP_PKEY *key, const uint8_t *message, size_t length, const uint8_t *signature, size_t signature_length);
+
+// ---- X.509 (App Attest): certificates are passed as DER bytes; nothing is kept between calls. ----
+
+/// Converts PEM text holding one or more certificates to DER. Each certificate's DER is written to `out` one
+/// after the other (room for `capacity` bytes) and its length to `lengths` (room for `max_count`). Returns the
+/// number of certificates, 0 when there is none or a CERTIFICATE block does not parse, -1 when the room is too
+/// small. Blocks of other kinds (a key, say) are skipped, as PEM_read_bio_X509 does.
+int cossl_x509_pem_to_der(const char *pem, size_t length, uint8_t *out, size_t capacity, size_t *lengths, size_t max_count);
+
+/// 1 when `der` is exactly one well-formed certificate (no trailing bytes), 0 otherwise.
+int cossl_x509_parse_check(const uint8_t *der, size_t length);
+
+/// Outcome of `cossl_x509_verify_chain`.
+enum {
+    COSSL_CHAIN_OK = 0,
+    /// A certificate of the chain is not yet valid or has expired at the given time.
+    COSSL_CHAIN_TIME = 1,
+    /// Anything else: an unparsable certificate, a broken signature, no path to a trusted root, a CA flag missing.
+    COSSL_CHAIN_INVALID = 2,
+};
+
+/// Verifies `leaf` up to one of the `root_count` trusted roots through the untrusted intermediates, each
+/// certificate valid at `at_unix_seconds` (X509_VERIFY_PARAM_set_time; the machine's clock is never read).
+/// Intermediates and roots are DER certificates laid end to end in one buffer each, with their lengths in
+/// `*_lengths`. Partial chains are refused (the path must end at one of the roots), and so is a leaf that is
+/// itself a trusted root. Returns one of COSSL_CHAIN_*.
+int cossl_x509_verify_chain(const uint8_t *leaf, size_t leaf_length,
+                            const uint8_t *intermediates, const size_t *intermediate_lengths, size_t intermediate_count,
+                            const uint8_t *roots, const size_t *root_lengths, size_t root_count,
+                            int64_t at_unix_seconds);
+
+/// The value (the bytes inside the extnValue OCTET STRING) of the certificate's extension with the dotted `oid`,
+/// copied to `out` (room for `capacity`). Returns its length, -1 when the certificate does not parse, carries
+/// no such extension or carries it twice, -2 when the room is too small.
+long cossl_x509_extension_value(const uint8_t *der, size_t length, const char *oid, uint8_t *out, size_t capacity);
+
+/// The certificate's P-256 public key as an X9.62 uncompressed point (04 || x || y). 1 on success, 0 when the
+/// certificate does not parse or its key is not a P-256 key.
+int cossl_x509_p256_public_key(const uint8_t *der, size_t length, uint8_t out[65]);
+
 // ---- Signing: used by the tests to make tokens in-process; the relay never signs. ----
 
 /// A private key from PEM text (PKCS#8 or traditional). NULL on failure.
@@ -58,5 +102,29 @@ size_t cossl_sign_rs256(EVP_PKEY *key, const uint8_t *message, size_t length, ui
 
 /// ES256 signature as raw r||s (64 bytes, left-padded). Returns 1 on success, 0 on failure.
 int cossl_sign_es256(EVP_PKEY *key, const uint8_t *message, size_t length, uint8_t out[64]);
+
+/// A fresh P-256 private key (EVP_EC_gen). NULL on failure.
+EVP_PKEY *cossl_test_p256_generate(void);
+
+/// The key's public point, X9.62 uncompressed (65 bytes). 1 on success, 0 when it is not a P-256 key.
+int cossl_test_p256_public_point(EVP_PKEY *key, uint8_t out[65]);
+
+/// ECDSA P-256 SHA-256 signature in DER into `out` (room for `capacity`); returns its length, 0 on failure.
+size_t cossl_test_sign_es256_der(EVP_PKEY *key, const uint8_t *message, size_t length, uint8_t *out, size_t capacity);
+
+/// Issues an X.509 v3 certificate for `subject_key` (its public half) with the common name `subject_cn`,
+/// signed by `issuer_key` (ECDSA with SHA-256) under the name `issuer_cn`, valid from `not_before` to
+/// `not_after` (Unix seconds). `is_ca` adds a critical basicConstraints CA:TRUE and keyUsage keyCertSign|cRLSign;
+/// otherwise basicConstraints CA:FALSE and keyUsage digitalSignature. When `extension_oid` is not NULL, an
+/// extension with that dotted OID and `extension_value` as its value is added. DER into `out`; returns its
+/// length, 0 on failure.
+size_t cossl_test_issue_certificate(EVP_PKEY *subject_key, const char *subject_cn, EVP_PKEY *issuer_key, const char *issuer_cn,
+                                    uint64_t serial, int64_t not_before, int64_t not_after, int is_ca,
+                                    const char *extension_oid, const uint8_t *extension_value, size_t extension_length,
+                                    uint8_t *out, size_t capacity);
+
+/// A certificate (DER) as PEM text into `out` (room for `capacity`, NUL-terminated); returns the text length,
+/// 0 on failure.
+size_t cossl_test_certificate_pem(const uint8_t *der, size_t length, char *out, size_t capacity);
 
 #endif

@@ -7,14 +7,14 @@ import Transport
 import Upstream
 
 /// Keeps the JWT key set fresh from a JWKS URL: fetches through libcurl on one event loop, lets `JWKSCache`
-/// (pure) decide when, and hands each good key set to the authenticator. A failed or garbage refresh keeps the
-/// last good keys. Owned by `loop.queue`.
+/// (pure) decide when, and hands each good key set to its sink (the client authenticator, or the App Check
+/// verifier). A failed or garbage refresh keeps the last good keys. Owned by `loop.queue`.
 final class JWKSRefresher: TransferDelegate, @unchecked Sendable {
     // Invariant: all mutable state is touched on `loop.queue` only.
     private let url: String
     private let loop: EventLoop
     private let driver: CurlDriver
-    private let authenticator: ClientAuthenticator
+    private let authenticator: any JWKSKeySink
     private let logger: Logger
     private var cache: JWKSCache
     private var transfer: Transfer?
@@ -25,7 +25,7 @@ final class JWKSRefresher: TransferDelegate, @unchecked Sendable {
     private var stopped = false
     static let maxDocumentBytes = 1 << 20
 
-    init(url: String, refreshSeconds: Double, loop: EventLoop, driver: CurlDriver, authenticator: ClientAuthenticator, logger: Logger) {
+    init(url: String, refreshSeconds: Double, loop: EventLoop, driver: CurlDriver, authenticator: any JWKSKeySink, logger: Logger) {
         self.url = url
         self.loop = loop
         self.driver = driver

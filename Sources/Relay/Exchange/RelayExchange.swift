@@ -55,6 +55,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private var reservation: RequestBodyPlan.Reservation?
     /// Event boundaries of what went to the client, tracked while a guard runs.
     private var boundary = EventBoundary()
+    /// Checks the proof of the genuine app over the body as received, before everything else (`AttestationGate`).
+    var attestationGate: AttestationGate?
 
     init(machine: ExchangeStateMachine, writer: any ResponseWriter, clock: any Clock,
          record: ExchangeRecord, metrics: RelayMetrics, usage: UsageMeter.Settings = UsageMeter.Settings(),
@@ -89,6 +91,13 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     func requestEnd() {
         machine.requestBodyComplete(now: clock.now())
         guard let call = pendingCall, machine.phase == .awaitingUpstreamHead else { return }
+        if let gate = attestationGate {
+            attestationGate = nil   // this runs again once the gate has answered
+            return gate.check(body: body, on: writer.loop) { verdict in
+                guard self.machine.phase == .awaitingUpstreamHead else { return }
+                if let error = verdict.apply(to: self.record, admission: &self.admission) { self.reject(error) } else { self.requestEnd() }
+            }
+        }
         pendingCall = nil
         var request = call.request
         var reservation = RequestBodyPlan.Reservation(tokens: 0, promptTokens: 0, hasCeiling: true)
@@ -411,6 +420,10 @@ final class ExchangeRecord: @unchecked Sendable {
     var modelLabel = "other"
     /// What the exchange cost; nil when no call was made.
     var usage: Usage?
+    /// The proof of the genuine app (`app_attest`, `app_check`, `none`) on a route that asks for one, and the
+    /// check it failed.
+    var attestation: String?
+    var attestationStep: String?
 
     /// `path`: the path as forwarded; the record's `path` is its endpoint.
     init(requestID: String, method: String, path: String, route: String, upstream: String, clientAddress: String, startedAt: Instant) {
@@ -438,6 +451,8 @@ final class ExchangeRecord: @unchecked Sendable {
         if let t = endedAt { fields.append(("duration_ms", .double(t.seconds(since: startedAt) * 1000))) }
         if let failure { fields.append(("error", .string(failure))) }
         if let model { fields.append(("model", .string(model))) }
+        if let attestation { fields.append(("attestation", .string(attestation))) }
+        if let attestationStep { fields.append(("attestation_step", .string(attestationStep))) }
         if let usage {
             if usage.source != .none {
                 fields.append(("prompt_tokens", .int(usage.prompt)))

@@ -53,6 +53,8 @@ public enum RequestRewriter {
     /// compared without being lowercased into a new string).
     private static let alwaysRemoved: [String] = clientCredentialFields + steeringFields + [
         "host", "content-length", "transfer-encoding", "expect", "accept-encoding", "x-request-id", "x-forwarded-for",
+        // Proofs of the genuine app are the relay's to check (an App Check token is a bearer credential).
+        "x-app-attest-key-id", "x-app-attest-assertion", "x-firebase-appcheck",
     ]
 
     /// `alwaysRemoved` by name length: a field name is compared only with the few names as long as it.

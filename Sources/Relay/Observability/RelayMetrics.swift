@@ -40,6 +40,8 @@ public final class RelayMetrics: Sendable {
         var tokens: [TokenKey: UInt64] = [:]
         var budgetCuts: [String: UInt64] = [:]          // route
         var stateUnavailable: [String: UInt64] = [:]    // outcome
+        var attestations: [[String]: UInt64] = [:]      // kind, result
+        var registrations: [String: UInt64] = [:]       // result
         var firstByte = Histogram()
         var duration = Histogram()
     }
@@ -79,6 +81,12 @@ public final class RelayMetrics: Sendable {
     /// An admission decided while the shared store was unavailable: `rejected`, `allowed` or `local`.
     public func stateUnavailable(outcome: String) { labelled.withLock { $0.stateUnavailable[outcome, default: 0] += 1 } }
 
+    /// A proof of the genuine app presented (or not) on a route that asks for one: `kind` is `app_attest`,
+    /// `app_check` or `none`; `result` what became of it (`valid`, `invalid`, `replayed`, …).
+    public func attestation(kind: String, result: String) { labelled.withLock { $0.attestations[[kind, result], default: 0] += 1 } }
+    /// A call of the App Attest challenge or register endpoint: `challenge`, `registered`, `invalid`, `conflict`, …
+    public func attestationRegistration(result: String) { labelled.withLock { $0.registrations[result, default: 0] += 1 } }
+
     /// The exposition text.
     public func render() -> String {
         let m = labelled.withLock { $0 }
@@ -106,6 +114,11 @@ public final class RelayMetrics: Sendable {
         counterFamily(&out, "sse_relay_state_unavailable_total", "Admissions decided while the shared state store did not answer, by outcome (rejected, allowed, local).", "outcome", m.stateUnavailable)
         header("sse_relay_settles_dropped_total", "counter", "Budget settlements the shared state store never applied (Redis away past the pending queue's bound, or refusing): that usage went uncounted.")
         out += "sse_relay_settles_dropped_total \(settlesDropped.load(ordering: .relaxed))\n"
+        header("sse_relay_attestations_total", "counter", "Proofs of the genuine app on routes that ask for one, by kind (app_attest, app_check, none) and result.")
+        for key in m.attestations.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            out += "sse_relay_attestations_total{kind=\(quote(key[0])),result=\(quote(key[1]))} \(m.attestations[key]!)\n"
+        }
+        counterFamily(&out, "sse_relay_attestation_registrations_total", "Calls of the App Attest challenge and register endpoints, by result.", "result", m.registrations)
         header("sse_relay_tokens_total", "counter", "Tokens used, by route, model (allowlisted or other), kind (prompt, completion) and source (provider, estimate).")
         for key in m.tokens.keys.sorted(by: { $0.sortKey.lexicographicallyPrecedes($1.sortKey) }) {
             out += "sse_relay_tokens_total{route=\(quote(key.route)),model=\(quote(key.model)),kind=\(quote(key.kind)),source=\(quote(key.source))} \(m.tokens[key]!)\n"

@@ -37,6 +37,9 @@ struct RelayHandler: RequestHandler {
             return nil
         }
         let requestID = RequestRewriter.requestID(clientValue: head.headers.first("X-Request-Id"), generated: RequestIDs.make())
+        if admin != .adminOnly, let attestation = server.attestation, attestation.serves(head) {
+            return attestation.endpoint(head, requestID: requestID, writer: writer)
+        }
         var context = Rejection(head: head, requestID: requestID, writer: writer)
         switch admit(head, client: writer.clientAddress, on: writer.loop, context: &context) {
         case .preflight(let headers):

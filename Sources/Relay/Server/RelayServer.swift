@@ -25,6 +25,8 @@ public final class RelayServer: @unchecked Sendable {
     let authenticator: ClientAuthenticator
     /// Buckets, stream caps and budgets (`state`): this process's memory, or Redis shared by every replica.
     public let store: any AdmissionStore
+    /// App Attest and App Check (`attestation`); nil when neither is configured.
+    let attestation: AttestationService?
     /// Failed authentications per client address; see `RelayConfiguration.RateLimitSettings.authFailuresPerAddress`.
     let authFailureLimiter: RateLimiter
     /// Rejection log lines, throttled per reason.
@@ -65,6 +67,8 @@ public final class RelayServer: @unchecked Sendable {
         store = try (makeStore ?? RelayServer.defaultStore)(configuration,
                                                              StoreEnvironment(wallClock: wallClock, loops: group.loops, logger: logger,
                                                                               metrics: metrics))
+        attestation = try AttestationService.make(configuration, admissionStore: store, metrics: metrics, logger: logger,
+                                                  rejectionLog: rejectionLog, wallClock: wallClock)
     }
 
     /// The store `state.backend` names: this process's memory, or Redis shared by every replica (with a
@@ -107,7 +111,9 @@ public final class RelayServer: @unchecked Sendable {
             jwksRefresher = refresher
             refresher.start()
         }
-        for (i, route) in configuration.routes.enumerated() where route.auth == .none {
+        attestation?.start(loop: group.loops[0], driver: loopStates[0].driver)
+        // A route that requires a proof of the genuine app is not open to anyone, though its auth is "none".
+        for (i, route) in configuration.routes.enumerated() where route.auth == .none && route.attestation != .required {
             logger.warning("route \(route.prefix) has auth \"none\": anyone who can reach this port spends the provider key",
                            [("route", .string(route.prefix)), ("index", .int(i))])
         }
@@ -263,6 +269,7 @@ public final class RelayServer: @unchecked Sendable {
         listener?.stop()
         admin?.stop()
         jwksRefresher?.stop()
+        attestation?.shutdown()
         rejectionLog.stop()
         for state in loopStates {
             state.loop.queue.sync {

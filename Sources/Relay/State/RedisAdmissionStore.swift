@@ -498,8 +498,9 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
         return client
     }
 
-    /// The loop's client; a loop the store was not built with gets one now (tests, late loops).
-    private func client(for loop: EventLoop) -> RedisClient {
+    /// The loop's client; a loop the store was not built with gets one now (tests, late loops). The attestation
+    /// store sends on these connections too.
+    func client(for loop: EventLoop) -> RedisClient {
         if let client = clients.withLock({ $0[ObjectIdentifier(loop)] }) { return client }
         let client = makeClient(loop)
         client.start()

@@ -118,6 +118,9 @@ private func problems(_ json: String) -> [String] {
         #expect(loaded.upstreams["anthropic"]?.provider == .anthropic)
         #expect(loaded.upstreams["anthropic"]?.keyHeader == "x-api-key")
         #expect(loaded.routes.contains { $0.provider == .anthropic })
+        #expect(loaded.attestation.apple?.appIds == ["ABCDE12345.com.example.app"])
+        #expect(loaded.attestation.firebase?.jwksURL == AttestationConfiguration.Firebase.defaultJWKSURL)
+        #expect(loaded.routes[0].attestation == .optional)
     }
 
     // MARK: Headers

@@ -1,0 +1,50 @@
+import Attestation
+
+/// A stand-in for Apple's App Attest PKI in tests: a root CA and an intermediate CA, both P-256, valid over
+/// [`notBefore`, `notAfter`]. `rootPEM` is what a verifier (or `attestation.apple.rootCAFile`) trusts instead of
+/// Apple's root.
+package struct TestAppAttestCA: Sendable {
+    package static let rootName = "Test App Attestation Root CA"
+    package static let intermediateName = "Test App Attestation CA 1"
+
+    package let rootKey: TestP256Key
+    package let intermediateKey: TestP256Key
+    package let root: [UInt8]
+    package let intermediate: [UInt8]
+
+    package init(notBefore: Int64, notAfter: Int64) {
+        rootKey = TestP256Key()
+        intermediateKey = TestP256Key()
+        root = rootKey.certificate(subject: Self.rootName, issuer: rootKey, issuerName: Self.rootName, serial: 1,
+                                   notBefore: notBefore, notAfter: notAfter, isCA: true)
+        intermediate = intermediateKey.certificate(subject: Self.intermediateName, issuer: rootKey, issuerName: Self.rootName, serial: 2,
+                                                   notBefore: notBefore, notAfter: notAfter, isCA: true)
+    }
+
+    package var rootPEM: [UInt8] { testCertificatePEM(root) }
+
+    /// A leaf (credCert) for `key`, issued by the intermediate, carrying `nonceExtension` as the value of
+    /// 1.2.840.113635.100.8.2 (nil: no such extension).
+    package func leaf(for key: TestP256Key, nonceExtension: [UInt8]?, notBefore: Int64, notAfter: Int64, serial: UInt64 = 3) -> [UInt8] {
+        key.certificate(subject: AppAttestVerifierTestNames.leafSubject(key), issuer: intermediateKey, issuerName: Self.intermediateName,
+                        serial: serial, notBefore: notBefore, notAfter: notAfter, isCA: false,
+                        extensionOID: nonceExtension == nil ? nil : AppAttestVerifier.nonceExtensionOID, extensionValue: nonceExtension ?? [])
+    }
+
+    /// The DER value of Apple's nonce extension: SEQUENCE { [1] EXPLICIT OCTET STRING (32 bytes) }.
+    package static func nonceExtension(_ nonce: [UInt8]) -> [UInt8] {
+        precondition(nonce.count == 32)
+        return [0x30, 0x24, 0xA1, 0x22, 0x04, 0x20] + nonce
+    }
+}
+
+enum AppAttestVerifierTestNames {
+    /// Apple names the leaf after the key id in hex; so does the test CA (any name would verify).
+    static func leafSubject(_ key: TestP256Key) -> String {
+        TestSHA256.digest(key.publicPoint).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}

@@ -1,0 +1,119 @@
+import Attestation
+import AttestationTestSupport
+import Auth
+import Foundation
+import Relay
+import RelayTestSupport
+import RelayWire
+import Support
+import TestHarness
+import Testing
+import TestSupportCore
+
+/// App Attest with the shared state in a real `redis-server`: a challenge issued by one relay is redeemed by
+/// another, a counter raised on one refuses the same assertion on the other (two relay processes, as replicas run),
+/// challenges expire on Redis's own clock, and a Redis that does not answer refuses proofs (503) instead of letting
+/// a replay through.
+@Suite("Genuine app: replicas sharing Redis", .serialized)
+struct GenuineAppReplicaTests {
+    static let path = "/v1/chat/completions"
+
+    static func redisConfiguration(_ relay: inout RelayConfiguration, _ redis: RedisServerProcess, timeoutMs: Int = 2_000) {
+        var settings = StateConfiguration.Redis(host: "127.0.0.1", port: redis.port)
+        settings.keyPrefix = "genuine-test:"
+        settings.timeoutMilliseconds = timeoutMs
+        relay.state.backend = .redis(settings)
+    }
+
+    @Test("two relay processes share one Redis: registered on one, a counter raised on one is refused on the other")
+    func countersAcrossReplicas() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let upstream = try ScriptedUpstream { connection in
+            while (try? connection.readRequest(timeout: 30)) != nil {
+                try connection.writeHead(status: 200, headers: sseHead)
+                try connection.writeChunk("data: ok\n\n")
+                try connection.writeLastChunk()
+            }
+        }
+        defer { upstream.shutdown() }
+        // Real time: the processes read the real clock.
+        let now = Int64(Date().timeIntervalSince1970)
+        let ca = TestAppAttestCA(notBefore: now - 86_400, notAfter: now + 86_400)
+        var device = SoftwareAppAttestDevice(appId: GenuineAppTests.appId, now: now, ca: ca)
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("app-attest-root-\(UUID().uuidString).pem")
+        try Data(ca.rootPEM).write(to: root)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let configuration = """
+            {"listen": {"host": "127.0.0.1", "port": 0},
+             "upstreams": {"up": {"baseURL": "http://127.0.0.1:\(upstream.port)"}},
+             "routes": [{"prefix": "/v1/", "upstream": "up", "auth": "none", "attestation": "required"}],
+             "attestation": {"apple": {"appIds": ["\(GenuineAppTests.appId)"], "rootCAFile": "\(root.path)"}},
+             "state": {"backend": "redis", "redis": {"url": "redis://127.0.0.1:\(redis.port)/0", "keyPrefix": "replica-attest:",
+                       "timeoutMs": 2000}}}
+            """
+        let a = try RelayProcess(configuration: configuration), b = try RelayProcess(configuration: configuration)
+
+        // The challenge comes from a, the registration goes to b.
+        let challenge = try GenuineAppTests.challenge(a.port)
+        #expect(try GenuineAppTests.register(b.port, device, challenge: challenge).status == 201)
+        #expect(try GenuineAppTests.register(a.port, device).code == "key_already_registered")
+
+        let hash = TestSHA256.digest(AttestationWire.clientData(method: "POST", pathWithQuery: Self.path, body: chatBody))
+        let first = GenuineAppTests.headers(keyId: device.keyId, assertion: device.assertion(clientDataHash: hash))
+        #expect(try GenuineAppTests.call(a.port, path: Self.path, headers: first, body: chatBody).status == 200)
+        let replayed = try GenuineAppTests.call(b.port, path: Self.path, headers: first, body: chatBody)
+        #expect(replayed.status == 401 && replayed.code == "assertion_replayed", "\(replayed.body)")
+        let second = GenuineAppTests.headers(keyId: device.keyId, assertion: device.assertion(clientDataHash: hash))
+        #expect(try GenuineAppTests.call(b.port, path: Self.path, headers: second, body: chatBody).status == 200)
+        #expect(try GenuineAppTests.call(a.port, path: Self.path, headers: second, body: chatBody).code == "assertion_replayed")
+        #expect(try redis.command("HGET replica-attest:attest:key:\(Base64URL.encode(device.keyId)) counter").contains("2"))
+    }
+
+    @Test("a challenge expires on Redis's clock (a 1 s TTL, waited for until Redis says the key is gone)")
+    func challengeExpiresInRedis() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let h = try GenuineAppTests.Harness { config in
+            Self.redisConfiguration(&config, redis)
+            config.attestation.apple?.challengeTTLSeconds = 1
+        }
+        let challenge = try GenuineAppTests.challenge(h.relay.port)
+        let key = "genuine-test:attest:challenge:\(challenge)"
+        #expect(try redis.command("EXISTS \(key)") == ":1")
+        try eventually("Redis expired the challenge", timeout: 10) { try redis.command("EXISTS \(key)") == ":0" }
+        let expired = try GenuineAppTests.register(h.relay.port, GenuineAppTests.device(), challenge: challenge)
+        #expect(expired.status == 401 && expired.code == "attestation_invalid")
+        // A fresh one, used at once, passes: the TTL is what refused the first.
+        #expect(try GenuineAppTests.register(h.relay.port, GenuineAppTests.device()).status == 201)
+    }
+
+    @Test("Redis stalled: proofs and the endpoints get 503 state_unavailable, whatever onUnavailable says")
+    func redisUnavailable() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        // A real clock: Redis's reply timeouts are timers on the relay's loops.
+        let h = try GenuineAppTests.Harness(realClock: true) { config in
+            Self.redisConfiguration(&config, redis, timeoutMs: 300)
+            if case .redis(var settings) = config.state.backend {
+                settings.onUnavailable = .allow
+                config.state.backend = .redis(settings)
+            }
+        }
+        var device = GenuineAppTests.device()
+        #expect(try GenuineAppTests.register(h.relay.port, device).status == 201)
+        redis.pause()
+        defer { redis.resume() }
+        let asserted = try GenuineAppTests.call(h.relay.port, path: Self.path, headers: GenuineAppTests.assertionHeaders(&device, path: Self.path, body: chatBody),
+                                                body: chatBody)
+        #expect(asserted.status == 503 && asserted.code == "state_unavailable", "\(asserted.body)")
+        let challenge = try GenuineAppTests.call(h.relay.port, path: AttestationWire.challengePath)
+        #expect(challenge.status == 503)
+        #expect(h.requests.count == 0)
+        redis.resume()
+        try eventually("Redis answers again", timeout: 10) {
+            try GenuineAppTests.call(h.relay.port, path: Self.path, headers: GenuineAppTests.assertionHeaders(&device, path: Self.path, body: chatBody),
+                                     body: chatBody).status == 200
+        }
+    }
+}
