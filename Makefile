@@ -10,7 +10,7 @@ endif
 PORT ?= 8080
 PACE_MS ?= 50
 
-.PHONY: run test deps build release blackbox bench bench-tls fuzz sanitize check-deploy smoke clean help
+.PHONY: run test deps build release blackbox bench bench-tls fuzz fuzz-cbor sanitize check-deploy smoke clean help
 
 help:
 	@echo "make run          - install missing system packages, build, start the relay on 127.0.0.1:$(PORT) with the fake provider"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench        - relay vs nginx vs direct benchmark (BENCH_QUICK=1 for a short run; BENCH_INSTRUCTIONS=1 adds instruction counts, =only runs just those, ~35 s)"
 	@echo "make bench-tls    - cancel latency to an HTTPS upstream over HTTP/1.1 and HTTP/2"
 	@echo "make fuzz         - libFuzzer on the request parser (FUZZ_SECONDS=60)"
+	@echo "make fuzz-cbor    - libFuzzer on the App Attest CBOR reader and verifier (FUZZ_SECONDS=60)"
 	@echo "make sanitize     - every test under Thread Sanitizer, then Address Sanitizer"
 	@echo "make check-deploy - container and manifest checks outside Docker"
 	@echo "make smoke URL=… TOKEN=… - one streamed request against a deployed relay"
@@ -52,6 +53,7 @@ test: deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	bash Tests/blackbox/run.sh .build/debug/sse-relay
 	.build/debug/relay-fuzz Tests/fuzz/corpus
+	.build/debug/relay-fuzz --cbor Tests/fuzz/cbor-corpus
 	$(SWIFT) test --skip-build $(SWIFT_FLAGS)
 
 blackbox: build
@@ -74,6 +76,16 @@ fuzz: deps
 	mkdir -p .build/fuzz/corpus .build/fuzz/artifacts
 	cp -n Tests/fuzz/corpus/* .build/fuzz/corpus/
 	.build/fuzz/release/relay-fuzz .build/fuzz/corpus -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=.build/fuzz/artifacts/ -print_final_stats=1
+
+# libFuzzer on App Attest input: the CBOR reader, authenticator data, and attestation and assertion verification.
+# Grows a working corpus from Tests/fuzz/cbor-corpus; a crash leaves its input in .build/fuzz/cbor-artifacts/
+# (replay it: .build/debug/relay-fuzz --cbor FILE).
+fuzz-cbor: deps
+	$(SWIFT) build -c release --product relay-fuzz --scratch-path .build/fuzz $(FUZZ_FLAGS)
+	mkdir -p .build/fuzz/cbor-corpus .build/fuzz/cbor-artifacts
+	cp -n Tests/fuzz/cbor-corpus/* .build/fuzz/cbor-corpus/
+	.build/fuzz/release/relay-fuzz --cbor .build/fuzz/cbor-corpus -max_len=20000 -max_total_time=$(FUZZ_SECONDS) \
+	  -artifact_prefix=.build/fuzz/cbor-artifacts/ -print_final_stats=1
 
 # Every test under Thread Sanitizer, then under Address Sanitizer (each in its own build folder).
 sanitize: deps

@@ -24,7 +24,8 @@ package struct AppAttestKey: Sendable, Equatable {
     /// The configured "TEAMID.bundle.id" whose SHA-256 the attestation's rpIdHash matched.
     package var appId: String
     package var environment: AppAttestEnvironment
-    /// Apple's receipt (PKCS #7), kept for DeviceCheck's fraud-risk queries; not verified here.
+    /// Apple's receipt (CMS SignedData), kept for DeviceCheck's fraud-risk queries; its signature and its app id,
+    /// certificate and client data hash fields were checked.
     package var receipt: [UInt8]
     /// 0 after attestation.
     package var counter: UInt32
@@ -48,7 +49,9 @@ package struct AppAttestKey: Sendable, Equatable {
 /// `key_id` (SHA-256 of the leaf's public key is not the key id), `auth_data` (authenticator data too short or
 /// without attested credential data), `app_id` (rpIdHash is not SHA-256 of a configured app id), `counter`
 /// (not 0 in an attestation), `aaguid` (not the configured environment's), `credential_id` (not the key id),
-/// `credential_public_key` (the COSE key is not the leaf's key), `public_key` (an assertion's stored key is not
+/// `credential_public_key` (the COSE key is not the leaf's key), `receipt` (the receipt's CMS signature does not
+/// chain to the receipt root at the given time, or its app id, certificate or client data hash fields are not
+/// this attestation's), `public_key` (an assertion's stored key is not
 /// a P-256 point), `signature` (the assertion's signature does not hold). From `init`: `configuration` (no app
 /// id, or an empty one) and `root_ca` (the PEM holds no certificate).
 package struct AppAttestFailure: Error, Equatable, Sendable {
@@ -69,6 +72,7 @@ package struct AppAttestFailure: Error, Equatable, Sendable {
     static let aaguid = AppAttestFailure(step: "aaguid")
     static let credentialId = AppAttestFailure(step: "credential_id")
     static let credentialPublicKey = AppAttestFailure(step: "credential_public_key")
+    static let receipt = AppAttestFailure(step: "receipt")
     static let publicKey = AppAttestFailure(step: "public_key")
     static let signature = AppAttestFailure(step: "signature")
     static let configuration = AppAttestFailure(step: "configuration")
@@ -91,19 +95,24 @@ package struct AppAttestVerifier: Sendable {
     private let appIdHashes: [[UInt8]]
     /// Trusted roots, DER.
     private let roots: [[UInt8]]
+    /// Roots the receipt's signer must chain to, DER.
+    private let receiptRoots: [[UInt8]]
 
     /// - Parameters:
     ///   - appIds: "TEAMID.bundle.id" of each app allowed to attest; at least one.
     ///   - rootCAPEM: PEM text of the trusted root(s); nil is Apple App Attestation Root CA, built in.
-    package init(appIds: [String], environment: AppAttestEnvironment, rootCAPEM: [UInt8]? = nil) throws(AppAttestFailure) {
+    ///   - receiptRootCAPEM: PEM text of the root(s) the receipt's signer chains to; nil is Apple Root CA - G3
+    ///     (built in) with Apple's attestation root, and `rootCAPEM` when that is given (one private PKI).
+    package init(appIds: [String], environment: AppAttestEnvironment, rootCAPEM: [UInt8]? = nil, receiptRootCAPEM: [UInt8]? = nil) throws(AppAttestFailure) {
         guard !appIds.isEmpty, appIds.allSatisfy({ !$0.isEmpty }) else { throw .configuration }
-        guard let roots = AttestationCrypto.certificatesFromPEM(rootCAPEM ?? Array(AppleAppAttestationRootCA.pem.utf8)) else {
-            throw .rootCA
-        }
+        guard let roots = AttestationCrypto.certificatesFromPEM(rootCAPEM ?? Array(AppleAppAttestationRootCA.pem.utf8)),
+              let receiptRoots = AttestationCrypto.certificatesFromPEM(receiptRootCAPEM ?? rootCAPEM ?? Array(AppleRootCAG3.pem.utf8))
+        else { throw .rootCA }
         self.appIds = appIds
         self.environment = environment
         self.appIdHashes = appIds.map { AttestationCrypto.sha256(Array($0.utf8)) }
         self.roots = roots
+        self.receiptRoots = receiptRoots
     }
 
     /// Checks an attestation object (the CBOR `attestKey` returned) for `keyId` against `clientDataHash` (the
@@ -136,7 +145,7 @@ package struct AppAttestVerifier: Sendable {
         guard decoded["fmt"]?.text == "apple-appattest",
               let statement = decoded["attStmt"], statement.isMap,
               let authData = decoded["authData"]?.bytes,
-              let x5c = statement["x5c"]?.array, (2...4).contains(x5c.count),
+              let x5c = statement["x5c"]?.array, (1...4).contains(x5c.count),
               let receipt = statement["receipt"]?.bytes
         else { throw .format }
         var certificates: [[UInt8]] = []
@@ -187,6 +196,15 @@ package struct AppAttestVerifier: Sendable {
         guard Self.coseKeyPoint(credential.publicKey).map({ AttestationCrypto.constantTimeEqual($0, publicKey) }) == true else {
             throw .credentialPublicKey
         }
+
+        // Beyond Apple's list: the receipt is Apple's signed statement about this attestation (fields 2, 3, 4), so
+        // the bytes stored for fraud-risk queries are Apple's, not the sender's.
+        guard let content = AttestationCrypto.verifiedCMSContent(receipt, roots: receiptRoots, atUnixSeconds: atUnixSeconds),
+              let fields = AppAttestReceiptFields(content: content),
+              fields.fields[AppAttestReceiptFields.appId] == Array(appId.utf8),
+              fields.fields[AppAttestReceiptFields.attestedCertificate] == leaf,
+              fields.fields[AppAttestReceiptFields.clientDataHash] == clientDataHash
+        else { throw .receipt }
 
         return AppAttestKey(keyId: keyId, publicKey: publicKey, appId: appId, environment: environment, receipt: receipt, counter: 0)
     }

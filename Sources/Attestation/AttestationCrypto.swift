@@ -89,6 +89,24 @@ enum AttestationCrypto {
         }
     }
 
+    /// The content of a CMS SignedData whose signer chains to one of `roots` at `atUnixSeconds`; nil otherwise.
+    static func verifiedCMSContent(_ message: [UInt8], roots: [[UInt8]], atUnixSeconds: Int64) -> [UInt8]? {
+        let rootBytes = Array(roots.joined())
+        let rootLengths = roots.map(\.count)
+        var content = [UInt8](repeating: 0, count: max(message.count, 1))
+        var length = 0
+        let ok = message.withUnsafeBufferPointer { m in
+            rootBytes.withUnsafeBufferPointer { r in
+                rootLengths.withUnsafeBufferPointer { rl in
+                    content.withUnsafeMutableBufferPointer { c in
+                        cossl_cms_verify(m.baseAddress, m.count, r.baseAddress, rl.baseAddress, rl.count, atUnixSeconds, c.baseAddress, c.count, &length)
+                    }
+                }
+            }
+        }
+        return ok == 1 ? Array(content.prefix(length)) : nil
+    }
+
     /// The value of the certificate's one extension `oid` (dotted), nil when absent, repeated or unparsable.
     static func extensionValue(certificate: [UInt8], oid: String, maxLength: Int = 1024) -> [UInt8]? {
         var out = [UInt8](repeating: 0, count: maxLength)

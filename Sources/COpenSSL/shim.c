@@ -5,6 +5,7 @@
 #include <string.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
+#include <openssl/cms.h>
 #include <openssl/core_names.h>
 #include <openssl/ec.h>
 #include <openssl/err.h>
@@ -267,20 +268,24 @@ static STACK_OF(X509) *x509_stack(const uint8_t *ders, const size_t *lengths, si
     return stack;
 }
 
-int cossl_x509_verify_chain(const uint8_t *leaf, size_t leaf_length,
-                            const uint8_t *intermediates, const size_t *intermediate_lengths, size_t intermediate_count,
-                            const uint8_t *roots, const size_t *root_lengths, size_t root_count,
-                            int64_t at_unix_seconds) {
+// 1 when `cert` is one of `chain` (X509_cmp: the same DER bytes).
+static int on_path(X509 *cert, STACK_OF(X509) *chain) {
+    for (int i = 0; i < sk_X509_num(chain); i++)
+        if (X509_cmp(cert, sk_X509_value(chain, i)) == 0) return 1;
+    return 0;
+}
+
+// Verifies `leaf` through `untrusted` to one of `trusted` at `at_unix_seconds`. Every certificate of `untrusted`
+// must end up on the verified path: a certificate sent along but not used is refused (it would be bytes no
+// signature covers). Returns one of COSSL_CHAIN_*.
+static int verify_path(X509 *leaf, STACK_OF(X509) *untrusted, STACK_OF(X509) *trusted, int64_t at_unix_seconds) {
     int result = COSSL_CHAIN_INVALID;
-    X509 *leaf_cert = x509_from_der(leaf, leaf_length);
-    STACK_OF(X509) *untrusted = x509_stack(intermediates, intermediate_lengths, intermediate_count);
-    STACK_OF(X509) *trusted = x509_stack(roots, root_lengths, root_count);
     X509_STORE *store = X509_STORE_new();
     X509_STORE_CTX *ctx = X509_STORE_CTX_new();
-    if (leaf_cert == NULL || untrusted == NULL || trusted == NULL || store == NULL || ctx == NULL || root_count == 0) goto done;
+    if (leaf == NULL || untrusted == NULL || trusted == NULL || store == NULL || ctx == NULL || sk_X509_num(trusted) == 0) goto done;
     for (int i = 0; i < sk_X509_num(trusted); i++)
         if (X509_STORE_add_cert(store, sk_X509_value(trusted, i)) != 1) goto done;
-    if (X509_STORE_CTX_init(ctx, store, leaf_cert, untrusted) != 1) goto done;
+    if (X509_STORE_CTX_init(ctx, store, leaf, untrusted) != 1) goto done;
     // The given time, never the clock; X509_VERIFY_PARAM_set_time also turns on X509_V_FLAG_USE_CHECK_TIME.
     // X509_V_FLAG_PARTIAL_CHAIN stays off: the path has to end at a trusted root.
     X509_VERIFY_PARAM_set_time(X509_STORE_CTX_get0_param(ctx), (time_t)at_unix_seconds);
@@ -288,7 +293,9 @@ int cossl_x509_verify_chain(const uint8_t *leaf, size_t leaf_length,
     if (X509_verify_cert(ctx) == 1) {
         // A chain of one would be a trusted root presented as the leaf.
         STACK_OF(X509) *chain = X509_STORE_CTX_get0_chain(ctx);
-        if (chain != NULL && sk_X509_num(chain) >= 2) result = COSSL_CHAIN_OK;
+        int all_used = chain != NULL && sk_X509_num(chain) >= 2;
+        for (int i = 0; all_used && i < sk_X509_num(untrusted); i++) all_used = on_path(sk_X509_value(untrusted, i), chain);
+        if (all_used) result = COSSL_CHAIN_OK;
     } else {
         int error = X509_STORE_CTX_get_error(ctx);
         if (error == X509_V_ERR_CERT_NOT_YET_VALID || error == X509_V_ERR_CERT_HAS_EXPIRED) result = COSSL_CHAIN_TIME;
@@ -297,9 +304,57 @@ int cossl_x509_verify_chain(const uint8_t *leaf, size_t leaf_length,
 done:
     X509_STORE_CTX_free(ctx);
     X509_STORE_free(store);
+    return result;
+}
+
+int cossl_x509_verify_chain(const uint8_t *leaf, size_t leaf_length,
+                            const uint8_t *intermediates, const size_t *intermediate_lengths, size_t intermediate_count,
+                            const uint8_t *roots, const size_t *root_lengths, size_t root_count,
+                            int64_t at_unix_seconds) {
+    X509 *leaf_cert = x509_from_der(leaf, leaf_length);
+    STACK_OF(X509) *untrusted = x509_stack(intermediates, intermediate_lengths, intermediate_count);
+    STACK_OF(X509) *trusted = x509_stack(roots, root_lengths, root_count);
+    int result = verify_path(leaf_cert, untrusted, trusted, at_unix_seconds);
     sk_X509_pop_free(trusted, X509_free);
     sk_X509_pop_free(untrusted, X509_free);
     X509_free(leaf_cert);
+    return result;
+}
+
+int cossl_cms_verify(const uint8_t *der, size_t length, const uint8_t *roots, const size_t *root_lengths, size_t root_count,
+                     int64_t at_unix_seconds, uint8_t *content, size_t capacity, size_t *content_length) {
+    int result = 0;
+    const unsigned char *cursor = der;
+    CMS_ContentInfo *cms = NULL;
+    STACK_OF(X509) *signers = NULL, *carried = NULL;
+    STACK_OF(X509) *trusted = x509_stack(roots, root_lengths, root_count);
+    BIO *out = BIO_new(BIO_s_mem());
+    char *data = NULL;
+    long data_length;
+    *content_length = 0;
+    if (der == NULL || length == 0 || length > LONG_MAX || trusted == NULL || out == NULL) goto done;
+    cms = d2i_CMS_ContentInfo(NULL, &cursor, (long)length);
+    if (cms == NULL || cursor != der + length) goto done;
+    // The signature over the content here; the signer's path below, through verify_path, so that the time is
+    // the given one and every certificate the message carries must be on that path.
+    ERR_clear_error();
+    if (CMS_verify(cms, NULL, NULL, NULL, out, CMS_BINARY | CMS_NO_SIGNER_CERT_VERIFY) != 1) goto done;
+    signers = CMS_get0_signers(cms);
+    carried = CMS_get1_certs(cms);
+    if (signers == NULL || sk_X509_num(signers) != 1 || carried == NULL) goto done;
+    if (verify_path(sk_X509_value(signers, 0), carried, trusted, at_unix_seconds) != COSSL_CHAIN_OK) goto done;
+    data_length = BIO_get_mem_data(out, &data);
+    if (data_length < 0 || (size_t)data_length > capacity) goto done;
+    if (data_length > 0) memcpy(content, data, (size_t)data_length);
+    *content_length = (size_t)data_length;
+    result = 1;
+done:
+    ERR_clear_error();
+    sk_X509_free(signers); // CMS_get0_signers: the certificates are the message's, the stack is ours
+    sk_X509_pop_free(carried, X509_free);
+    BIO_free(out);
+    CMS_ContentInfo_free(cms);
+    sk_X509_pop_free(trusted, X509_free);
     return result;
 }
 
@@ -434,5 +489,30 @@ size_t cossl_test_certificate_pem(const uint8_t *der, size_t length, char *out, 
     }
     BIO_free(bio);
     X509_free(cert);
+    return result;
+}
+
+size_t cossl_test_cms_sign(const uint8_t *signer_der, size_t signer_length, EVP_PKEY *key,
+                           const uint8_t *extra, const size_t *extra_lengths, size_t extra_count,
+                           const uint8_t *content, size_t content_length, uint8_t *out, size_t capacity) {
+    size_t result = 0;
+    int der_length;
+    unsigned char *cursor = out;
+    CMS_ContentInfo *cms = NULL;
+    X509 *signer = x509_from_der(signer_der, signer_length);
+    STACK_OF(X509) *certs = x509_stack(extra, extra_lengths, extra_count);
+    BIO *data = content_length <= INT32_MAX ? BIO_new_mem_buf(content, (int)content_length) : NULL;
+    if (signer == NULL || certs == NULL || data == NULL) goto done;
+    cms = CMS_sign(signer, key, certs, data, CMS_BINARY | CMS_NOATTR);
+    if (cms == NULL) goto done;
+    der_length = i2d_CMS_ContentInfo(cms, NULL);
+    if (der_length <= 0 || (size_t)der_length > capacity) goto done;
+    i2d_CMS_ContentInfo(cms, &cursor);
+    result = (size_t)der_length;
+done:
+    CMS_ContentInfo_free(cms);
+    BIO_free(data);
+    sk_X509_pop_free(certs, X509_free);
+    X509_free(signer);
     return result;
 }

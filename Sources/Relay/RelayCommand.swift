@@ -20,6 +20,7 @@ public enum RelayCommand {
       sse-relay --dev                run on 127.0.0.1:8080 with the built-in fake provider (no key needed)
       sse-relay --check-config FILE  validate a configuration (secrets included) and exit 0, or print every problem
       sse-relay --probe URL          GET URL; exit 0 on a 2xx answer (a container health check without curl)
+      sse-relay --verify-app-attest[-assertion] FILE …  check an iOS App Attest attestation or assertion offline
       sse-relay --help | --version
 
     Options:

@@ -68,7 +68,7 @@ enum RequestParserFuzzer {
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
-    RequestParserFuzzer.run(UnsafeRawBufferPointer(start: data, count: size))
+    FuzzTarget.run(UnsafeRawBufferPointer(start: data, count: size))
     return 0
 }
 
@@ -86,6 +86,13 @@ func LLVMFuzzerRunDriver(
 public func relayFuzzMain(_ argc: Int32, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> Int32 {
     var argc = argc
     var argv = argv
+    // `--cbor` first selects the App Attest target; libFuzzer must not see it (it would take it for an input).
+    if argc > 1, let argv1 = argv?[1], String(cString: argv1) == "--cbor" {
+        FuzzTarget.selected = .attestation
+        argv![1] = argv![0]
+        argv = argv! + 1
+        argc -= 1
+    }
     return LLVMFuzzerRunDriver(&argc, &argv) { data, size in fuzzerTestOneInput(data, size) }
 }
 #endif

@@ -40,7 +40,8 @@ package struct AttestationTampering: Sendable {
     package var leafValidity: (notBefore: Int64, notAfter: Int64)?
     /// The intermediate sent in x5c; nil: the device CA's. `[]` sends the leaf alone.
     package var intermediates: [[UInt8]]?
-    package var receipt: [UInt8] = Array("test receipt".utf8)
+    /// The receipt sent; nil: one the CA signs over this attestation's app id, leaf and client data hash.
+    package var receipt: [UInt8]?
     /// Replaces the whole attestation object after it is built (for structural damage).
     package var rewrite: (@Sendable (CBORValue) -> CBORValue)?
 
@@ -107,7 +108,8 @@ package struct SoftwareAppAttestDevice: Sendable {
         return data
     }
 
-    /// An attestation object for `clientDataHash` (the bytes the app passes to `attestKey`).
+    /// An attestation object for `clientDataHash` (the bytes the app passes to `attestKey`), with the receipt
+    /// Apple's server would attach.
     package func attestation(clientDataHash: [UInt8], tampering: AttestationTampering = AttestationTampering()) -> [UInt8] {
         let authData = attestationAuthData(tampering)
         let nonce = tampering.certifiedNonce ?? TestSHA256.digest(authData + clientDataHash)
@@ -115,9 +117,11 @@ package struct SoftwareAppAttestDevice: Sendable {
         let leaf = ca.leaf(for: tampering.certifiedKey ?? key, nonceExtension: tampering.omitNonceExtension ? nil : TestAppAttestCA.nonceExtension(nonce),
                            notBefore: validity.notBefore, notAfter: validity.notAfter)
         let x5c = [leaf] + (tampering.intermediates ?? [ca.intermediate])
+        let receipt = tampering.receipt
+            ?? ca.receipt(fields: [(2, Array(appId.utf8)), (3, leaf), (4, clientDataHash), (6, Array("ATTEST".utf8))])
         var object = CBORValue.textMap([
             ("fmt", .text(tampering.fmt)),
-            ("attStmt", .textMap([("x5c", .array(x5c.map { .bytes($0) })), ("receipt", .bytes(tampering.receipt))])),
+            ("attStmt", .textMap([("x5c", .array(x5c.map { .bytes($0) })), ("receipt", .bytes(receipt))])),
             ("authData", .bytes(authData)),
         ])
         if let rewrite = tampering.rewrite { object = rewrite(object) }

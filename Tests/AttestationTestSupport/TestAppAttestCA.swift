@@ -11,6 +11,9 @@ package struct TestAppAttestCA: Sendable {
     package let intermediateKey: TestP256Key
     package let root: [UInt8]
     package let intermediate: [UInt8]
+    /// Signs receipts, as Apple's "Application Attestation Fraud Receipt Signing" certificate does.
+    package let receiptKey: TestP256Key
+    package let receiptSigner: [UInt8]
 
     package init(notBefore: Int64, notAfter: Int64) {
         rootKey = TestP256Key()
@@ -19,6 +22,23 @@ package struct TestAppAttestCA: Sendable {
                                    notBefore: notBefore, notAfter: notAfter, isCA: true)
         intermediate = intermediateKey.certificate(subject: Self.intermediateName, issuer: rootKey, issuerName: Self.rootName, serial: 2,
                                                    notBefore: notBefore, notAfter: notAfter, isCA: true)
+        receiptKey = TestP256Key()
+        receiptSigner = receiptKey.certificate(subject: "Test Receipt Signing", issuer: intermediateKey, issuerName: Self.intermediateName, serial: 4,
+                                               notBefore: notBefore, notAfter: notAfter, isCA: false)
+    }
+
+    /// A receipt as Apple's server makes it: CMS SignedData, signed by `receiptSigner` (carrying it and the
+    /// intermediate), over a DER SET of SEQUENCE { type, version 1, OCTET STRING value } fields.
+    package func receipt(fields: [(Int, [UInt8])]) -> [UInt8] {
+        receiptKey.cmsSign(Self.receiptContent(fields), certificate: receiptSigner, chain: [intermediate])
+    }
+
+    /// The receipt's content: fields 2 (app id), 3 (leaf), 4 (client data hash), 6 ("ATTEST") and the like.
+    package static func receiptContent(_ fields: [(Int, [UInt8])]) -> [UInt8] {
+        let sequences = fields.map { type, value in
+            DER.element(0x30, DER.element(0x02, [UInt8(type)]) + DER.element(0x02, [1]) + DER.element(0x04, value))
+        }
+        return DER.element(0x31, Array(sequences.joined()))
     }
 
     package var rootPEM: [UInt8] { testCertificatePEM(root) }
@@ -47,4 +67,18 @@ enum AppAttestVerifierTestNames {
 
 extension String {
     fileprivate func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}
+
+/// DER tag-length-value writer for test data.
+package enum DER {
+    package static func element(_ tag: UInt8, _ contents: [UInt8]) -> [UInt8] {
+        let count = contents.count
+        let length: [UInt8]
+        switch count {
+        case 0..<0x80: length = [UInt8(count)]
+        case 0x80...0xFF: length = [0x81, UInt8(count)]
+        default: length = [0x82, UInt8(count >> 8), UInt8(count & 0xFF)]
+        }
+        return [tag] + length + contents
+    }
 }

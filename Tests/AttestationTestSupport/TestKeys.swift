@@ -4,7 +4,7 @@ internal import COpenSSL
 package final class TestP256Key: @unchecked Sendable {
     // @unchecked Sendable invariant: `pointer` is set once in init, never mutated or exposed, and freed only in
     // deinit; signing uses a fresh EVP_MD_CTX per call, which OpenSSL 3 allows on a shared, unmodified key.
-    private let pointer: OpaquePointer
+    fileprivate let pointer: OpaquePointer
 
     package init() {
         guard let pointer = cossl_test_p256_generate() else { fatalError("P-256 key generation failed") }
@@ -42,6 +42,29 @@ package final class TestP256Key: @unchecked Sendable {
             }
         }
         precondition(length > 0, "certificate issuing failed")
+        return Array(out.prefix(length))
+    }
+}
+
+extension TestP256Key {
+    /// CMS SignedData over `content` signed with this key, whose certificate is `certificate`, carrying `chain`.
+    package func cmsSign(_ content: [UInt8], certificate: [UInt8], chain: [[UInt8]]) -> [UInt8] {
+        let extra = Array(chain.joined())
+        let lengths = chain.map(\.count)
+        var out = [UInt8](repeating: 0, count: content.count + extra.count + certificate.count + 1024)
+        let length = certificate.withUnsafeBufferPointer { c in
+            extra.withUnsafeBufferPointer { e in
+                lengths.withUnsafeBufferPointer { l in
+                    content.withUnsafeBufferPointer { d in
+                        out.withUnsafeMutableBufferPointer { o in
+                            cossl_test_cms_sign(c.baseAddress, c.count, pointer, e.baseAddress, l.baseAddress, l.count,
+                                                d.baseAddress, d.count, o.baseAddress, o.count)
+                        }
+                    }
+                }
+            }
+        }
+        precondition(length > 0, "CMS signing failed")
         return Array(out.prefix(length))
     }
 }

@@ -24,6 +24,28 @@ import Testing
         #expect(fingerprint == "1C:B9:82:3B:A2:8B:A6:AD:2D:33:A0:06:94:1D:E2:AE:4F:51:3E:F1:D4:E8:31:B9:F7:E0:FA:7B:62:42:C9:32")
     }
 
+    @Test func builtInReceiptRootIsAppleRootCAG3() {
+        let root = certificateDER(pem: Array(AppleRootCAG3.pem.utf8))
+        let fingerprint = TestSHA256.digest(root).map { String(format: "%02X", $0) }.joined(separator: ":")
+        #expect(fingerprint == "63:34:3A:BF:B8:9A:6A:03:EB:B5:7E:9B:3F:5F:A7:BE:7C:4F:5C:75:6F:30:17:B3:A8:C4:88:C3:65:3E:91:79")
+    }
+
+    /// The receipt is Apple's: another attestation's receipt (validly signed, same root) is refused.
+    @Test func aReceiptFromAnotherAttestationIsRefused() throws {
+        let ios14 = try CBORReader.decode(RealVectors.ios14.object)
+        let apple2026 = try CBORReader.decode(RealVectors.apple2026.object)
+        let otherReceipt = try #require(apple2026["attStmt"]?["receipt"])
+        guard case .map(var entries) = ios14, let index = entries.firstIndex(where: { $0.key == .text("attStmt") }),
+              case .map(var statement) = entries[index].value, let receiptIndex = statement.firstIndex(where: { $0.key == .text("receipt") })
+        else { Issue.record("unexpected shape"); return }
+        statement[receiptIndex].value = otherReceipt
+        entries[index].value = .map(statement)
+        let swapped = CBORWriter.encode(.map(entries))
+        #expect(try verify(RealVectors.ios14, object: swapped) == .failure(AppAttestFailure(step: "receipt")))
+        // The unchanged object, re-encoded by the test writer, still verifies: the failure is the receipt's.
+        #expect(try verify(RealVectors.ios14, object: CBORWriter.encode(ios14)).map(\.keyId) == .success(RealVectors.ios14.keyId))
+    }
+
     @Test(arguments: names) func verifiesAtItsTime(_ name: String) throws {
         let vector = RealVectors.named(name)
         let key = try verify(vector).get()

@@ -101,5 +101,57 @@ kill -TERM "$PID"; wait "$PID"; PID=""
 SSE_RELAY_PORT=abc "$BIN" --check-config "$WORK/env.json" >/dev/null 2>"$WORK/env.err"; rc=$?
 [ $rc -eq 1 ] && grep -q 'SSE_RELAY_PORT' "$WORK/env.err" && ok "a bad SSE_RELAY_PORT is named by --check-config" || fail "bad SSE_RELAY_PORT"
 
+# Offline App Attest checks on real Apple vectors (Tests/AttestationTests/Fixtures, see SOURCE.txt).
+FIX="$ROOT/Tests/AttestationTests/Fixtures"
+IOS_APP=6MURL8TA57.de.vincent-haupert.apple-appattest-poc
+IOS_KEY=YmbJO4x5nEHUvncp9zdWuVZjNBEMgJn3cdSToAXQe3M=
+IOS_HASH=i+ZcylFa0JfJU5Z9GNY12G3XihQu09B3UmvtEca+xns=
+IOS_PUB=BIjANKGQqn28WgYVAcZUKAOUJYIZiz8cxUZzyjua0gtBUoJnpU9f26BGn6+0a7aZCjlr8E+UpJ1DIMgcerJAo5g=
+APPLE_ARGS=(--app-id 1234567890.com.example.myapp --key-id zgSY9YSD+7TaDXssY6WlOPVS1K3Lmk+pFhlcSWE+ZV0=
+            --client-data-hash ZXhhbXBsZV9zZXJ2ZXJfY2hhbGxlbmdl)
+attest() { out=$("$BIN" "$@" 2>"$WORK/attest.err"); rc=$?; }
+attest --verify-app-attest "$FIX/ios-14.4-attestation.b64" --app-id "$IOS_APP" --key-id "$IOS_KEY" --client-data-hash "$IOS_HASH" \
+  --development --at 2021-01-23T12:13:33Z
+[ $rc -eq 0 ] && [ "$out" = "{\"valid\":true,\"keyId\":\"$IOS_KEY\",\"appId\":\"$IOS_APP\",\"environment\":\"development\",\"counter\":0,\"publicKey\":\"$IOS_PUB\"}" ] \
+  && ok "--verify-app-attest: the iOS 14.4 attestation is valid at its time" || fail "--verify-app-attest iOS 14.4" "rc=$rc out=$out"
+base64 -d "$FIX/apple-2026-attestation.b64" >"$WORK/apple-2026.cbor"
+attest --verify-app-attest "$WORK/apple-2026.cbor" "${APPLE_ARGS[@]}" --at 2026-04-21T00:00:00Z
+[ $rc -eq 0 ] && [ "$out" = '{"valid":true,"keyId":"zgSY9YSD+7TaDXssY6WlOPVS1K3Lmk+pFhlcSWE+ZV0=","appId":"1234567890.com.example.myapp","environment":"production","counter":0,"publicKey":"BEMyVErPMj23dEQ8qvM59W5+lcck+sLBQlnzZeJEVlCytfsoW89Um8tgWUQS52gqJCfuran7Ut/tCxqxftCfqb0="}' ] \
+  && ok "--verify-app-attest: Apple's 2026 sample (raw CBOR file) is valid at its time" || fail "--verify-app-attest Apple 2026" "rc=$rc out=$out"
+# One byte changed at the end of authData (inside the bytes iOS 27 appends after the COSE key).
+python3 -c 'import sys; b=bytearray(open(sys.argv[1],"rb").read()); b[-1]^=1; open(sys.argv[2],"wb").write(b)' "$WORK/apple-2026.cbor" "$WORK/tampered.cbor"
+attest --verify-app-attest "$WORK/tampered.cbor" "${APPLE_ARGS[@]}" --at 2026-04-21T00:00:00Z
+[ $rc -eq 1 ] && [ "$out" = '{"valid":false,"reason":"nonce"}' ] && ok "--verify-app-attest: a tampered attestation exits 1 and names the step" \
+  || fail "--verify-app-attest tampered" "rc=$rc out=$out"
+attest --verify-app-attest "$WORK/apple-2026.cbor" "${APPLE_ARGS[@]}" --at 2026-04-24T00:00:00+02:00
+[ $rc -eq 1 ] && [ "$out" = '{"valid":false,"reason":"certificate_validity"}' ] && ok "--verify-app-attest: outside the leaf's validity exits 1" \
+  || fail "--verify-app-attest outside validity" "rc=$rc out=$out"
+attest --verify-app-attest "$FIX/ios-14.4-attestation.b64" --app-id "OTHERTEAM.de.vincent-haupert.apple-appattest-poc" --key-id "$IOS_KEY" \
+  --client-data-hash "$IOS_HASH" --development --at 2021-01-23T12:13:33Z
+[ $rc -eq 1 ] && [ "$out" = '{"valid":false,"reason":"app_id"}' ] && ok "--verify-app-attest: the wrong app id exits 1" || fail "--verify-app-attest wrong app id" "rc=$rc out=$out"
+attest --verify-app-attest "$FIX/ios-14.4-attestation.b64" --app-id "$IOS_APP" --key-id "$IOS_KEY" --client-data-hash "$IOS_HASH" --at 2021-01-23T12:13:33Z
+[ $rc -eq 1 ] && [ "$out" = '{"valid":false,"reason":"aaguid"}' ] && ok "--verify-app-attest: a development key checked as production exits 1" \
+  || fail "--verify-app-attest environment" "rc=$rc out=$out"
+attest --verify-app-attest-assertion "$FIX/ios-14.4-assertion.b64" --public-key "$IOS_PUB" --app-id "$IOS_APP" --client-data-hash "$IOS_HASH"
+[ $rc -eq 0 ] && [ "$out" = '{"valid":true,"counter":1}' ] && ok "--verify-app-attest-assertion: the iOS 14.4 assertion is valid" \
+  || fail "--verify-app-attest-assertion" "rc=$rc out=$out"
+attest --verify-app-attest-assertion "$FIX/ios-14.4-assertion.b64" --public-key "$IOS_PUB" --app-id "$IOS_APP" --client-data-hash "$IOS_HASH" --counter-above 1
+[ $rc -eq 1 ] && [ "$out" = '{"valid":false,"reason":"counter"}' ] && ok "--verify-app-attest-assertion: --counter-above 1 refuses counter 1" \
+  || fail "--verify-app-attest-assertion --counter-above" "rc=$rc out=$out"
+attest --verify-app-attest-assertion "$FIX/ios-14.4-assertion.b64" --public-key "$IOS_PUB" --app-id "$IOS_APP" --client-data-hash "$IOS_KEY"
+[ $rc -eq 1 ] && [ "$out" = '{"valid":false,"reason":"signature"}' ] && ok "--verify-app-attest-assertion: other client data exits 1" \
+  || fail "--verify-app-attest-assertion other client data" "rc=$rc out=$out"
+for bad in "--verify-app-attest $FIX/ios-14.4-attestation.b64 --app-id $IOS_APP --client-data-hash $IOS_HASH" \
+           "--verify-app-attest $FIX/ios-14.4-attestation.b64 --app-id $IOS_APP --key-id $IOS_KEY --client-data-hash $IOS_HASH --at yesterday" \
+           "--verify-app-attest $WORK/missing --app-id $IOS_APP --key-id $IOS_KEY --client-data-hash $IOS_HASH" \
+           "--verify-app-attest-assertion $FIX/ios-14.4-assertion.b64 --public-key ??? --app-id $IOS_APP --client-data-hash $IOS_HASH" \
+           "--verify-app-attest-assertion $FIX/ios-14.4-assertion.b64 --public-key $IOS_PUB --app-id $IOS_APP --client-data-hash $IOS_HASH --bogus" \
+           "--verify-app-attest $FIX/ios-14.4-attestation.b64 --app-id bad\"id --key-id $IOS_KEY --client-data-hash $IOS_HASH"; do
+  # shellcheck disable=SC2086
+  attest $bad
+  [ $rc -eq 2 ] && [ -z "$out" ] && grep -q 'Usage:' "$WORK/attest.err" && ok "App Attest bad arguments exit 2: ${bad:0:60}…" \
+    || fail "App Attest bad arguments exit 2: $bad" "rc=$rc out=$out"
+done
+
 echo "blackbox: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -76,12 +76,20 @@ enum {
 /// Verifies `leaf` up to one of the `root_count` trusted roots through the untrusted intermediates, each
 /// certificate valid at `at_unix_seconds` (X509_VERIFY_PARAM_set_time; the machine's clock is never read).
 /// Intermediates and roots are DER certificates laid end to end in one buffer each, with their lengths in
-/// `*_lengths`. Partial chains are refused (the path must end at one of the roots), and so is a leaf that is
-/// itself a trusted root. Returns one of COSSL_CHAIN_*.
+/// `*_lengths`. Partial chains are refused (the path must end at one of the roots), and so are a leaf that is
+/// itself a trusted root and an intermediate that is not on the verified path. Returns one of COSSL_CHAIN_*.
 int cossl_x509_verify_chain(const uint8_t *leaf, size_t leaf_length,
                             const uint8_t *intermediates, const size_t *intermediate_lengths, size_t intermediate_count,
                             const uint8_t *roots, const size_t *root_lengths, size_t root_count,
                             int64_t at_unix_seconds);
+
+/// Verifies a CMS SignedData (PKCS #7, DER or BER; App Attest's receipt) whose signer certificate chains, through
+/// the certificates the message carries, to one of the `root_count` trusted roots (DER, laid end to end), each
+/// valid at `at_unix_seconds`. The signed content is copied to `content` (room for `capacity`) and its length to
+/// `content_length`. Exactly one signer; every certificate the message carries must be on the signer's verified
+/// path. 1 when valid, 0 otherwise (also when the content does not fit).
+int cossl_cms_verify(const uint8_t *der, size_t length, const uint8_t *roots, const size_t *root_lengths, size_t root_count,
+                     int64_t at_unix_seconds, uint8_t *content, size_t capacity, size_t *content_length);
 
 /// The value (the bytes inside the extnValue OCTET STRING) of the certificate's extension with the dotted `oid`,
 /// copied to `out` (room for `capacity`). Returns its length, -1 when the certificate does not parse, carries
@@ -122,6 +130,13 @@ size_t cossl_test_issue_certificate(EVP_PKEY *subject_key, const char *subject_c
                                     uint64_t serial, int64_t not_before, int64_t not_after, int is_ca,
                                     const char *extension_oid, const uint8_t *extension_value, size_t extension_length,
                                     uint8_t *out, size_t capacity);
+
+/// CMS SignedData (DER) over `content` (binary, no signed attributes, as Apple's receipts), signed by `key`
+/// whose certificate is `signer_der`, carrying `extra` certificates (DER, laid end to end, lengths in
+/// `extra_lengths`). DER into `out`; returns its length, 0 on failure.
+size_t cossl_test_cms_sign(const uint8_t *signer_der, size_t signer_length, EVP_PKEY *key,
+                           const uint8_t *extra, const size_t *extra_lengths, size_t extra_count,
+                           const uint8_t *content, size_t content_length, uint8_t *out, size_t capacity);
 
 /// A certificate (DER) as PEM text into `out` (room for `capacity`, NUL-terminated); returns the text length,
 /// 0 on failure.
