@@ -42,8 +42,7 @@ struct OutputCeiling: Sendable, Equatable {
             self.init(parent: ["generationConfig", "generation_config"], ceilings: [["maxOutputTokens", "max_output_tokens"]],
                       choices: ["candidateCount", "candidate_count"], written: "maxOutputTokens", streamsByPath: true)
         case .openAIChat, .free, .unmetered:
-            let bare = path[..<(path.firstIndex(of: "?") ?? path.endIndex)]
-            let chat = endpoint == .openAIChat && (bare.hasSuffix("/chat/completions") || bare.hasSuffix("/chat/completions/"))
+            let chat = endpoint == .openAIChat && Endpoint.isChatCompletions(path)
             self.init(parent: [], ceilings: [["max_tokens"], ["max_completion_tokens"]], choices: ["n"],
                       written: chat ? "max_completion_tokens" : nil)
         }

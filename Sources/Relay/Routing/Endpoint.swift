@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Usage
 
 /// What kind of provider endpoint a request reaches, judged by the path's shape and the method, whatever the route's
@@ -32,26 +37,40 @@ public enum Endpoint: String, Sendable, Equatable {
         default:
             break
         }
-        var bare = Substring(path)
-        if let q = bare.firstIndex(of: "?") { bare = bare[..<q] }
-        if bare.count > 1 && bare.hasSuffix("/") { bare = bare.dropLast() }
+        // Compared as bytes (String's suffix tests compare grapheme clusters: about 30 000 instructions a request).
+        var bare = Array(path.utf8.prefix { $0 != UInt8(ascii: "?") })
+        if bare.count > 1 && bare.last == UInt8(ascii: "/") { bare.removeLast() }
         // Gemini's method separator, as sent or percent-encoded (a reserved character: left encoded by the path
         // rules, and read as `:` by Google's front end).
-        let normalized = bare.contains("%") ? Substring(Self.decodingColons(bare)) : bare
-        if normalized.hasSuffix("/chat/completions") || normalized.hasSuffix("/completions") {
+        if bare.contains(UInt8(ascii: "%")) { bare = Self.decodingColons(bare) }
+        func ends(_ suffix: StaticString) -> Bool {
+            let n = suffix.utf8CodeUnitCount
+            guard bare.count >= n else { return false }
+            return bare.withUnsafeBufferPointer { memcmp($0.baseAddress! + $0.count - n, suffix.utf8Start, n) == 0 }
+        }
+        if ends("/completions") {   // chat and legacy completions alike
             self = .openAIChat
-        } else if normalized.hasSuffix("/responses") {
+        } else if ends("/responses") {
             self = .openAIResponses
-        } else if normalized.hasSuffix("/messages") {
+        } else if ends("/messages") {
             self = .anthropicMessages
-        } else if normalized.hasSuffix(":generateContent") || normalized.hasSuffix(":streamGenerateContent") {
+        } else if ends(":generateContent") || ends(":streamGenerateContent") {
             self = .geminiGenerate
-        } else if normalized.hasSuffix("/messages/count_tokens") || normalized.hasSuffix(":countTokens")
-                    || normalized.hasSuffix("/responses/input_tokens") {
+        } else if ends("/messages/count_tokens") || ends(":countTokens") || ends("/responses/input_tokens") {
             self = .free
         } else {
             self = .unmetered
         }
+    }
+
+    /// Whether `path` (query and one trailing `/` ignored) is chat completions rather than legacy completions.
+    static func isChatCompletions(_ path: String) -> Bool {
+        var bare = Array(path.utf8.prefix { $0 != UInt8(ascii: "?") })
+        if bare.count > 1 && bare.last == UInt8(ascii: "/") { bare.removeLast() }
+        let suffix: StaticString = "/chat/completions"
+        let n = suffix.utf8CodeUnitCount
+        guard bare.count >= n else { return false }
+        return bare.withUnsafeBufferPointer { memcmp($0.baseAddress! + $0.count - n, suffix.utf8Start, n) == 0 }
     }
 
     /// Whether the relay reads this endpoint's answers for usage and reserves for its requests.
@@ -70,9 +89,9 @@ public enum Endpoint: String, Sendable, Equatable {
 
 extension Endpoint {
     /// `path` with every `%3A` / `%3a` read as `:`.
-    static func decodingColons(_ path: Substring) -> String {
+    static func decodingColons(_ b: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
-        let b = Array(path.utf8)
+        out.reserveCapacity(b.count)
         var i = 0
         while i < b.count {
             if b[i] == UInt8(ascii: "%"), i + 2 < b.count, b[i + 1] == UInt8(ascii: "3"), b[i + 2] | 0x20 == UInt8(ascii: "a") {
@@ -83,6 +102,6 @@ extension Endpoint {
                 i += 1
             }
         }
-        return String(decoding: out, as: UTF8.self)
+        return out
     }
 }
