@@ -4,7 +4,8 @@
 #   docker run --rm -p 8080:8080 -v "$PWD/deploy/config.compose.json:/etc/sse-relay/config.json:ro" \
 #     -v "$PWD/openai.key:/run/secrets/openai:ro" sse-relay:0.1.0
 #
-# Configuration and secrets are mounted at run time, never baked in (.dockerignore keeps them out of the context).
+# Configuration and secrets are mounted at run time, never baked in (.dockerignore keeps them out of the context;
+# the build stage gets only the secret-free config.example.json, which a test loads).
 # deploy/check-image-steps.sh runs these same steps outside a container and parses this file: keep each
 # `apt-get install` on its own RUN with plain package names.
 
@@ -25,6 +26,8 @@ WORKDIR /src
 COPY Package.swift ./
 COPY Sources ./Sources
 COPY Tests ./Tests
+# Read by the tests only (ProviderPresetTests loads the shipped example); the runtime stage never gets it.
+COPY config.example.json ./
 
 RUN swift build --build-tests && swift test --skip-build
 

@@ -108,9 +108,13 @@ private func problems(_ json: String) -> [String] {
         #expect(found.first?.hasPrefix(c.path + ":") == true, "\(found)")
     }
 
+    /// The shipped example, at the package's top level. The image build copies it into its context for this test
+    /// (`.dockerignore`, the Dockerfile's build stage), so the image's `swift test` checks it too.
     @Test func theExampleConfigurationLoads() throws {
         let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("config.example.json")
+        try #require(FileManager.default.fileExists(atPath: url.path),
+                     "\(url.path) is missing: a build context needs it next to Package.swift (see .dockerignore)")
         let data = try Data(contentsOf: url)
         let loaded = try RelayConfiguration.load(json: data, sources: ConfigurationSources(
             environment: ["OPENAI_API_KEY": "sk-o", "ANTHROPIC_API_KEY": "sk-a"], readFile: { _ in nil }))
