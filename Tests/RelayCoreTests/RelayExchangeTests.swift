@@ -105,7 +105,11 @@ final class FakeUpstreamClient: UpstreamClient, @unchecked Sendable {
                                         upstream: "test", clientAddress: "198.51.100.7", startedAt: clock.now())
             run { [self] in
                 exchange = RelayExchange(machine: ExchangeStateMachine(settings: settings, now: clock.now()), writer: writer,
-                                         clock: clock, record: record, metrics: metrics, usage: usage) { [self] _ in ended += 1 }
+                                         clock: clock, record: record, metrics: metrics, usage: usage) { [weak self] _ in
+                    // Weak: the exchange keeps `onEnd` for its whole life, so a strong capture would tie the harness
+                    // and the exchange in a cycle that nothing breaks (the server's `onEnd` captures no exchange).
+                    self?.ended += 1
+                }
                 exchange.providerKey = key.map { Secret($0) }
                 let request = UpstreamRequest(url: "http://provider.invalid/v1/chat/completions", method: method,
                                               headers: HTTPHeaders(), body: body, connectTimeoutSeconds: 1, idleConnectionSeconds: 30)
@@ -123,6 +127,27 @@ final class FakeUpstreamClient: UpstreamClient, @unchecked Sendable {
         }
 
         var call: FakeUpstreamClient.Call { upstream.calls[0] }
+    }
+
+    /// A harness and its exchange are freed when the test lets go of them, ended or not (LeakSanitizer reported
+    /// every harness of this suite until `onEnd` stopped capturing the harness strongly).
+    @Test func theHarnessAndItsExchangeAreFreed() {
+        weak var harness: Harness?
+        weak var exchange: RelayExchange?
+        weak var writer: FakeResponseWriter?
+        do {
+            let h = Harness()
+            h.run {
+                h.exchange.requestEnd()
+                h.call.head(200)
+            }
+            harness = h
+            exchange = h.exchange
+            writer = h.writer
+        }
+        #expect(harness == nil)
+        #expect(exchange == nil)
+        #expect(writer == nil)
     }
 
     @Test func theProviderIsCalledOnlyOnceTheWholeBodyIsIn() {
