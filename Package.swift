@@ -10,8 +10,8 @@ let serverRelease: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=uncheck
 let package = Package(
     name: "sse-relay",
     // The floor of the client library apps link (`SSE`, `SSERelayClient`), and so of every target: a manifest has
-    // one list. Nothing in the package needs newer (no `Synchronization`: `Support.Locked` stands in for `Atomic`
-    // and `Mutex`). tvOS and visionOS are declared, not built here; see README, "Client library".
+    // one list. No target uses newer API (`Support.Locked` stands in for `Atomic` and `Mutex`), as far as
+    // Tests/availability/check.sh can tell without an Apple compiler; see README, "Client library".
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .visionOS(.v1)],
     products: [
         .executable(name: "sse-relay", targets: ["sse-relay"]),
