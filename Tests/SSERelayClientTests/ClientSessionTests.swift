@@ -22,9 +22,11 @@ struct ClientSessionTests {
         return SSERelayClient(configuration: configuration)
     }
 
-    /// A whole short answer, chunked, after which the connection can carry the next request.
+    /// A whole short answer, chunked, after which the connection can carry the next request. The wait for the
+    /// request is long: a stalled test process (a sanitizer run with every suite at once) must not turn a kept-alive
+    /// connection into a closed one, which would look like a connection not reused.
     static func answer(_ connection: UpstreamConnection, _ text: String) throws {
-        _ = try connection.readRequest()
+        _ = try connection.readRequest(timeout: 120)
         try connection.writeHead(status: 200, headers: sseHead)
         try connection.writeChunk(ClientThroughRelayTests.chunk(text, finish: "stop"))
         try connection.writeChunk("data: [DONE]\n\n")
@@ -35,7 +37,7 @@ struct ClientSessionTests {
     func messagesReuseTheConnection() async throws {
         let upstream = try ScriptedUpstream { connection in
             for i in 1...3 { try Self.answer(connection, "answer \(i)") }
-            _ = try connection.waitForPeerClose(timeout: 10)
+            _ = try connection.waitForPeerClose(timeout: 120)
         }
         let client = Self.client(upstream)
         for i in 1...3 {
