@@ -102,7 +102,9 @@ extension ReplicaTests {
         let all = try results.wait(timeout: 60) { r in r.count == 50 ? r : nil }
         for (name, status) in all {
             let attack = attacks.first { $0.name == name }!
-            #expect(attack.allowed.contains(status), "\(name): \(status)")
+            // 503 `state_unavailable` is a refusal too (nothing reaches the provider): under a sanitizer the
+            // replicas can be slower than the store's answer deadline. What must hold is the bill, below.
+            #expect(attack.allowed.contains(status) || (status == 503 && attack.allowed.contains(429)), "\(name): \(status)")
         }
         #expect(all.contains { $0.0 == "honest" && $0.1 == 200 }, "honest requests are served")
         // Every admitted stream settles after its end: wait until nothing is reserved, then compare what the
