@@ -336,3 +336,86 @@ struct KeyPoolFailoverTests {
         #expect(second.server.pools.pool("test")?.state(of: 0, now: MonotonicClock().now()) == .coolingDown)
     }
 }
+
+@Suite("Key pools and failover: hostile providers and a lost Redis", .serialized)
+struct KeyPoolFailoverHostileTests {
+    @Test("an error answer above 64 KiB goes to the client whole, and is not retried")
+    func largeErrorBody() throws {
+        let big = "{\"error\":{\"message\":\"" + String(repeating: "x", count: 100_000) + "\"}}"
+        let primary = try KeyPoolFailoverTests.provider { _, _ in .status(503, headers: [], body: big) }
+        let secondary = try KeyPoolFailoverTests.provider { _, _ in .stream(KeyPoolFailoverTests.stream) }
+        defer { secondary.shutdown() }
+        let relay = try KeyPoolFailoverTests.fallbackRelay(primary: primary.baseURL, primaryUpstream: primary, secondary: secondary)
+        let client = try relay.client()
+        let (head, body) = try KeyPoolFailoverTests.post(client)
+        #expect(head.status == 503)
+        #expect(body == Array(big.utf8))
+        #expect(secondary.requests.isEmpty)
+    }
+
+    @Test("an error answer cut before its end: 502, not retried")
+    func brokenErrorBody() throws {
+        let primary = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 503, headers: [("Content-Type", "application/json"), ("Content-Length", "100")])
+            try connection.write("{\"error\":")
+            connection.reset()
+        }
+        let secondary = try KeyPoolFailoverTests.provider { _, _ in .stream(KeyPoolFailoverTests.stream) }
+        defer { secondary.shutdown() }
+        let relay = try KeyPoolFailoverTests.fallbackRelay(primary: primary.baseURL, primaryUpstream: primary, secondary: secondary)
+        let (head, _) = try KeyPoolFailoverTests.post(try relay.client())
+        #expect(head.status == 502)
+        #expect(secondary.requests.isEmpty)
+    }
+
+    @Test("Redis gone: the pool decides on what this replica saw, and requests go on")
+    func redisDown() throws {
+        let redis = try RedisServerProcess()
+        let upstream = try KeyPoolFailoverTests.provider { key, index in
+            key == KeyPoolFailoverTests.keyA && index == 0 ? .status(429, headers: [("Retry-After", "120")], body: "{}") : .stream(KeyPoolFailoverTests.stream)
+        }
+        let relay = try KeyPoolFailoverTests.relay(upstream, keys: [("a", KeyPoolFailoverTests.keyA, 1), ("b", KeyPoolFailoverTests.keyB, 1)]) { config in
+            var settings = StateConfiguration.Redis(host: "127.0.0.1", port: redis.port)
+            settings.keyPrefix = "pool-down:"
+            settings.onUnavailable = .allow
+            config.state.backend = .redis(settings)
+        }
+        redis.stop()
+        let client = try relay.client()
+        for _ in 0..<3 {
+            let (head, body) = try KeyPoolFailoverTests.post(client)
+            #expect(head.status == 200)
+            #expect(body == Array(KeyPoolFailoverTests.stream.utf8))
+        }
+        #expect(KeyPoolFailoverTests.keysUsed(upstream) == [KeyPoolFailoverTests.keyA] + Array(repeating: KeyPoolFailoverTests.keyB, count: 3))
+    }
+}
+
+@Suite("Key pools and failover: a client that leaves", .serialized)
+struct KeyPoolFailoverDrainTests {
+    @Test("on a drain route, a client gone while a 503 is held back gets no second call")
+    func noCallForADepartedClient() throws {
+        let gate = Gate()
+        let primary = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try gate.wait(timeout: 10)
+            try connection.writeHead(status: 503, headers: [("Content-Type", "application/json"), ("Content-Length", "2")])
+            try connection.write("{}")
+        }
+        let secondary = try KeyPoolFailoverTests.provider { _, _ in .stream(KeyPoolFailoverTests.stream) }
+        defer { secondary.shutdown() }
+        let relay = try KeyPoolFailoverTests.fallbackRelay(primary: primary.baseURL, primaryUpstream: primary, secondary: secondary) {
+            $0.routes[0].usage.onClientCancel = .drain
+            $0.routes[0].usage.drainMaxSeconds = 10
+        }
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/chat/completions", headers: [("Content-Type", "application/json")], body: chatBody)
+        try eventually("request reached the provider") { primary.requests.count == 1 }
+        client.close()
+        try relay.waitUntilNoConnections()
+        gate.signal()
+        try relay.waitUntilIdle(timeout: 5)
+        #expect(secondary.requests.isEmpty)
+    }
+}
