@@ -61,7 +61,8 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
     static let heldAnswerLimit = 64 * 1024
 
     private let client: FailoverClient
-    private let request: UpstreamRequest
+    /// The request as the exchange made it; its body is let go once no attempt can follow.
+    private var request: UpstreamRequest
     private weak var delegate: (any TransferDelegate)?
     private var plan: FailoverPlan
     private var current: (any UpstreamCall)?
@@ -152,8 +153,14 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
         if (200..<300).contains(status), headers.first("Content-Type")?.lowercased().hasPrefix("text/event-stream") == true {
             sniffer = ErrorEventSniffer()
         }
-        passing = true
+        startPassing()
         delegate?.transfer(self, didReceiveHead: status, headers: headers)
+    }
+
+    /// The exchange gets this answer: nothing is tried again, so the body need not be kept.
+    private func startPassing() {
+        passing = true
+        request.body = request.body.map { _ in [] }
     }
 
     func transfer(_ transfer: any UpstreamCall, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool {
@@ -165,7 +172,7 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
             }
             // Too large for an error answer: it goes to the client as it is, and is not retried.
             held = nil
-            passing = true
+            startPassing()
             delegate?.transfer(self, didReceiveHead: answer.status, headers: answer.headers)
             pending = answer.body + Array(bytes)
             flush()
@@ -255,7 +262,7 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
     }
 
     private func deliver(status: Int, headers: HTTPHeaders, body: [UInt8]) {
-        passing = true
+        startPassing()
         delegate?.transfer(self, didReceiveHead: status, headers: headers)
         pending = body
         pendingCompletion = .success(())
@@ -264,7 +271,7 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
 
     private func complete(_ result: Result<Void, UpstreamFailure>) {
         guard !cancelled else { return }
-        passing = true
+        startPassing()
         pendingCompletion = result
         flush()
     }
