@@ -5,6 +5,9 @@ import Upstream
 
 /// Where one route's requests go when it has a choice (several keys or several upstreams): what each upstream
 /// needs to build an attempt, and the shared pools. The exchange calls it as it would call the curl driver.
+///
+/// Made per exchange by `RelayHandler.failoverClient`; immutable but for `exchange`, which is set on the loop
+/// queue before the call, and read there.
 final class FailoverClient: UpstreamClient {
     /// One upstream of the route, ready to be called: its URL for this request and its headers without the key.
     struct Target {
