@@ -401,7 +401,8 @@ final class ExchangeRecord: @unchecked Sendable {
     /// The path as forwarded (decoded, trailing slash kept): the access log's `path`.
     let requestedPath: String
     let route: String
-    let upstream: String
+    /// The upstream that answered (the last one called: `FailoverCall` sets it on each attempt).
+    var upstream: String
     let clientAddress: String
     let startedAt: Instant
     var status: Int?
@@ -424,6 +425,10 @@ final class ExchangeRecord: @unchecked Sendable {
     /// check it failed.
     var attestation: String?
     var attestationStep: String?
+    /// Key pools and failover (`FailoverCall`): the key label, the calls made, and why earlier ones were not given.
+    var keyLabel: String?
+    var attempts: Int?
+    var failover: String?
 
     /// `path`: the path as forwarded; the record's `path` is its endpoint.
     init(requestID: String, method: String, path: String, route: String, upstream: String, clientAddress: String, startedAt: Instant) {
@@ -453,6 +458,9 @@ final class ExchangeRecord: @unchecked Sendable {
         if let model { fields.append(("model", .string(model))) }
         if let attestation { fields.append(("attestation", .string(attestation))) }
         if let attestationStep { fields.append(("attestation_step", .string(attestationStep))) }
+        if let keyLabel { fields.append(("key", .string(keyLabel))) }
+        if let attempts { fields.append(("attempts", .int(attempts))) }
+        if let failover { fields.append(("failover", .string(failover))) }
         if let usage {
             if usage.source != .none {
                 fields.append(("prompt_tokens", .int(usage.prompt)))

@@ -52,7 +52,10 @@ extension RelayHandler {
         exchange.attestationGate = server.attestation?.gate(route: route, head: head)
         server.exchangeStarted(exchange, on: state)
         let plan = RequestBodyPlan.Settings(endpoint: endpoint, policy: route.bodyPolicy, injectsUsage: injects, budgets: nil)
-        exchange.start(request, upstream: state.driver, plan: plan)
+        let failover = failoverClient(route: route, path: admitted.path, head: head, requestID: requestID, writer: writer,
+                                      record: record, driver: state.driver)
+        failover?.exchange = exchange
+        exchange.start(request, upstream: failover ?? state.driver, plan: plan)
         return exchange
     }
 }

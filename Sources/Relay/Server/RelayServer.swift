@@ -29,6 +29,8 @@ public final class RelayServer: @unchecked Sendable {
     public let store: any AdmissionStore
     /// App Attest and App Check (`attestation`); nil when neither is configured.
     let attestation: AttestationService?
+    /// Every upstream's key pool, shared with other replicas through Redis (`Failover/UpstreamPools`).
+    public let pools: UpstreamPools
     /// Failed authentications per client address; see `RelayConfiguration.RateLimitSettings.authFailuresPerAddress`.
     let authFailureLimiter: RateLimiter
     /// Rejection log lines, throttled per reason.
@@ -71,6 +73,8 @@ public final class RelayServer: @unchecked Sendable {
                                                                               metrics: metrics))
         attestation = try AttestationService.make(configuration, admissionStore: store, metrics: metrics, logger: logger,
                                                   rejectionLog: rejectionLog, wallClock: wallClock)
+        pools = UpstreamPools(upstreams: configuration.upstreams, redis: store as? RedisAdmissionStore, logger: logger,
+                              clock: clock, wallClock: wallClock)
     }
 
     /// The store `state.backend` names: this process's memory, or Redis shared by every replica (with a
