@@ -1,4 +1,5 @@
 import Foundation
+import RelayWire
 import SSE
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -17,26 +18,70 @@ import FoundationNetworking
 /// -999, or the `URLError`). Ending the stream from either side (completion, or the consumer cancelling/dropping
 /// it) cancels the task; the session then reports its completion and lets go of this attempt.
 ///
+/// Resumable streams (README, "Resumable streams"): when the answer named its stream (`X-Relay-Stream`) and a
+/// `Resume` is given, a transient failure (`isTransient`) does not end the event stream. The attempt asks for the
+/// rest, `GET /v1/relay/streams/<id>?offset=N` with N the body bytes it has parsed, as a new task (a "leg") whose
+/// bytes go on into the same parser, even mid-line or mid-character: the app sees one sequence of events, none
+/// missing, none twice. Reconnects back off, and stop when `Resume.window` has passed since the last byte. A
+/// consumer that ends the stream before the answer ended sends `DELETE /v1/relay/streams/<id>` first, then
+/// closes, so the relay cancels the provider at once instead of waiting for a resume.
+///
 /// The event stream is unbounded but never holds much: the client library's own task takes each event as it
 /// arrives (`SSERelayClient` bounds what waits for the app).
 final class EventStreamTask: @unchecked Sendable {
-    // Invariant for `@unchecked Sendable`: `parser`, `response`, `status`, `errorBody` and `started` are read and
-    // written only inside `received` and `completed`, which the session's serial delegate queue runs one at a
-    // time (maxConcurrentOperationCount = 1). `continuation` is Sendable; `requestID` and `maxErrorBodyBytes` are
-    // immutable.
+    // Invariant for `@unchecked Sendable`: `parser`, `response`, `status`, `errorBody`, `started`, `leg`,
+    // `received`, `streamID`, `lastByte`, `reconnects` and `eventsSeen` are read and written only inside
+    // `received` and `completed`, which the session's serial delegate queue runs one at a time
+    // (maxConcurrentOperationCount = 1), and in `init` before the first task starts. `shared` is behind its own
+    // lock; `continuation` is Sendable; the other stored properties are immutable.
     private let continuation: AsyncThrowingStream<SSEEvent, any Error>.Continuation
     private let requestID: String?
     private let maxErrorBodyBytes: Int
+    private let session: StreamSession
+    private let resume: Resume?
     private var parser: SSEParser
     private var started = false
     private var status = 0
     private var response: HTTPURLResponse?
     private var errorBody: [UInt8] = []
+    /// The task whose callbacks set the fields above; a new leg's first callback starts them afresh.
+    private var leg: Int?
+    /// Body bytes of 2xx answers parsed so far, over every leg: the offset of a resume.
+    private var received = 0
+    private var streamID: String?
+    private var lastByte = Date()
+    private var reconnects = 0
+    private var eventsSeen = 0
+    private let shared = Protected(Shared())
+
+    /// What the consumer's side and the delegate queue both touch.
+    private struct Shared {
+        var task: URLSessionTask?
+        var streamID: String?
+        /// The answer ended (well or not) on the relay's side: nothing to stop.
+        var ended = false
+        /// `dropAfterEvents` fired: the cancel that follows is a drop, not the app's stop.
+        var dropping = false
+    }
+
+    /// How a resumable stream continues and stops; the client builds the requests (token, attestation).
+    struct Resume: Sendable {
+        /// How long after the last byte reconnecting is still tried.
+        var window: TimeInterval
+        /// `GET` of the rest of stream `id` from byte `offset`.
+        var request: @Sendable (_ id: String, _ offset: Int) async throws -> URLRequest
+        /// `DELETE` of stream `id`.
+        var stop: @Sendable (_ id: String) async throws -> URLRequest
+        /// For `relay-chat --drop-after-events` and tests: drop the connection once after this many events.
+        var dropAfterEvents: Int?
+    }
 
     private init(continuation: AsyncThrowingStream<SSEEvent, any Error>.Continuation, requestID: String?,
-                 maxErrorBodyBytes: Int, maxEventBytes: Int) {
+                 session: StreamSession, resume: Resume?, maxErrorBodyBytes: Int, maxEventBytes: Int) {
         self.continuation = continuation
         self.requestID = requestID
+        self.session = session
+        self.resume = resume
         self.maxErrorBodyBytes = maxErrorBodyBytes
         parser = SSEParser(maxEventBytes: maxEventBytes)
         Self.live.add(1)
@@ -56,70 +101,155 @@ final class EventStreamTask: @unchecked Sendable {
     }
 
     /// Starts the request at once on `session`. It ends when the stream ends, from either side: a consumer that
-    /// cancels its Task or drops the stream, or `cancel`, closes the connection.
-    static func start(_ request: URLRequest, in session: StreamSession, settings: SSERelayClient.Configuration) -> Attempt {
+    /// cancels its Task or drops the stream, or `cancel`, closes the connection (after a stop, on a resumable
+    /// stream that had not ended).
+    static func start(_ request: URLRequest, in session: StreamSession, settings: SSERelayClient.Configuration,
+                      resume: Resume? = nil) -> Attempt {
         var captured: AsyncThrowingStream<SSEEvent, any Error>.Continuation?
         let events = AsyncThrowingStream<SSEEvent, any Error>(bufferingPolicy: .unbounded) { captured = $0 }
         let continuation = captured!
         let attempt = EventStreamTask(continuation: continuation, requestID: request.value(forHTTPHeaderField: "X-Request-Id"),
-                                      maxErrorBodyBytes: settings.maxErrorBodyBytes, maxEventBytes: settings.maxEventBytes)
-        let task = session.start(request, for: attempt)
-        continuation.onTermination = { _ in
-            // Either side ended the stream: close the request (the relay then cancels the provider within
-            // milliseconds). A task that already completed ignores this.
-            task.cancel()
-        }
+                                      session: session, resume: resume, maxErrorBodyBytes: settings.maxErrorBodyBytes,
+                                      maxEventBytes: settings.maxEventBytes)
+        attempt.startLeg(request)
+        continuation.onTermination = { _ in attempt.terminated() }
         return Attempt(events: events, cancel: { continuation.finish() })
     }
 
+    private func startLeg(_ request: URLRequest) {
+        // The lock is held across the start so that a stop cannot miss the new task.
+        shared.withLock { $0.task = session.start(request, for: self) }
+    }
+
+    /// Either side ended the stream: close the request (the relay then cancels the provider within milliseconds);
+    /// on a resumable stream the relay still runs, stop it first. A task that already completed ignores this.
+    private func terminated() {
+        let (task, id) = shared.withLock { state -> (URLSessionTask?, String?) in
+            let id = state.ended ? nil : state.streamID
+            state.ended = true
+            return (state.task, id)
+        }
+        guard let id, let resume else {
+            task?.cancel()
+            return
+        }
+        Task {
+            if let request = try? await resume.stop(id) { _ = try? await session.send(request) }
+            task?.cancel()
+        }
+    }
+
     func received(_ data: Data, on task: URLSessionTask) {
-        if !started { start(task) }
+        if leg != task.taskIdentifier { start(task) }
         if !(200..<300).contains(status) {
             let room = maxErrorBodyBytes - errorBody.count
             if room > 0 { errorBody.append(contentsOf: data.prefix(room)) }
             return
         }
+        received += data.count
+        lastByte = Date()
+        reconnects = 0
         do {
             try data.withUnsafeBytes { buffer in
-                try parser.parse(buffer) { continuation.yield($0) }
+                try parser.parse(buffer) { event in
+                    continuation.yield(event)
+                    eventsSeen += 1
+                    if eventsSeen == resume?.dropAfterEvents, streamID != nil {
+                        shared.withLock { $0.dropping = true }
+                        task.cancel()
+                    }
+                }
             }
         } catch let error as SSEParser.EventTooLarge {
-            continuation.finish(throwing: SSERelayClientError(code: .eventTooLarge, limit: error.limit))
+            end(throwing: SSERelayClientError(code: .eventTooLarge, limit: error.limit))
         } catch {
-            continuation.finish(throwing: error)
+            end(throwing: error)
         }
     }
 
     func completed(_ task: URLSessionTask, error: (any Error)?) {
         if let error {
-            continuation.finish(throwing: Self.map(error))
+            let dropped = shared.withLock { state in
+                defer { state.dropping = false }
+                return state.dropping
+            }
+            if (dropped || Self.isTransient(error)), (200..<300).contains(status) || leg != task.taskIdentifier,
+               reconnect() {
+                return
+            }
+            end(throwing: Self.map(error))
             return
         }
-        if !started { start(task) }
+        if leg != task.taskIdentifier { start(task) }
         if !(200..<300).contains(status) {
-            continuation.finish(throwing: RelayAPIError.response(status: status, headers: response?.allHeaderFields ?? [:],
-                                                                 body: errorBody, requestID: requestID))
+            end(throwing: RelayAPIError.response(status: status, headers: response?.allHeaderFields ?? [:],
+                                                 body: errorBody, requestID: requestID))
             return
         }
         // An event without its closing empty line is discarded, as the standard says; the chat layer notices a
         // missing [DONE].
         parser.finish()
-        continuation.finish()
+        end(throwing: nil)
+    }
+
+    private func end(throwing error: (any Error)?) {
+        shared.withLock { $0.ended = true }
+        if let error { continuation.finish(throwing: error) } else { continuation.finish() }
+    }
+
+    /// Asks for the rest of a named stream after a transient failure, unless the window has passed or the app
+    /// has gone. Returns false when the failure must end the stream.
+    private func reconnect() -> Bool {
+        guard let resume, let id = streamID else { return false }
+        let waited = Date().timeIntervalSince(lastByte)
+        let delay = reconnects == 0 ? 0 : min(2.0, 0.25 * Double(1 << min(reconnects - 1, 3)))
+        guard waited + delay < resume.window, !shared.withLock({ $0.ended }) else { return false }
+        reconnects += 1
+        let offset = received
+        Task {
+            do {
+                if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
+                let request = try await resume.request(id, offset)
+                guard !self.shared.withLock({ $0.ended }) else { return }
+                self.startLeg(request)
+            } catch {
+                self.end(throwing: error)
+            }
+        }
+        return true
     }
 
     /// The head is known once the first body bytes (or the end) arrive; reading it there avoids the
     /// `didReceive response:completionHandler:` callback, whose signature differs between Foundations.
     private func start(_ task: URLSessionTask) {
+        let first = leg == nil
+        leg = task.taskIdentifier
         started = true
+        errorBody = []
         response = task.response as? HTTPURLResponse
         status = response?.statusCode ?? 0
         if (200..<300).contains(status) {
             let contentType = response.flatMap { RelayAPIError.header("Content-Type", in: $0.allHeaderFields) }
             if !(contentType?.lowercased().hasPrefix("text/event-stream") ?? false) {
-                continuation.finish(throwing: SSERelayClientError(code: .notAnEventStream, status: status, contentType: contentType))
+                end(throwing: SSERelayClientError(code: .notAnEventStream, status: status, contentType: contentType))
                 status = -1
+            } else if first, resume != nil,
+                      let id = response.flatMap({ RelayAPIError.header(StreamWire.streamHeader, in: $0.allHeaderFields) }),
+                      StreamWire.isValidID(id) {
+                streamID = id
+                shared.withLock { $0.streamID = id }
             }
         }
+    }
+
+    /// The failures after which a resumable stream asks for the rest: any URL loading error but a cancel. The
+    /// relay already named the stream and answered 2xx, so whatever ended the connection (the network went away
+    /// or stalled, a reset, or the body ending before its last chunk, which Linux's Foundation reports as code -1,
+    /// "transfer closed with outstanding read data remaining") is worth one more question; the relay's answer to
+    /// the resume (200, 404, 410, 416) decides.
+    static func isTransient(_ error: any Error) -> Bool {
+        let ns = error as NSError
+        return ns.domain == NSURLErrorDomain && ns.code != NSURLErrorCancelled
     }
 
     /// URLSession reports its own cancellation as NSURLErrorCancelled (-999); Swift code expects
@@ -129,6 +259,22 @@ final class EventStreamTask: @unchecked Sendable {
         let ns = error as NSError
         if ns.domain == NSURLErrorDomain && ns.code == NSURLErrorCancelled { return CancellationError() }
         return error
+    }
+}
+
+/// A value behind a lock, for what the delegate queue and the app's side both touch. (The relay's `Locked` is in
+/// `Support`, which the client library does not link.)
+final class Protected<Value>: @unchecked Sendable {
+    // Invariant for `@unchecked Sendable`: `value` is read and written only while `lock` is held.
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
     }
 }
 

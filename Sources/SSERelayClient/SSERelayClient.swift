@@ -1,4 +1,5 @@
 import Foundation
+import RelayWire
 import SSE
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -61,6 +62,13 @@ public final class SSERelayClient: Sendable {
         public var maxConnectionsPerHost = 16
         /// A new `X-Request-Id` per attempt: 1–64 of `[A-Za-z0-9._-]`, so the relay keeps it and logs it.
         public var makeRequestID: @Sendable () -> String = { "app-" + UUID().uuidString.lowercased() }
+        /// On a route where the relay keeps streams resumable (`X-Relay-Stream`), how long after the last byte a
+        /// dropped answer is still asked for again (the relay's `resume.windowSeconds`, 30 by default); 0 turns
+        /// resuming off, and a dropped connection then ends the stream with its `URLError`.
+        public var resumeWindow: TimeInterval = 30
+        /// Drops the connection once after this many events, so the resume can be seen (`relay-chat
+        /// --drop-after-events`, tests).
+        package var dropAfterEvents: Int?
 
         public init(baseURL: URL, tokenProvider: TokenProvider? = nil) {
             self.baseURL = baseURL
@@ -225,6 +233,7 @@ public final class SSERelayClient: Sendable {
     /// Sends `base`, and once more with a refreshed token if the relay answers 401 `token_expired`. Each attempt
     /// gets its own request id and its own task on the client's session; an attempt's task is ended before the
     /// next starts and whenever `consume` returns or throws (a task ended mid-answer closes its connection).
+    /// An answer on a resumable route goes on across dropped connections (`EventStreamTask`).
     func runAttempts(_ base: URLRequest,
                      _ consume: (AsyncThrowingStream<SSEEvent, any Error>, String) async throws -> Void) async throws {
         let provider = base.value(forHTTPHeaderField: "Authorization") == nil ? configuration.tokenProvider : nil
@@ -232,27 +241,13 @@ public final class SSERelayClient: Sendable {
         var reattested = false
         while true {
             try Task.checkCancellation()
-            var request = base
-            let requestID = configuration.makeRequestID()
-            request.setValue(requestID, forHTTPHeaderField: "X-Request-Id")
-            for (name, value) in configuration.additionalHeaders where request.value(forHTTPHeaderField: name) == nil {
-                request.setValue(value, forHTTPHeaderField: name)
-            }
-            if let provider, let token = try await provider(refreshed) {
-                request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-            }
-            if let attestation = configuration.attestation {
-                for (name, value) in try await attestation.headers(for: AttestedRequest(request)) {
-                    request.setValue(value, forHTTPHeaderField: name)
-                }
-            }
-            // URLRequest's own default (60 s) would otherwise apply on some platforms.
-            request.timeoutInterval = configuration.idleTimeout
+            let request = try await prepared(base, provider: provider, refreshed: refreshed)
             try Task.checkCancellation()
-            let attempt = EventStreamTask.start(request, in: session, settings: configuration)
+            let attempt = EventStreamTask.start(request, in: session, settings: configuration,
+                                                resume: resumption(of: base, provider: provider))
             do {
                 defer { attempt.cancel() }
-                try await consume(attempt.events, requestID)
+                try await consume(attempt.events, request.value(forHTTPHeaderField: "X-Request-Id") ?? "")
                 return
             } catch let error as RelayAPIError where error.isTokenExpired && provider != nil && !refreshed {
                 refreshed = true
@@ -262,6 +257,49 @@ public final class SSERelayClient: Sendable {
                 guard await configuration.attestation?.proofRefused(code: error.code ?? "") == true else { throw error }
             }
         }
+    }
+
+    /// `request` as it goes out: a new request id, the additional headers, the bearer token (unless the caller
+    /// set `Authorization`), the proof of the genuine app over exactly these bytes, and the idle timeout.
+    private func prepared(_ request: URLRequest, provider: TokenProvider?, refreshed: Bool) async throws -> URLRequest {
+        var request = request
+        request.setValue(configuration.makeRequestID(), forHTTPHeaderField: "X-Request-Id")
+        for (name, value) in configuration.additionalHeaders where request.value(forHTTPHeaderField: name) == nil {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
+        if let provider, let token = try await provider(refreshed) {
+            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        }
+        if let attestation = configuration.attestation {
+            for (name, value) in try await attestation.headers(for: AttestedRequest(request)) {
+                request.setValue(value, forHTTPHeaderField: name)
+            }
+        }
+        // URLRequest's own default (60 s) would otherwise apply on some platforms.
+        request.timeoutInterval = configuration.idleTimeout
+        return request
+    }
+
+    /// How an answer to `base` resumes and stops, with the same credentials; nil when resuming is off.
+    private func resumption(of base: URLRequest, provider: TokenProvider?) -> EventStreamTask.Resume? {
+        guard configuration.resumeWindow > 0 else { return nil }
+        let callerAuthorization = base.value(forHTTPHeaderField: "Authorization")
+        let make: @Sendable (String, String) async throws -> URLRequest = { method, target in
+            var request = URLRequest(url: self.url(for: target))
+            request.httpMethod = method
+            if method == "GET" { request.setValue("text/event-stream", forHTTPHeaderField: "Accept") }
+            if let callerAuthorization { request.setValue(callerAuthorization, forHTTPHeaderField: "Authorization") }
+            return try await self.prepared(request, provider: provider, refreshed: false)
+        }
+        return EventStreamTask.Resume(
+            window: configuration.resumeWindow,
+            request: { id, offset in try await make("GET", StreamWire.resumeTarget(id: id, offset: offset)) },
+            stop: { id in
+                var request = try await make("DELETE", StreamWire.stopTarget(id: id))
+                request.timeoutInterval = 5
+                return request
+            },
+            dropAfterEvents: configuration.dropAfterEvents)
     }
 
     /// What a stream holds that the app has not taken yet.

@@ -31,6 +31,19 @@ struct StreamSession: Sendable {
         return task
     }
 
+    /// Sends a request whose answer nobody streams (a stop), and returns its status.
+    func send(_ request: URLRequest) async throws -> Int {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int, any Error>) in
+            session.dataTask(with: request) { _, response, error in
+                if let error {
+                    continuation.resume(throwing: error)
+                } else {
+                    continuation.resume(returning: (response as? HTTPURLResponse)?.statusCode ?? 0)
+                }
+            }.resume()
+        }
+    }
+
     func invalidate() { session.finishTasksAndInvalidate() }
 
     /// The session-level delegate. Callbacks arrive one at a time on the session's serial queue.

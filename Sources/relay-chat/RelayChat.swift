@@ -13,7 +13,7 @@ enum RelayChat {
     relay-chat: streams one chat answer through an SSE Relay.
 
     Usage:
-      relay-chat --url URL [--token TOKEN] [--model MODEL] [--max-events N] "prompt"
+      relay-chat --url URL [--token TOKEN] [--model MODEL] [--max-events N] [--drop-after-events N] "prompt"
 
     Options:
       --url URL              the relay, e.g. http://127.0.0.1:8080 (`make run`)
@@ -21,6 +21,8 @@ enum RelayChat {
       --model MODEL          model name (default gpt-4o-mini)
       --max-events N         stop after N chunks, closing the request (the relay cancels the provider)
       --idle-timeout S       seconds of silence before giving up (default 310)
+      --drop-after-events N  drop the connection once after N events, then resume the answer (a route with
+                             `resume` in the relay's configuration); the text printed is the whole answer
       --repeat N             ask N times in a row (leak checks); --report-resources prints the process's
                              open descriptors and threads after the first and the last run, to stderr
     Exit status: 0 answered (or stopped by --max-events), 1 the relay or network failed, 2 bad arguments.
@@ -31,6 +33,7 @@ enum RelayChat {
         var token = ProcessInfo.processInfo.environment["RELAY_TOKEN"]
         var model = "gpt-4o-mini"
         var maxEvents: Int?
+        var dropAfterEvents: Int?
         var idleTimeout: TimeInterval = 310
         var repeatCount = 1
         var reportResources = false
@@ -47,6 +50,7 @@ enum RelayChat {
         }
         var configuration = SSERelayClient.Configuration(baseURL: options.url!)
         configuration.idleTimeout = options.idleTimeout
+        configuration.dropAfterEvents = options.dropAfterEvents
         if let token = options.token, !token.isEmpty {
             configuration.tokenProvider = { _ in token }
         }
@@ -131,7 +135,8 @@ enum RelayChat {
             switch arg {
             case "--help", "-h":
                 return .failure(Problem(message: usage, code: 0))
-            case "--url", "--token", "--model", "--max-events", "--idle-timeout", "--repeat":
+            case "--url", "--token", "--model", "--max-events", "--idle-timeout", "--repeat",
+                 "--drop-after-events":
                 guard let v = value() else { return .failure(Problem(message: "relay-chat: \(arg) needs a value\n\n\(usage)", code: 2)) }
                 switch arg {
                 case "--url":
@@ -144,6 +149,9 @@ enum RelayChat {
                 case "--max-events":
                     guard let n = Int(v), n > 0 else { return .failure(Problem(message: "relay-chat: --max-events must be a positive number", code: 2)) }
                     options.maxEvents = n
+                case "--drop-after-events":
+                    guard let n = Int(v), n > 0 else { return .failure(Problem(message: "relay-chat: --drop-after-events must be a positive number", code: 2)) }
+                    options.dropAfterEvents = n
                 case "--idle-timeout":
                     guard let s = TimeInterval(v), s >= 1 else { return .failure(Problem(message: "relay-chat: --idle-timeout must be at least 1 second", code: 2)) }
                     options.idleTimeout = s

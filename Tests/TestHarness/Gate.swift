@@ -87,4 +87,12 @@ public final class Mailbox<Value: Sendable>: Sendable {
 
     /// Values put and not yet taken.
     public var count: Int { items.withLock { $0.count } }
+
+    /// Takes every value put so far, oldest first, without waiting.
+    public func drain() -> [Value] {
+        items.withLock { items in
+            defer { items.removeAll() }
+            return items
+        }
+    }
 }
