@@ -96,7 +96,7 @@ struct BudgetTests {
         let json = String(decoding: try admin.readBody(head: answer), as: UTF8.self)
         #expect(answer.status == 200)
         // The one event is `data: x` (not a chat chunk): the settle is the prompt estimate alone.
-        #expect(json == #"{"identity":"static:app","openStreams":0,"windows":[{"window":"day","period":"2026-12-15","used":5,"reserved":0,"limit":100000,"resetsIn":50400},{"window":"month","period":"2026-12","used":5,"reserved":0,"limit":null,"resetsIn":1432800}]}"# + "\n")
+        #expect(json == #"{"identity":"static:app","openStreams":0,"windows":[{"window":"day","period":"2026-12-15","used":5,"reserved":0,"limit":100000,"usedUSD":"0.000000000","reservedUSD":"0.000000000","limitUSD":null,"resetsIn":50400},{"window":"month","period":"2026-12","used":5,"reserved":0,"limit":null,"usedUSD":"0.000000000","reservedUSD":"0.000000000","limitUSD":null,"resetsIn":1432800}]}"# + "\n")
         try admin.sendRequest(method: "GET", path: "/usage")
         let missing = try admin.readHead()
         #expect(missing.status == 400)
