@@ -42,15 +42,7 @@ struct DollarBudgetTests {
     func refusedAtTheDollarLimit() throws {
         let upstream = try ScriptedUpstream { connection in _ = try connection.readRequest() }
         let relay = try Self.relay(upstream, limits: BudgetLimits(tokensPerDay: 1_000_000, nanoUSDPerDay: 4_000_000))
-        let client = try relay.client()
-        try Self.post(client)
-        let head = try client.readHead()
-        let body = String(decoding: try client.readBody(head: head), as: UTF8.self)
-        #expect(head.status == 429)
-        #expect(head.header("Retry-After") == String(14 * 3600))
-        #expect(ClientAuthTests.code(body) == "budget_exhausted")
-        try relay.waitUntilIdle()
-        #expect(upstream.requests.isEmpty)
+        try BudgetTests.expectRefusedBeforeTheProvider(relay, upstream)
     }
 
     @Test("with a dollar budget, a model without a price is refused 403 model_not_priced; the provider sees nothing")
