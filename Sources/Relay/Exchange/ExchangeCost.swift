@@ -68,7 +68,7 @@ extension ExchangeAdmission {
         let nano = price.map {
             Cost.reservation(promptTokens: reservation.promptTokens, outputTokens: reservation.tokens - reservation.promptTokens, price: $0)
         } ?? 0
-        return .success((BudgetCharge(key: key, tokens: reservation.tokens, nanoUSD: nano), price))
+        return .success((BudgetCharge(key: key, tokens: reservation.tokens, nanoUSD: BudgetAmount.bounded(nano)), price))
     }
 }
 
@@ -78,13 +78,20 @@ extension BudgetAmount {
     static func settled(_ usage: Usage?, cost: ExchangeCost?, admittedPrice: ModelPrice?) -> BudgetAmount {
         guard let usage else { return BudgetAmount(tokens: 0) }
         let nano = cost?.nanoUSD ?? admittedPrice.map { Cost.nanoUSD(usage, price: $0) } ?? 0
-        return BudgetAmount(tokens: usage.prompt + usage.completion, nanoUSD: nano)
+        return BudgetAmount(tokens: usage.prompt + usage.completion, nanoUSD: bounded(nano))
     }
 
     /// One guard step: `tokens` of output, priced at the admitted output price.
     static func step(_ tokens: Int, price: ModelPrice?) -> BudgetAmount {
-        BudgetAmount(tokens: tokens, nanoUSD: price.map { Cost.reservation(promptTokens: 0, outputTokens: tokens, price: $0) } ?? 0)
+        BudgetAmount(tokens: tokens, nanoUSD: bounded(price.map { Cost.reservation(promptTokens: 0, outputTokens: tokens, price: $0) } ?? 0))
     }
+
+    /// The most one charge, extension or settle counts: 2⁵² nano-dollars (about 4.5 million dollars), above any dollar
+    /// limit (at most 10¹⁵), so a request priced beyond it is still refused, and every amount handed to Redis stays
+    /// exact in Lua's doubles (a `max_tokens` of 10¹⁸ at a high price would otherwise saturate at `Int.max`).
+    static let maxNanoUSD = 1 << 52
+
+    static func bounded(_ nano: Int) -> Int { min(max(0, nano), maxNanoUSD) }
 }
 
 extension RelayServer {

@@ -4,6 +4,7 @@
 import Support
 import Testing
 import Transport
+import Usage
 
 @Suite struct DollarBudgetStoreTests {
     static let dec15 = Int64(1_797_328_800)   // 2026-12-15T10:00:00Z
@@ -63,5 +64,16 @@ import Transport
         let store = Self.store(BudgetLimits(tokensPerDay: 150, nanoUSDPerDay: 1_000_000_000))
         guard case .admitted = store.admit(Self.request(tokens: 100, nanoUSD: 1), now: Self.now) else { Issue.record("refused"); return }
         #expect(store.admit(Self.request(tokens: 100, nanoUSD: 1), now: Self.now) == .refused(.budget(retryAfterSeconds: 14 * 3600)))
+    }
+
+    /// A `max_tokens` of 10¹⁸ at the highest price would cost more than `Int.max` nano-dollars: the charge is bounded
+    /// at 2⁵² (exact in Redis's Lua numbers), still above the largest dollar limit, so it is refused, not wrapped.
+    @Test func aHugeReservationIsBoundedAndStillRefused() {
+        let price = ModelPrice(input: 100_000_000_000_000, output: 100_000_000_000_000)
+        #expect(BudgetAmount.step(1_000_000_000_000_000_000, price: price).nanoUSD == 1 << 52)
+        #expect(BudgetAmount.settled(Usage(prompt: 1, completion: 0, source: .provider), cost: nil, admittedPrice: price).nanoUSD == 100_000_000)
+        let store = Self.store(BudgetLimits(nanoUSDPerDay: 1_000_000_000_000_000))
+        #expect(store.admit(Self.request(tokens: 1, nanoUSD: BudgetAmount.bounded(Int.max)), now: Self.now)
+                == .refused(.budget(retryAfterSeconds: 14 * 3600)))
     }
 }
