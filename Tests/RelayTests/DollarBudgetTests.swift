@@ -23,11 +23,12 @@ struct DollarBudgetTests {
         return table
     }
 
-    static func relay(_ upstream: ScriptedUpstream, limits: BudgetLimits, reserve: Int = 4096, clock: any Clock = MonotonicClock()) throws -> RelayFixture {
+    static func relay(_ upstream: ScriptedUpstream, limits: BudgetLimits, reserve: Int = 4096, onExceed: BudgetConfiguration.OnExceed = .cut,
+                      clock: any Clock = MonotonicClock()) throws -> RelayFixture {
         try RelayFixture(upstream: upstream, fixedWallClock: BudgetTests.now, clock: clock) { config in
             config.clients.tokens = [.init(id: "app", sha256Hex: ClientAuthTests.sha256Hex(RelayFixture.clientToken))]
             config.routes = [.init(prefix: "/v1/", upstream: "test", auth: .token)]
-            config.budgets = BudgetConfiguration(perIdentity: limits, defaultReserveTokens: reserve)
+            config.budgets = BudgetConfiguration(perIdentity: limits, onExceed: onExceed, defaultReserveTokens: reserve)
             config.pricing = PricingConfiguration(table: pricing)
             config.admin = .init(host: "127.0.0.1", port: 0)
         }
@@ -145,5 +146,31 @@ struct DollarBudgetTests {
         #expect(exchanges.allSatisfy { $0.contains(#""cost_source":"none""#) && !$0.contains("cost_usd") })
         #expect(relay.logs.lines.filter { $0.contains("model has no price") }.count == 1)
         #expect(!relay.server.metrics.render().contains("sse_relay_cost_usd_total{"))
+    }
+}
+
+extension DollarBudgetTests {
+    /// `onExceed: "finish"` with the limit in dollars: the refused extension stops the guard, the stream runs to its
+    /// end, and it is charged in full.
+    @Test("with onExceed finish, a stream past its dollar budget runs to its end")
+    func finishRunsOn() throws {
+        let events = String(repeating: BudgetTests.chunk, count: 40) + "data: [DONE]\n\n"
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: sseHead)
+            try connection.writeChunk(events)
+            try connection.writeLastChunk()
+        }
+        let relay = try Self.relay(upstream, limits: BudgetLimits(nanoUSDPerDay: 35_000), reserve: 10, onExceed: .finish)
+        let client = try relay.client()
+        try Self.post(client)
+        let head = try client.readHead()
+        #expect(head.status == 200)
+        let body = String(decoding: try client.readBody(head: head), as: UTF8.self)
+        #expect(body == events)
+        try relay.waitUntilIdle()
+        #expect(!relay.server.metrics.render().contains("sse_relay_budget_cuts_total{"))
+        let line = try #require(relay.logs.lines.first { $0.contains(#""message":"exchange""#) })
+        #expect(line.contains(#""cost_source":"estimate""#), "\(line)")
     }
 }

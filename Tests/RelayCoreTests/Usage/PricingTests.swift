@@ -109,6 +109,19 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
         #expect(ExchangeCost(nameless.usage(), reported: nil, requested: "gpt-4o", prices: PriceBook(table: t)).nanoUSD == 8_755_000)
     }
 
+    /// The Responses API names its model in `response.completed`; Azure's first chat chunk (its prompt-filter
+    /// results) names an empty one, which is passed over for the next chunk's.
+    @Test func theResponsesAPIAndAzuresEmptyFirstModel() {
+        let responses = tapped(.openai, "event: response.output_text.delta\n" + #"data: {"type":"response.output_text.delta","delta":"Hi"}"# + "\n\n"
+                               + "event: response.completed\n" + #"data: {"type":"response.completed","response":{"id":"r","model":"o3-2025-04-16","usage":{"input_tokens":5,"output_tokens":7}}}"# + "\n\n")
+        #expect(responses.reportedModel == "o3-2025-04-16")
+        let azure = tapped(.azureOpenAI, #"data: {"choices":[],"model":"","prompt_filter_results":[]}"# + "\n\n"
+                           + #"data: {"choices":[{"index":0,"delta":{"content":"Hi"}}],"model":"gpt-4o-2024-11-20"}"# + "\n\n")
+        #expect(azure.reportedModel == "gpt-4o-2024-11-20")
+        let escaped = tapped(.openai, contentType: "application/json", #"{"model":"gpt\u002d4o","usage":{"prompt_tokens":1,"completion_tokens":1}}"#)
+        #expect(escaped.reportedModel == nil, "an escaped name is not read (the request's model prices it)")
+    }
+
     @Test func anUnknownPriceIsUnknownNeverFreeAndCostsRoundUp() throws {
         let t = try table(#"{"cheap": {"input": 0.000001, "output": 0.000001}}"#)
         let usage = Usage(prompt: 3, completion: 0, source: .estimate)
