@@ -166,6 +166,8 @@ public enum RelayCommand {
         let provider = fakeProvider
         let drainSeconds = configuration.timeouts.drainSeconds
         let finalLogger = logger
+        // SIGHUP re-reads the price file; without one, SIGHUP keeps its default action.
+        if server.prices.file != nil { ReloadSignal.install(prices: server.prices, logger: logger) }
         SignalHandling.install(logger: logger) { second in
             let logger = finalLogger
             if second {

@@ -73,6 +73,8 @@ public struct BudgetConfiguration: Sendable, Equatable {
     public var defaultReserveTokens = BudgetConfiguration.defaultReserve
     /// `budgets.cancelFloorTokensPerSecond`; see `defaultCancelFloor`.
     public var cancelFloorTokensPerSecond = BudgetConfiguration.defaultCancelFloor
+    /// Some limit is in dollars: every metered request needs a price (403 `model_not_priced` without one).
+    public var hasDollarLimits: Bool { perIdentity.hasDollarLimits || total.hasDollarLimits }
 
     public init(perIdentity: BudgetLimits = BudgetLimits(), total: BudgetLimits = BudgetLimits(),
                 onExceed: OnExceed = .cut, defaultReserveTokens: Int = BudgetConfiguration.defaultReserve) {
@@ -184,10 +186,11 @@ extension ConfigReader {
             let path = "budgets.\(key)"
             guard let v = b[key] else { return BudgetLimits() }
             guard let l = v as? [String: Any] else { problem(path, "must be an object"); return BudgetLimits() }
-            checkKnown(l, ["tokensPerDay", "tokensPerMonth"], path)
+            checkKnown(l, ["tokensPerDay", "tokensPerMonth", "usdPerDay", "usdPerMonth"], path)
             let maxTokens = 1_000_000_000_000
             return BudgetLimits(tokensPerDay: int(l, "tokensPerDay", "\(path).tokensPerDay", min: 1, max: maxTokens),
-                                tokensPerMonth: int(l, "tokensPerMonth", "\(path).tokensPerMonth", min: 1, max: maxTokens))
+                                tokensPerMonth: int(l, "tokensPerMonth", "\(path).tokensPerMonth", min: 1, max: maxTokens),
+                                nanoUSDPerDay: usdLimit(key, "usdPerDay"), nanoUSDPerMonth: usdLimit(key, "usdPerMonth"))
         }
         budgets.perIdentity = limits("perIdentity")
         budgets.total = limits("total")
@@ -205,7 +208,7 @@ extension ConfigReader {
             budgets.cancelFloorTokensPerSecond = v
         }
         if budgets.perIdentity.isEmpty && budgets.total.isEmpty {
-            problem("budgets", "sets no limit: give budgets.perIdentity or budgets.total a tokensPerDay or tokensPerMonth")
+            problem("budgets", "sets no limit: give budgets.perIdentity or budgets.total a tokensPerDay, tokensPerMonth, usdPerDay or usdPerMonth")
         }
         config.budgets = budgets
     }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTP1
 import HTTPServer
+import JSON
 import Support
 import Upstream
 import Usage
@@ -230,6 +231,8 @@ public struct RelayConfiguration: Sendable {
     public var trustedProxies: [CIDR] = []
     /// App Attest and App Check (`attestation`); empty for none.
     public var attestation = AttestationConfiguration()
+    /// Prices per model (`pricing` or `pricingFile`); empty for none.
+    public var pricing = PricingConfiguration()
 
     /// The route with the longest prefix that `path` starts with (or equals, for exact routes), trailing slashes
     /// aside (`Route.matches`); between prefixes equal but for that slash, an exact route first, whatever the order.
@@ -272,6 +275,7 @@ extension RelayConfiguration {
             throw ConfigurationError(problems: ["the configuration is not valid JSON: \(error.localizedDescription)"])
         }
         var reader = ConfigReader(sources: sources)
+        reader.rawJSON = Array(json)
         let configuration = reader.read(root)
         if !reader.problems.isEmpty { throw ConfigurationError(problems: reader.problems) }
         return configuration
@@ -289,6 +293,9 @@ extension RelayConfiguration {
 struct ConfigReader {
     let sources: ConfigurationSources
     var problems: [String] = []
+    /// The configuration's bytes, for the values read from their exact text (`RelayConfiguration+Pricing`).
+    var rawJSON: [UInt8] = []
+    var exactCache: JSONDocument?
 
     init(sources: ConfigurationSources) { self.sources = sources }
 
@@ -302,7 +309,8 @@ struct ConfigReader {
             return config
         }
         let known: Set<String> = ["listen", "admin", "upstreams", "routes", "limits", "timeouts", "buffers", "workers", "logLevel",
-                                  "clients", "rateLimits", "cors", "trustedProxies", "state", "budgets", "attestation"]
+                                  "clients", "rateLimits", "cors", "trustedProxies", "state", "budgets", "attestation",
+                                  "pricing", "pricingFile"]
         for key in object.keys where !known.contains(key) { problem(key, "unknown key") }
         readListeners(object, into: &config)
         readUpstreams(object, into: &config)
@@ -315,6 +323,8 @@ struct ConfigReader {
         readTrustedProxies(object, into: &config)
         readState(object, into: &config)
         readBudgets(object, into: &config)
+        readPricing(object, into: &config)
+        checkPricedBudgets(config)
         if let w = int(object, "workers", "workers", min: 0, max: 256) { config.workers = w }
         if let level = string(object, "logLevel", "logLevel") {
             if let l = LogLevel(name: level) { config.logLevel = l } else { problem("logLevel", "must be one of debug, info, warning, error") }

@@ -93,6 +93,21 @@ public struct UsageTap: Sendable {
     public var estimatedOutputTokens: Int { max(contentEvents, contentBytes / 4 + audioBytes / Self.audioBase64BytesPerToken) }
     /// A bound was passed; the tap stopped reading.
     public private(set) var gaveUp = false
+    /// The model the provider says answered (`ReportedModel`), when it said; what prices follow.
+    public var reportedModel: String? {
+        if let streamModel { return streamModel }
+        switch format {
+        case .json where !body.isEmpty:
+            return body.withUnsafeBufferPointer { ReportedModel.body(JSONPeek($0), provider: provider) }
+        case .eventStream:
+            guard var data = latestGeminiUsage else { return nil }
+            return data.withUTF8 { ReportedModel.body(JSONPeek($0), provider: .gemini) }
+        default:
+            return nil
+        }
+    }
+    private var streamModel: String?
+    private var chatChunksLookedAt = 0
 
     private var parser: SSEParser
     private var counts = ProviderCounts()
@@ -210,6 +225,7 @@ public struct UsageTap: Sendable {
                 contentBytes += JSONPeek(data).scanKeys(Self.anthropicDeltaKeys, measuring: 0b111).measured
             case "message_start":
                 let p = JSONPeek(data)
+                if streamModel == nil { streamModel = p.path("message", "model", from: p.root).flatMap { p.shortString(at: $0) } }
                 if let u = p.path("message", "usage", from: p.root) {
                     UsageReaders.anthropic(p, usageAt: u, into: &counts, final: false)
                 }
@@ -246,6 +262,10 @@ public struct UsageTap: Sendable {
         contentBytes += keys.measured
         if audio { audioBytes += p.scanKeys(Self.openAIAudioDataKeys, measuring: 0b1).measured }
         if keys.nonEmptyString & Self.openAIFinishBit != 0 { finishSeen = true }
+        if streamModel == nil, chatChunksLookedAt < ReportedModel.maxChatChunks {
+            chatChunksLookedAt += 1
+            streamModel = p.member("model", inObjectAt: p.root).flatMap { p.shortString(at: $0) }
+        }
         // `usage` is null on every chunk but the last when include_usage is on: walk the chunk only for an object.
         if keys.object & Self.openAIUsageBit != 0, let u = p.member("usage", inObjectAt: p.root), p.isObject(at: u) {
             UsageReaders.openAI(p, usageAt: u, into: &counts)
@@ -262,6 +282,7 @@ public struct UsageTap: Sendable {
         }
         guard type == "response.completed" || type == "response.incomplete" || type == "response.failed" else { return }
         let p = JSONPeek(data)
+        if streamModel == nil { streamModel = p.path("response", "model", from: p.root).flatMap { p.shortString(at: $0) } }
         if let u = p.path("response", "usage", from: p.root), p.isObject(at: u) {
             UsageReaders.openAI(p, usageAt: u, into: &counts)
         }

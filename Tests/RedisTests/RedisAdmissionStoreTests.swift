@@ -229,6 +229,44 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
         #expect(after.windows[0].reservedTokens == 0 && after.openStreams == 0)
     }
 
+    /// Dollar budgets in the same scripts (issue 23): 50 reservations of 700 tokens and $0.0007 from two replicas
+    /// against $0.01 a day (and a token limit that would take them all): exactly 14 fit, in one admission each; an
+    /// extension grows tokens and dollars or neither; the settle charges the exact nano-dollars.
+    @Test func dollarReservationsNeverOverspend() throws {
+        let server = try RedisServerProcess()
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), perIdentity: RateLimits(requestsPerMinute: 1_000, maxConcurrentStreams: 100),
+                                                     budgets: .init(identityTokensPerDay: 1_000_000, nanoUSD: [10_000_000, nil, nil, 50_000_000]))
+        let one = Replica(server, settings), two = Replica(server, settings, index: 1)
+        let box = Mailbox<(Replica, AdmissionDecision)>()
+        let charged = AdmissionRequest(address: "10.0.0.1", identity: "alice", budget: BudgetCharge(key: "alice", tokens: 700, nanoUSD: 700_000),
+                                       wallClockSeconds: wall)
+        one.burst(25, charged, into: box)
+        two.burst(25, charged, into: box)
+        let decisions = try (0..<50).map { _ in try box.take(timeout: 5) }
+        let grants = admitted(decisions)
+        #expect(grants.count == 14)
+        #expect(decisions.filter { $0.1 == .refused(.budget(retryAfterSeconds: 23 * 3_600)) }.count == 36)
+        let report = try #require(try one.report("alice", wall: wall))
+        #expect(report.windows[0].reservedNanoUSD == 9_800_000 && report.windows[0].reservedTokens == 9_800)
+        #expect(report.windows[0].limitNanoUSD == 10_000_000)
+        #expect(try server.command("HINCRBY sse-relay:budget:usd:total:month:2026-12 reserved 0") == ":9800000")
+
+        // 200 000 left: an extension of 300 000 is refused and grows neither unit.
+        let (owner, grant) = try #require(grants.first)
+        let grown = Mailbox<Bool>()
+        owner.loop.execute { owner.store.extend(grant, by: BudgetAmount(tokens: 10, nanoUSD: 300_000), on: owner.loop) { grown.put($0) } }
+        #expect(try grown.take(timeout: 5) == false)
+        owner.loop.execute { owner.store.extend(grant, by: BudgetAmount(tokens: 10, nanoUSD: 200_000), on: owner.loop) { grown.put($0) } }
+        #expect(try grown.take(timeout: 5) == true)
+        #expect(try one.report("alice", wall: wall)?.windows[0].reservedTokens == 9_810)
+
+        for (replica, grant) in grants { replica.store.settle(grant, used: BudgetAmount(tokens: 500, nanoUSD: 123_457)) }
+        try eventually("settled", timeout: 5) { try one.report("alice", wall: wall)?.windows[0].usedNanoUSD == 14 * 123_457 }
+        let after = try #require(try one.report("alice", wall: wall))
+        #expect(after.windows[0].reservedNanoUSD == 0 && after.windows[0].usedTokens == 7_000)
+        #expect(try server.command("HINCRBY sse-relay:budget:usd:total:day:2026-12-01 used 0") == ":1728398")
+    }
+
     /// A refusal by the budget leaves the bucket and the stream set untouched.
     @Test func refusalHasNoSideEffects() throws {
         let server = try RedisServerProcess()

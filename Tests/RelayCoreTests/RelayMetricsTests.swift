@@ -47,6 +47,10 @@ private func populated() -> RelayMetrics {
     m.tokens(route: "/v1/", model: "gpt-4o", source: "provider", prompt: 10, completion: 20)
     m.tokens(route: "/v1/", model: "gpt-4o", source: "provider", prompt: 5, completion: 7)
     m.tokens(route: "/v1/", model: "other", source: "estimate", prompt: 3, completion: 1)
+    // Nano-dollars add up exactly: 0.1 + 0.2 is 0.3 here, not 0.30000000000000004.
+    m.cost(route: "/v1/", model: "gpt-4o", source: "provider", nanoUSD: 100_000_000)
+    m.cost(route: "/v1/", model: "gpt-4o", source: "provider", nanoUSD: 200_000_000)
+    m.cost(route: "/v1/", model: "other", source: "estimate", nanoUSD: 1)
     m.attestation(kind: "none", result: "missing")
     m.attestation(kind: "app_attest", result: "valid")
     m.attestation(kind: "app_attest", result: "valid")
@@ -115,6 +119,10 @@ private let expectedPopulated: [String] = [
     #"sse_relay_tokens_total{route="/v1/",model="gpt-4o",kind="prompt",source="provider"} 15"#,
     #"sse_relay_tokens_total{route="/v1/",model="other",kind="completion",source="estimate"} 1"#,
     #"sse_relay_tokens_total{route="/v1/",model="other",kind="prompt",source="estimate"} 3"#,
+    "# HELP sse_relay_cost_usd_total US dollars spent at the configured prices, by route, model (allowlisted or other) and source (provider, estimate); exact to the nano-dollar.",
+    "# TYPE sse_relay_cost_usd_total counter",
+    #"sse_relay_cost_usd_total{route="/v1/",model="gpt-4o",source="provider"} 0.300000000"#,
+    #"sse_relay_cost_usd_total{route="/v1/",model="other",source="estimate"} 0.000000001"#,
 ]
 
 private let families: [(name: String, type: String)] = [
@@ -125,7 +133,7 @@ private let families: [(name: String, type: String)] = [
     ("sse_relay_rejections_total", "counter"), ("sse_relay_budget_cuts_total", "counter"),
     ("sse_relay_state_unavailable_total", "counter"), ("sse_relay_settles_dropped_total", "counter"),
     ("sse_relay_attestations_total", "counter"), ("sse_relay_attestation_registrations_total", "counter"),
-    ("sse_relay_tokens_total", "counter"),
+    ("sse_relay_tokens_total", "counter"), ("sse_relay_cost_usd_total", "counter"),
 ]
 
 /// One histogram read back from the text.

@@ -30,12 +30,10 @@ struct BudgetTests {
                                body: request)
     }
 
-    @Test("a request the budget cannot hold gets 429 budget_exhausted with Retry-After to UTC midnight; the provider sees nothing")
-    func refusedBeforeTheProvider() throws {
-        let upstream = try ScriptedUpstream { connection in _ = try connection.readRequest() }
-        let relay = try Self.relay(upstream, perDay: 4000)   // 4096 + 5 does not fit
+    /// One request, refused 429 `budget_exhausted` with Retry-After to UTC midnight; the provider sees nothing.
+    static func expectRefusedBeforeTheProvider(_ relay: RelayFixture, _ upstream: ScriptedUpstream) throws {
         let client = try relay.client()
-        try Self.post(client)
+        try post(client)
         let head = try client.readHead()
         let body = String(decoding: try client.readBody(head: head), as: UTF8.self)
         #expect(head.status == 429)
@@ -44,6 +42,13 @@ struct BudgetTests {
         #expect(body.contains(#""type":"budget_exhausted""#))
         try relay.waitUntilIdle()
         #expect(upstream.requests.isEmpty)
+    }
+
+    @Test("a request the budget cannot hold gets 429 budget_exhausted with Retry-After to UTC midnight; the provider sees nothing")
+    func refusedBeforeTheProvider() throws {
+        let upstream = try ScriptedUpstream { connection in _ = try connection.readRequest() }
+        let relay = try Self.relay(upstream, perDay: 4000)   // 4096 + 5 does not fit
+        try Self.expectRefusedBeforeTheProvider(relay, upstream)
         #expect(relay.server.metrics.render().contains(#"sse_relay_rejections_total{reason="budget_exhausted"} 1"#))
     }
 
@@ -96,7 +101,7 @@ struct BudgetTests {
         let json = String(decoding: try admin.readBody(head: answer), as: UTF8.self)
         #expect(answer.status == 200)
         // The one event is `data: x` (not a chat chunk): the settle is the prompt estimate alone.
-        #expect(json == #"{"identity":"static:app","openStreams":0,"windows":[{"window":"day","period":"2026-12-15","used":5,"reserved":0,"limit":100000,"resetsIn":50400},{"window":"month","period":"2026-12","used":5,"reserved":0,"limit":null,"resetsIn":1432800}]}"# + "\n")
+        #expect(json == #"{"identity":"static:app","openStreams":0,"windows":[{"window":"day","period":"2026-12-15","used":5,"reserved":0,"limit":100000,"usedUSD":"0.000000000","reservedUSD":"0.000000000","limitUSD":null,"resetsIn":50400},{"window":"month","period":"2026-12","used":5,"reserved":0,"limit":null,"usedUSD":"0.000000000","reservedUSD":"0.000000000","limitUSD":null,"resetsIn":1432800}]}"# + "\n")
         try admin.sendRequest(method: "GET", path: "/usage")
         let missing = try admin.readHead()
         #expect(missing.status == 400)

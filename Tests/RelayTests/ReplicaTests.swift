@@ -135,6 +135,45 @@ struct ReplicaTests {
         try eventually("relays[2] admits again", timeout: 5) { try Self.request(relays[2]).0 == 200 }
     }
 
+    /// 50 requests sent at once over the replicas: `statuses` fills as they end, `admitted` is how many reached the
+    /// held upstream once every request is either refused or held there (the reservations are all taken then).
+    struct Burst {
+        let statuses = HarnessMonitor<[Int]>([])
+        let failures = HarnessMonitor<[String]>([])
+        var admitted = 0
+    }
+
+    static func concurrentBurst(_ relays: [RelayProcess], _ upstream: HeldUpstream) throws -> Burst {
+        var burst = Burst()
+        let statuses = burst.statuses, failures = burst.failures
+        // A thread each: all 50 block at once (the global queue would start its threads one by one).
+        for i in 0..<50 {
+            Thread {
+                let status: Int
+                do { status = try Self.request(relays[i % relays.count]).0 } catch {
+                    status = -1
+                    failures.withLock { $0.append("request \(i): \(error)") }
+                }
+                statuses.withLock { $0.append(status) }
+            }.start()
+        }
+        // Two monitors: no single signal covers both, so this polls.
+        try eventually("every request refused or held", timeout: 30) {
+            statuses.withLock { $0.count } + upstream.received.withLock { $0 } >= 50
+        }
+        burst.admitted = upstream.received.withLock { $0 }
+        return burst
+    }
+
+    /// Lets the held streams end: each admitted request got 200, every other one 429.
+    static func release(_ burst: Burst, _ upstream: HeldUpstream) throws {
+        upstream.gate.signal(50)
+        let final = try burst.statuses.wait(timeout: 30) { s in s.count == 50 ? s : nil }
+        #expect(burst.failures.withLock { $0 }.isEmpty, "\(burst.failures.withLock { $0 })")
+        #expect(final.filter { $0 == 200 }.count == burst.admitted)
+        #expect(final.filter { $0 == 429 }.count == 50 - burst.admitted, "\(final.sorted())")
+    }
+
     @Test("a daily budget holds under 50 concurrent requests from one identity across replicas")
     func budgetUnderConcurrency() throws {
         let redis = try RedisServerProcess()
@@ -144,25 +183,8 @@ struct ReplicaTests {
         let budget = 1000
         let relays = try Self.startReplicas(upstream: upstream.server.port, redis: redis,
                                             extra: #", "budgets": {"perIdentity": {"tokensPerDay": \#(budget)}, "onExceed": "cut"}"#)
-        let statuses = HarnessMonitor<[Int]>([])
-        let failures = HarnessMonitor<[String]>([])
-        // A thread each: all 50 block at once (the global queue would start its threads one by one).
-        for i in 0..<50 {
-            Thread {
-                let status: Int
-                do { status = try Self.request(relays[i % 3]).0 } catch {
-                    status = -1
-                    failures.withLock { $0.append("request \(i): \(error)") }
-                }
-                statuses.withLock { $0.append(status) }
-            }.start()
-        }
-        // Every request is either refused or held at the upstream: then the reservations are all taken. (Two
-        // monitors: no single signal covers both, so this polls.)
-        try eventually("every request refused or held", timeout: 30) {
-            statuses.withLock { $0.count } + upstream.received.withLock { $0 } >= 50
-        }
-        let admitted = upstream.received.withLock { $0 }
+        let burst = try Self.concurrentBurst(relays, upstream)
+        let admitted = burst.admitted
         let report = try Self.usage(relays[0])
         let day = try #require((report["windows"] as? [[String: Any]])?.first { $0["window"] as? String == "day" })
         let reserved = try #require(day["reserved"] as? Int)
@@ -170,11 +192,7 @@ struct ReplicaTests {
         #expect(reserved <= budget, "reserved \(reserved) of \(budget) by \(admitted) streams")
         #expect(reserved / admitted >= 100, "each reservation covers max_tokens")
         #expect(admitted < 50)
-        upstream.gate.signal(50)
-        let final = try statuses.wait(timeout: 30) { s in s.count == 50 ? s : nil }
-        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
-        #expect(final.filter { $0 == 200 }.count == admitted)
-        #expect(final.filter { $0 == 429 }.count == 50 - admitted, "\(final.sorted())")
+        try Self.release(burst, upstream)
         // Settling follows the stream's end (fire and forget): wait for it, then every reservation is gone and
         // each stream is charged the provider's 11 tokens.
         var settledDay: [String: Any] = [:]

@@ -57,6 +57,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private var boundary = EventBoundary()
     /// Checks the proof of the genuine app over the body as received, before everything else (`AttestationGate`).
     var attestationGate: AttestationGate?
+    /// Prices (`ExchangeCost`, dollar budgets); nil prices nothing.
+    var prices: PriceBook?
+    /// The price the reservation was made at (the requested model's), for the guard's steps and the settle.
+    private var admittedPrice: ModelPrice?
 
     init(machine: ExchangeStateMachine, writer: any ResponseWriter, clock: any Clock,
          record: ExchangeRecord, metrics: RelayMetrics, usage: UsageMeter.Settings = UsageMeter.Settings(),
@@ -126,8 +130,12 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         self.reservation = reservation
         admittedCall = (request, call.upstream)
         machine.awaitAdmission()
-        let asked = AdmissionRequest(address: admission.address, identity: admission.identity,
-                                     budget: admission.budgetKey.map { BudgetCharge(key: $0, tokens: reservation.tokens) },
+        guard case .success(let charge) = admission.charge(reservation, model: meter.requestedModel, prices: prices) else {
+            admittedCall = nil
+            return reject(.modelNotPriced)
+        }
+        admittedPrice = charge.price
+        let asked = AdmissionRequest(address: admission.address, identity: admission.identity, budget: charge.charge,
                                      wallClockSeconds: Int64(admission.wallClock()))
         // The store may answer before `admit` returns (memory) or later on this loop (Redis): nothing follows.
         admission.store.admit(asked, on: writer.loop) { decision in self.admissionDecided(decision) }
@@ -272,7 +280,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         case .extend(let tokens):
             guard let admission, let grant else { return }
             // Bytes keep flowing while the store decides; the answer comes on this loop (at once from memory).
-            admission.store.extend(grant, byTokens: tokens, on: writer.loop) { granted in self.extensionAnswered(granted) }
+            admission.store.extend(grant, by: .step(tokens, price: admittedPrice), on: writer.loop) { granted in self.extensionAnswered(granted) }
         case .cut:
             metrics.budgetCut(route: record.route)
             if boundary.atBoundary { cut() }   // else the next delivery ends the event under way, then the cut
@@ -380,9 +388,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         if transfer != nil {
             record.usage = meter.usage(callReachedProvider: callReachedProvider, outputFloor: outputFloor(at: record.endedAt!))
             record.modelLabel = meter.modelLabel
+            record.cost = record.usage.map { ExchangeCost($0, reported: meter.tap?.reportedModel, requested: meter.requestedModel, prices: prices) }
         }
         if let grant, let admission {
-            admission.store.settle(grant, usedTokens: record.usage.map { $0.prompt + $0.completion } ?? 0)
+            admission.store.settle(grant, used: .settled(record.usage, cost: record.cost, admittedPrice: admittedPrice))
             self.grant = nil
         }
         onEnd(self)
@@ -421,6 +430,8 @@ final class ExchangeRecord: @unchecked Sendable {
     var modelLabel = "other"
     /// What the exchange cost; nil when no call was made.
     var usage: Usage?
+    /// The same in dollars; nil when no call was made.
+    var cost: ExchangeCost?
     /// The proof of the genuine app (`app_attest`, `app_check`, `none`) on a route that asks for one, and the
     /// check it failed.
     var attestation: String?
@@ -470,6 +481,7 @@ final class ExchangeRecord: @unchecked Sendable {
             if let reasoning = usage.reasoning { fields.append(("reasoning_tokens", .int(reasoning))) }
             fields.append(("usage_source", .string(usage.source.rawValue)))
         }
+        if let cost { fields += cost.logFields }
         return fields
     }
 }

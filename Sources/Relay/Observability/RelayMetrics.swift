@@ -42,6 +42,7 @@ public final class RelayMetrics: Sendable {
         var stateUnavailable: [String: UInt64] = [:]    // outcome
         var attestations: [[String]: UInt64] = [:]      // kind, result
         var registrations: [String: UInt64] = [:]       // result
+        var costs: [[String]: Int] = [:]                // route, model, source → nano-dollars
         var firstByte = Histogram()
         var duration = Histogram()
     }
@@ -87,6 +88,14 @@ public final class RelayMetrics: Sendable {
     /// A call of the App Attest challenge or register endpoint: `challenge`, `registered`, `invalid`, `conflict`, …
     public func attestationRegistration(result: String) { labelled.withLock { $0.registrations[result, default: 0] += 1 } }
 
+    /// Nano-dollars one exchange cost (`ExchangeCost`); `model` a bounded label value, like `tokens`.
+    public func cost(route: String, model: String, source: String, nanoUSD: Int) {
+        labelled.withLock { m in
+            let (sum, overflow) = m.costs[[route, model, source], default: 0].addingReportingOverflow(max(0, nanoUSD))
+            m.costs[[route, model, source]] = overflow ? Int.max : sum
+        }
+    }
+
     /// The exposition text.
     public func render() -> String {
         let m = labelled.withLock { $0 }
@@ -122,6 +131,10 @@ public final class RelayMetrics: Sendable {
         header("sse_relay_tokens_total", "counter", "Tokens used, by route, model (allowlisted or other), kind (prompt, completion) and source (provider, estimate).")
         for key in m.tokens.keys.sorted(by: { $0.sortKey.lexicographicallyPrecedes($1.sortKey) }) {
             out += "sse_relay_tokens_total{route=\(quote(key.route)),model=\(quote(key.model)),kind=\(quote(key.kind)),source=\(quote(key.source))} \(m.tokens[key]!)\n"
+        }
+        header("sse_relay_cost_usd_total", "counter", "US dollars spent at the configured prices, by route, model (allowlisted or other) and source (provider, estimate); exact to the nano-dollar.")
+        for key in m.costs.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            out += "sse_relay_cost_usd_total{route=\(quote(key[0])),model=\(quote(key[1])),source=\(quote(key[2]))} \(Cost.decimalString(nanoUSD: m.costs[key]!))\n"
         }
         return out
     }

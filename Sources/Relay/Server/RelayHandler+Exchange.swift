@@ -49,6 +49,7 @@ extension RelayHandler {
             store: server.store, address: writer.clientAddress, identity: admitted.identity, budgetKey: budgetKey,
             budgets: configuration.budgets, routeMaxTokens: route.bodyPolicy.maxTokens?.limit, wallClock: server.wallClock)
         exchange.providerKey = upstream.key
+        exchange.prices = server.prices
         exchange.attestationGate = server.attestation?.gate(route: route, head: head)
         server.exchangeStarted(exchange, on: state)
         let plan = RequestBodyPlan.Settings(endpoint: endpoint, policy: route.bodyPolicy, injectsUsage: injects, budgets: nil)

@@ -27,6 +27,8 @@ public final class RelayServer: @unchecked Sendable {
     let authenticator: ClientAuthenticator
     /// Buckets, stream caps and budgets (`state`): this process's memory, or Redis shared by every replica.
     public let store: any AdmissionStore
+    /// Prices (`pricing`, or `pricingFile` re-read on SIGHUP).
+    public let prices: PriceBook
     /// App Attest and App Check (`attestation`); nil when neither is configured.
     let attestation: AttestationService?
     /// Every upstream's key pool, shared with other replicas through Redis (`Failover/UpstreamPools`).
@@ -60,6 +62,7 @@ public final class RelayServer: @unchecked Sendable {
                 makeStore: ((RelayConfiguration, StoreEnvironment) throws -> any AdmissionStore)? = nil) throws {
         Syscall.ignoreSIGPIPE()
         self.configuration = configuration
+        prices = PriceBook(table: configuration.pricing.table, file: configuration.pricing.file)
         self.logger = logger
         self.wallClock = wallClock
         authenticator = try ClientAuthenticator(configuration: configuration.clients)
@@ -92,7 +95,9 @@ public final class RelayServer: @unchecked Sendable {
                 perIdentity: configuration.rateLimits.perIdentity, perAddress: configuration.rateLimits.perAddress,
                 budgets: RedisAdmissionStore.BudgetLimits(
                     identityTokensPerDay: budgets.perIdentity.tokensPerDay, identityTokensPerMonth: budgets.perIdentity.tokensPerMonth,
-                    totalTokensPerDay: budgets.total.tokensPerDay, totalTokensPerMonth: budgets.total.tokensPerMonth))
+                    totalTokensPerDay: budgets.total.tokensPerDay, totalTokensPerMonth: budgets.total.tokensPerMonth,
+                    nanoUSD: [budgets.perIdentity.nanoUSDPerDay, budgets.perIdentity.nanoUSDPerMonth,
+                              budgets.total.nanoUSDPerDay, budgets.total.nanoUSDPerMonth]))
             let fallback = redis.onUnavailable == .local
                 ? MemoryAdmissionStore(configuration: configuration, wallClock: environment.wallClock) : nil
             return RedisAdmissionStore(settings: settings, loops: environment.loops, fallback: fallback, logger: environment.logger,
@@ -198,6 +203,7 @@ public final class RelayServer: @unchecked Sendable {
             metrics.tokens(route: r.route, model: r.modelLabel, source: usage.source.rawValue,
                            prompt: usage.prompt, completion: usage.completion)
         }
+        if let cost = r.cost { costEnded(cost, record: r) }
         logger.info("exchange", r.logFields)
     }
 

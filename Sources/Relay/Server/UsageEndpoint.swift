@@ -54,11 +54,15 @@ final class UsageEndpoint: RequestResponder, @unchecked Sendable {
                                             message: "Name the identity: GET /usage?identity=ID.")
 
     /// `{"identity":…,"openStreams":…,"windows":[{"window":"day","period":"2026-12-01","used":…,"reserved":…,
-    /// "limit":…|null,"resetsIn":…},…]}`.
+    /// "limit":…|null,"usedUSD":"0.001200000","reservedUSD":"…","limitUSD":"…"|null,"resetsIn":…},…]}`: tokens, and
+    /// dollars beside them as decimal strings (exact: nano-dollars).
     static func json(_ report: BudgetReport) -> String {
+        func usd(_ nano: Int) -> String { JSONLine.quote(Cost.decimalString(nanoUSD: nano)) }
         let windows = report.windows.map { w in
             "{\"window\":\(JSONLine.quote(w.name)),\"period\":\(JSONLine.quote(w.period)),\"used\":\(w.usedTokens),"
-                + "\"reserved\":\(w.reservedTokens),\"limit\":\(w.limitTokens.map(String.init) ?? "null"),\"resetsIn\":\(w.resetsInSeconds)}"
+                + "\"reserved\":\(w.reservedTokens),\"limit\":\(w.limitTokens.map(String.init) ?? "null"),"
+                + "\"usedUSD\":\(usd(w.usedNanoUSD)),\"reservedUSD\":\(usd(w.reservedNanoUSD)),\"limitUSD\":\(w.limitNanoUSD.map(usd) ?? "null"),"
+                + "\"resetsIn\":\(w.resetsInSeconds)}"
         }
         return "{\"identity\":\(JSONLine.quote(report.identity)),\"openStreams\":\(report.openStreams),\"windows\":[\(windows.joined(separator: ","))]}\n"
     }

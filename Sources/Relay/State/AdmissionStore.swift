@@ -26,10 +26,38 @@ public protocol AdmissionStore: AnyObject, Sendable {
     /// released). Fire and forget; exactly once per grant.
     func settle(_ grant: AdmissionGrant, usedTokens: Int)
 
+    /// `extend` in tokens and nano-dollars at once: both grow, or neither (dollar budgets, issue 23).
+    func extend(_ grant: AdmissionGrant, by amount: BudgetAmount, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void)
+
+    /// `settle` with the tokens and the nano-dollars really spent.
+    func settle(_ grant: AdmissionGrant, used amount: BudgetAmount)
+
     /// An identity's spend for ops (`GET /usage?identity=` on the admin listener): counters and reservations of
     /// the current windows, or nil when the store cannot answer.
     func usageReport(identity: String, wallClockSeconds: Int64, on loop: EventLoop,
                      _ completion: @escaping @Sendable (BudgetReport?) -> Void)
+}
+
+/// A store that keeps no dollars (a test double) grows and settles the tokens only.
+extension AdmissionStore {
+    public func extend(_ grant: AdmissionGrant, by amount: BudgetAmount, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+        extend(grant, byTokens: amount.tokens, on: loop, completion)
+    }
+
+    public func settle(_ grant: AdmissionGrant, used amount: BudgetAmount) {
+        settle(grant, usedTokens: amount.tokens)
+    }
+}
+
+/// An amount a budget counts: tokens and nano-dollars (10⁻⁹ US dollar, `Cost`), both whole numbers.
+public struct BudgetAmount: Sendable, Equatable {
+    public var tokens: Int
+    public var nanoUSD: Int
+
+    public init(tokens: Int, nanoUSD: Int = 0) {
+        self.tokens = tokens
+        self.nanoUSD = nanoUSD
+    }
 }
 
 /// What one admission asks for. Keys are the relay's own (an authenticated identity, a client address); the
@@ -58,10 +86,14 @@ public struct BudgetCharge: Sendable, Equatable {
     public var key: String
     /// The request's ceiling plus its prompt estimate.
     public var tokens: Int
+    /// The same priced (`Cost.reservation`), in nano-dollars; 0 when the model has no price (only allowed without
+    /// dollar limits: with them such a request is refused 403 `model_not_priced` before it gets here).
+    public var nanoUSD: Int
 
-    public init(key: String, tokens: Int) {
+    public init(key: String, tokens: Int, nanoUSD: Int = 0) {
         self.key = key
         self.tokens = tokens
+        self.nanoUSD = nanoUSD
     }
 }
 
@@ -122,6 +154,10 @@ public struct BudgetReport: Sendable, Equatable {
         public var limitTokens: Int?
         /// Seconds until the window resets.
         public var resetsInSeconds: Int
+        /// The same in nano-dollars (`Cost`); the limit nil when this window has no dollar limit.
+        public var usedNanoUSD = 0
+        public var reservedNanoUSD = 0
+        public var limitNanoUSD: Int?
 
         public init(name: String, period: String, usedTokens: Int, reservedTokens: Int, limitTokens: Int?, resetsInSeconds: Int) {
             self.name = name

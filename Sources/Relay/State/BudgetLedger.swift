@@ -1,14 +1,20 @@
-/// Token limits of one budget (`budgets.perIdentity`, `budgets.total`); nil for no limit in that window.
+/// Token and dollar limits of one budget (`budgets.perIdentity`, `budgets.total`); nil for no limit in that window.
+/// Dollars are held as nano-dollars (`usdPerDay` × 10⁹), exact integers.
 public struct BudgetLimits: Sendable, Equatable {
     public var tokensPerDay: Int?
     public var tokensPerMonth: Int?
+    public var nanoUSDPerDay: Int?
+    public var nanoUSDPerMonth: Int?
 
-    public init(tokensPerDay: Int? = nil, tokensPerMonth: Int? = nil) {
+    public init(tokensPerDay: Int? = nil, tokensPerMonth: Int? = nil, nanoUSDPerDay: Int? = nil, nanoUSDPerMonth: Int? = nil) {
         self.tokensPerDay = tokensPerDay
         self.tokensPerMonth = tokensPerMonth
+        self.nanoUSDPerDay = nanoUSDPerDay
+        self.nanoUSDPerMonth = nanoUSDPerMonth
     }
 
-    public var isEmpty: Bool { tokensPerDay == nil && tokensPerMonth == nil }
+    public var isEmpty: Bool { tokensPerDay == nil && tokensPerMonth == nil && !hasDollarLimits }
+    public var hasDollarLimits: Bool { nanoUSDPerDay != nil || nanoUSDPerMonth != nil }
 }
 
 /// The UTC calendar windows budgets count in, computed from Unix seconds (no Foundation, no time zone: a day is
@@ -162,6 +168,13 @@ public struct BudgetLedger: Sendable {
     /// The Retry-After `reserve` would answer now, or nil when `tokens` fit; changes nothing.
     public func refusal(key: String, tokens: Int, now: Int64) -> Int? {
         refusal(rolled(accounts[key], now: now), rolled(totalAccount, now: now), adding: max(tokens, 0), now: now)
+    }
+
+    /// The Retry-After `extend(id, byTokens: tokens)` would answer now, or nil when they fit; changes nothing.
+    /// An unknown id is refused without a wait.
+    public func refusal(extending id: UInt64, byTokens tokens: Int, now: Int64) -> Int? {
+        guard let r = reservations[id] else { return 0 }
+        return refusal(key: r.key, tokens: tokens, now: now)
     }
 
     /// Reserves `tokens` for `key` at `now`, in every window or none.

@@ -17,12 +17,16 @@ public final class MemoryAdmissionStore: AdmissionStore {
         var identityLease: RateLimiterState.Lease?
         var identity: String?
         var reservation: UInt64?
+        /// The reservation in the dollar ledger.
+        var dollarReservation: UInt64?
     }
 
     struct State: Sendable {
         var perAddress: RateLimiterState?
         var perIdentity: RateLimiterState?
         var ledger: BudgetLedger?
+        /// Nano-dollars (`BudgetLimits+Dollars`): present whenever `ledger` is.
+        var dollars: BudgetLedger?
         var grants: [UInt64: Held] = [:]
         var nextGrant: UInt64 = 0
     }
@@ -44,7 +48,8 @@ public final class MemoryAdmissionStore: AdmissionStore {
         }
         state = Locked(State(perAddress: rateLimits.perAddress.map(bounded),
                              perIdentity: rateLimits.perIdentity.map(bounded),
-                             ledger: budgets.map { BudgetLedger(perKey: $0.perIdentity, total: $0.total, maxKeys: maxTrackedIdentities) }))
+                             ledger: budgets.map { BudgetLedger(perKey: $0.perIdentity, total: $0.total, maxKeys: maxTrackedIdentities) },
+                             dollars: budgets.map { BudgetLedger.dollars($0, maxKeys: maxTrackedIdentities) }))
         self.wallClock = wallClock
     }
 
@@ -65,6 +70,10 @@ public final class MemoryAdmissionStore: AdmissionStore {
         state.withLock { s in
             if let charge = request.budget,
                let wait = s.ledger?.refusal(key: charge.key, tokens: charge.tokens, now: request.wallClockSeconds) {
+                return .refused(.budget(retryAfterSeconds: wait))
+            }
+            if let charge = request.budget,
+               let wait = s.dollars?.refusal(key: charge.key, tokens: charge.nanoUSD, now: request.wallClockSeconds) {
                 return .refused(.budget(retryAfterSeconds: wait))
             }
             var held = Held(identity: request.identity)
@@ -88,6 +97,12 @@ public final class MemoryAdmissionStore: AdmissionStore {
                 held.reservation = id
                 reserved = max(charge.tokens, 0)
             }
+            // Always opened (if at 0, for a model without a price): spend the provider reports for a priced model is
+            // charged at the settle all the same.
+            if let charge = request.budget, s.dollars != nil,
+               case .reserved(let id) = s.dollars!.reserve(key: charge.key, tokens: charge.nanoUSD, now: request.wallClockSeconds) {
+                held.dollarReservation = id
+            }
             s.nextGrant &+= 1
             s.grants[s.nextGrant] = held
             return .admitted(AdmissionGrant(id: s.nextGrant, reservedTokens: reserved))
@@ -100,12 +115,20 @@ public final class MemoryAdmissionStore: AdmissionStore {
 
     /// Grows a grant's reservation; true when the budgets cover it (or there are none to cover).
     public func extend(_ grant: AdmissionGrant, byTokens tokens: Int) -> Bool {
+        extend(grant, by: BudgetAmount(tokens: tokens))
+    }
+
+    /// Grows a grant's token and dollar reservations together: both, or neither.
+    public func extend(_ grant: AdmissionGrant, by amount: BudgetAmount) -> Bool {
         let now = Int64(wallClock())
         return state.withLock { s in
             guard let held = s.grants[grant.id] else { return false }
-            guard let id = held.reservation, s.ledger != nil else { return true }
-            if case .reserved = s.ledger!.extend(id, byTokens: tokens, now: now) { return true }
-            return false
+            let dollarID = amount.nanoUSD > 0 ? held.dollarReservation : nil
+            if let id = held.reservation, s.ledger?.refusal(extending: id, byTokens: amount.tokens, now: now) != nil { return false }
+            if let id = dollarID, s.dollars?.refusal(extending: id, byTokens: amount.nanoUSD, now: now) != nil { return false }
+            if let id = held.reservation { _ = s.ledger?.extend(id, byTokens: amount.tokens, now: now) }
+            if let id = dollarID { _ = s.dollars?.extend(id, byTokens: amount.nanoUSD, now: now) }
+            return true
         }
     }
 
@@ -114,7 +137,9 @@ public final class MemoryAdmissionStore: AdmissionStore {
 
     public func usageReport(identity: String, wallClockSeconds: Int64) -> BudgetReport {
         state.withLock { s in
-            BudgetReport(identity: identity, windows: s.ledger?.report(key: identity, now: wallClockSeconds) ?? [],
+            let tokens = s.ledger?.report(key: identity, now: wallClockSeconds) ?? []
+            return BudgetReport(identity: identity,
+                         windows: s.dollars?.addingDollars(to: tokens, key: identity, now: wallClockSeconds) ?? tokens,
                          openStreams: s.perIdentity?.openStreams(key: identity) ?? 0)
         }
     }
@@ -129,13 +154,23 @@ public final class MemoryAdmissionStore: AdmissionStore {
         completion(extend(grant, byTokens: tokens))
     }
 
+    public func extend(_ grant: AdmissionGrant, by amount: BudgetAmount, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+        completion(extend(grant, by: amount))
+    }
+
     public func settle(_ grant: AdmissionGrant, usedTokens: Int) {
+        settle(grant, used: BudgetAmount(tokens: usedTokens))
+    }
+
+    public func settle(_ grant: AdmissionGrant, used amount: BudgetAmount) {
+        let usedTokens = amount.tokens
         let now = Int64(wallClock())
         state.withLock { s in
             guard let held = s.grants.removeValue(forKey: grant.id) else { return }
             if let lease = held.addressLease { s.perAddress?.release(lease) }
             if let lease = held.identityLease { s.perIdentity?.release(lease) }
             if let id = held.reservation { s.ledger?.settle(id, usedTokens: usedTokens, now: now) }
+            if let id = held.dollarReservation { s.dollars?.settle(id, usedTokens: amount.nanoUSD, now: now) }
         }
     }
 

@@ -17,6 +17,8 @@
 /// - `budget:id:K:day:2026-12-01`, `…:month:2026-12`, `budget:total:day:…`, `budget:total:month:…`: HASH
 ///   {used, reserved, r:<uid>: that grant's reservation}; with `…:res`, a ZSET of the reservations by expiry.
 ///   Expired reservations are subtracted lazily. Both expire an hour after their window ends.
+/// - `budget:usd:id:K:day:…` and the same three others: the dollar windows, the same HASH and ZSET in nano-dollars
+///   (integers: a dollar limit is at most 10¹⁵ nano-dollars, so every sum stays below 2^53, exact in Lua).
 enum RedisAdmissionScripts {
     enum Name: Int, CaseIterable, Sendable {
         case admit, extend, settle, refresh, report
@@ -55,6 +57,17 @@ enum RedisAdmissionScripts {
           local h = redis.call('HMGET', hash, 'used', 'reserved')
           return (tonumber(h[1]) or 0) + (tonumber(h[2]) or 0)
         end
+        -- The four windows from KEYS[base] (hash, reservations each): the latest window end (s) past wall among
+        -- those that cannot take amount more (limits from ARGV[lim]); 0 when all can.
+        local function refusal(base, amount, lim, now, ends, wall)
+          local refuse = 0
+          for w = 0, 3 do
+            local limit = tonumber(ARGV[lim + w])
+            local spent = window(KEYS[base + 2 * w], KEYS[base + 1 + 2 * w], now)
+            if limit >= 0 and spent + amount > limit then refuse = math.max(refuse, ends[w + 1] - wall, 1) end
+          end
+          return refuse
+        end
 
         """
 
@@ -64,6 +77,8 @@ enum RedisAdmissionScripts {
     /// ARGV: 1 now ms or '', 2 lease TTL ms, 3 uid, 4-7 address rpm (0: none), burst, stream cap (-1: none),
     /// concurrency Retry-After, 8-11 the same for the identity, 12 has identity (1/0), 13 tokens to reserve
     /// (0: no budget), 14-17 the windows' limits (-1: none), 18 wall clock s, 19 day end s, 20 month end s.
+    /// Dollars (optional, when the request has a budget): KEYS 14-21 the four dollar windows, ARGV 21 nano-dollars to
+    /// reserve, 22-25 their limits; checked and taken with the tokens, all or nothing.
     /// Returns {1} or {0, reason, retryAfterSeconds}.
     static let admit = """
         if redis.call('EXISTS', KEYS[13]) == 1 then return {0, 'released', 0} end
@@ -109,14 +124,12 @@ enum RedisAdmissionScripts {
         local tokens = tonumber(ARGV[13])
         local wall = tonumber(ARGV[18])
         local ends = {tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[19]), tonumber(ARGV[20])}
-        if tokens > 0 then
+        local nano = tonumber(ARGV[21] or '0')
+        if tokens > 0 or nano > 0 then
           local refuse = 0
-          for w = 0, 3 do
-            local limit = tonumber(ARGV[14 + w])
-            local spent = window(KEYS[5 + 2 * w], KEYS[6 + 2 * w], now)
-            if limit >= 0 and spent + tokens > limit then refuse = math.max(refuse, ends[w + 1] - wall) end
-          end
-          if refuse > 0 then return {0, 'budget', math.max(1, refuse)} end
+          if tokens > 0 then refuse = refusal(5, tokens, 14, now, ends, wall) end
+          if nano > 0 then refuse = math.max(refuse, refusal(14, nano, 22, now, ends, wall)) end
+          if refuse > 0 then return {0, 'budget', refuse} end
         end
 
         local function take(key, units, rpm, burst)
@@ -136,42 +149,49 @@ enum RedisAdmissionScripts {
           redis.call('ZADD', KEYS[4], expiry, uid)
           redis.call('PEXPIRE', KEYS[4], int(ttl + 1000))
         end
-        if tokens > 0 then
+        local function reserve(base, amount)
           for w = 0, 3 do
-            local hash, zset = KEYS[5 + 2 * w], KEYS[6 + 2 * w]
-            redis.call('HINCRBY', hash, 'reserved', int(tokens))
-            redis.call('HSET', hash, 'r:' .. uid, int(tokens))
+            local hash, zset = KEYS[base + 2 * w], KEYS[base + 1 + 2 * w]
+            redis.call('HINCRBY', hash, 'reserved', int(amount))
+            redis.call('HSET', hash, 'r:' .. uid, int(amount))
             redis.call('ZADD', zset, expiry, uid)
             redis.call('EXPIREAT', hash, int(ends[w + 1] + 3600))
             redis.call('EXPIREAT', zset, int(ends[w + 1] + 3600))
           end
         end
+        if tokens > 0 then reserve(5, tokens) end
+        if nano > 0 then reserve(14, nano) end
         return {1}
         """
 
-    /// KEYS: 1-8 the four budget windows. ARGV: 1 now ms or '', 2 lease TTL ms, 3 uid, 4 tokens, 5-8 limits.
-    /// Returns 1 (reserved) or 0 (a budget cannot cover it; nothing changed).
+    /// KEYS: 1-8 the four budget windows, 9-16 the four dollar windows. ARGV: 1 now ms or '', 2 lease TTL ms, 3 uid,
+    /// 4 tokens, 5-8 limits, 9 nano-dollars, 10-13 their limits. Returns 1 (both reserved) or 0 (a budget cannot
+    /// cover it; nothing changed).
     static let extend = """
         local now = now_ms(ARGV[1])
         local uid = ARGV[3]
         local tokens = tonumber(ARGV[4])
-        for w = 0, 3 do
-          local limit = tonumber(ARGV[5 + w])
-          local spent = window(KEYS[1 + 2 * w], KEYS[2 + 2 * w], now)
-          if limit >= 0 and spent + tokens > limit then return 0 end
+        local nano = tonumber(ARGV[9] or '0')
+        local never = {0, 0, 0, 0}
+        if refusal(1, tokens, 5, now, never, -1) > 0 then return 0 end
+        if nano > 0 and refusal(9, nano, 10, now, never, -1) > 0 then return 0 end
+        local function grow(base, amount)
+          for w = 0, 3 do
+            local hash, zset = KEYS[base + 2 * w], KEYS[base + 1 + 2 * w]
+            redis.call('HINCRBY', hash, 'reserved', int(amount))
+            redis.call('HINCRBY', hash, 'r:' .. uid, int(amount))
+            redis.call('ZADD', zset, int(now + tonumber(ARGV[2])), uid)
+          end
         end
-        for w = 0, 3 do
-          local hash, zset = KEYS[1 + 2 * w], KEYS[2 + 2 * w]
-          redis.call('HINCRBY', hash, 'reserved', int(tokens))
-          redis.call('HINCRBY', hash, 'r:' .. uid, int(tokens))
-          redis.call('ZADD', zset, int(now + tonumber(ARGV[2])), uid)
-        end
+        grow(1, tokens)
+        if nano > 0 then grow(9, nano) end
         return 1
         """
 
-    /// KEYS: 1 address streams, 2 identity streams, then the four budget windows when ARGV[3] is 1, then the
-    /// grant's tombstone. ARGV: 1 uid, 2 tokens used, 3 has budget, 4 day end s, 5 month end s, 6 the tombstone's
-    /// TTL in ms (0: none is left). The tombstone makes the settle happen once: a settle sent again (its first reply
+    /// KEYS: 1 address streams, 2 identity streams, then the four budget windows when ARGV[3] is 1 (and the four
+    /// dollar windows after them when ARGV[7] is 1), then the grant's tombstone. ARGV: 1 uid, 2 tokens used, 3 has
+    /// budget, 4 day end s, 5 month end s, 6 the tombstone's TTL in ms (0: none is left), 7 has dollar windows,
+    /// 8 nano-dollars used. The tombstone makes the settle happen once: a settle sent again (its first reply
     /// was lost, so it may have run) finds it and changes nothing (returns 2), and an admission whose answer never
     /// came (it may still run) finds it and takes nothing. A settle that charges nothing is idempotent as it is and
     /// leaves none.
@@ -180,20 +200,22 @@ enum RedisAdmissionScripts {
         local uid = ARGV[1]
         redis.call('ZREM', KEYS[1], uid)
         redis.call('ZREM', KEYS[2], uid)
-        if ARGV[3] == '1' then
+        local function charge(base, used)
           local ends = {ARGV[4], ARGV[5], ARGV[4], ARGV[5]}
           for w = 0, 3 do
-            local hash, zset = KEYS[3 + 2 * w], KEYS[4 + 2 * w]
+            local hash, zset = KEYS[base + 2 * w], KEYS[base + 1 + 2 * w]
             local amount = tonumber(redis.call('HGET', hash, 'r:' .. uid))
             if amount then
               redis.call('HINCRBY', hash, 'reserved', int(-amount))
               redis.call('HDEL', hash, 'r:' .. uid)
             end
             redis.call('ZREM', zset, uid)
-            redis.call('HINCRBY', hash, 'used', ARGV[2])
+            redis.call('HINCRBY', hash, 'used', used)
             redis.call('EXPIREAT', hash, int(tonumber(ends[w + 1]) + 3600))
           end
         end
+        if ARGV[3] == '1' then charge(3, ARGV[2]) end
+        if ARGV[7] == '1' then charge(11, ARGV[8]) end
         if tonumber(ARGV[6]) > 0 then redis.call('SET', KEYS[#KEYS], '1', 'PX', ARGV[6]) end
         return 1
         """
@@ -215,18 +237,23 @@ enum RedisAdmissionScripts {
         return 1
         """
 
-    /// KEYS: 1-4 the identity's day and month windows (hash, reservations), 5 its streams. ARGV: 1 now ms or ''.
-    /// Returns {used day, reserved day, used month, reserved month, open streams}.
+    /// KEYS: 1-4 the identity's day and month windows (hash, reservations), 5 its streams, 6-9 its dollar day and
+    /// month windows. ARGV: 1 now ms or ''. Returns {used day, reserved day, used month, reserved month, open
+    /// streams, then the same four in nano-dollars}.
     static let report = """
         local now = now_ms(ARGV[1])
         local out = {}
-        for w = 0, 1 do
-          window(KEYS[1 + 2 * w], KEYS[2 + 2 * w], now)
-          local h = redis.call('HMGET', KEYS[1 + 2 * w], 'used', 'reserved')
-          out[#out + 1] = tonumber(h[1]) or 0
-          out[#out + 1] = tonumber(h[2]) or 0
+        local function read(base)
+          for w = 0, 1 do
+            window(KEYS[base + 2 * w], KEYS[base + 1 + 2 * w], now)
+            local h = redis.call('HMGET', KEYS[base + 2 * w], 'used', 'reserved')
+            out[#out + 1] = tonumber(h[1]) or 0
+            out[#out + 1] = tonumber(h[2]) or 0
+          end
         end
+        read(1)
         out[#out + 1] = redis.call('ZCOUNT', KEYS[5], '(' .. int(now), '+inf')
+        read(6)
         return out
         """
 }

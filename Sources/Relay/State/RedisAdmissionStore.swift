@@ -37,14 +37,20 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
         public var identityTokensPerMonth: Int?
         public var totalTokensPerDay: Int?
         public var totalTokensPerMonth: Int?
+        /// The dollar limits in nano-dollars, in the same order (identity day, month, total day, month).
+        public var nanoUSD: [Int?] = [nil, nil, nil, nil]
 
         public init(identityTokensPerDay: Int? = nil, identityTokensPerMonth: Int? = nil, totalTokensPerDay: Int? = nil,
-                    totalTokensPerMonth: Int? = nil) {
+                    totalTokensPerMonth: Int? = nil, nanoUSD: [Int?] = [nil, nil, nil, nil]) {
             self.identityTokensPerDay = identityTokensPerDay
             self.identityTokensPerMonth = identityTokensPerMonth
             self.totalTokensPerDay = totalTokensPerDay
             self.totalTokensPerMonth = totalTokensPerMonth
+            self.nanoUSD = nanoUSD
         }
+
+        /// The dollar limits as script arguments (-1: none).
+        var nanoUSDArguments: [String] { (0..<4).map { String((nanoUSD.count > $0 ? nanoUSD[$0] : nil) ?? -1) } }
     }
 
     /// What the store needs from the configuration (`state.redis`, `limits`, `budgets`).
@@ -90,7 +96,8 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
         var mode: AdmissionGrant.Mode
         /// The stream sets holding the grant's leases (address, identity): where it holds none, nil.
         var streamKeys: [String?]
-        /// The four budget windows (hash, reservations) the grant reserved in; empty without a budget.
+        /// The four budget windows (hash, reservations) the grant reserved in, then the four dollar windows; empty
+        /// without a budget.
         var windowKeys: [String]
         var windowEnds: (day: Int64, month: Int64)
         /// The fallback's own grant, for `.local` grants.
@@ -197,12 +204,14 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
         let windows = request.budget == nil ? BudgetWindows.none : BudgetWindows(wallClockSeconds: request.wallClockSeconds)
         let streamKeys = [prefixes.streamsAddress + request.address, prefixes.streamsIdentity + (request.identity ?? "")]
         let windowKeys = request.budget.map { windowKeyList($0.key, windows) } ?? unusedWindowKeys
+        let dollarKeys = request.budget.map { windowKeyList($0.key, windows, unit: "budget:usd:") } ?? []
         let tombstone = prefixes.released + uid
         var keys = [prefixes.rateAddress + request.address, prefixes.rateIdentity + (request.identity ?? "")]
         keys.reserveCapacity(13)
         keys += streamKeys
         keys += windowKeys
         keys.append(tombstone)
+        keys += dollarKeys
         // now, ttl, uid, the address's and identity's limits, whether there is an identity, the reservation, the
         // budget limits (limitArguments keeps that order), then the wall clock and the windows' ends.
         var arguments = [nowArgument(), ttlString, uid]
@@ -212,6 +221,8 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
         arguments.append(String(max(0, request.budget?.tokens ?? 0)))
         arguments += limits[9...]
         arguments += [String(request.wallClockSeconds), String(windows.dayEnd), String(windows.monthEnd)]
+        arguments.append(String(max(0, request.budget?.nanoUSD ?? 0)))
+        arguments += settings.budgets.nanoUSDArguments
 
         evaluate(.admit, keys: keys, arguments: arguments, on: loop) { [weak self] result in
             guard let self else { return }
@@ -223,7 +234,7 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
                 if first == 1 {
                     let held = [a?.maxConcurrentStreams == nil ? nil : streamKeys[0], request.identity == nil ? nil : streamKeys[1]]
                     let record = Live(loop: loop, uid: uid, mode: .shared, streamKeys: held,
-                                      windowKeys: request.budget == nil ? [] : windowKeys,
+                                      windowKeys: request.budget == nil ? [] : windowKeys + dollarKeys,
                                       windowEnds: (windows.dayEnd, windows.monthEnd), fallbackGrant: nil)
                     self.live.withLock { $0[id] = record }
                     completion(.admitted(AdmissionGrant(id: id, reservedTokens: request.budget?.tokens ?? 0)))
@@ -241,9 +252,9 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
                     // Sent, unanswered: Redis may run it yet, after we decided without it. The settle's tombstone
                     // (`released:UID`) stops that late run.
                     let budget = request.budget == nil ? "0" : "1"
-                    self.sendSettle(PendingSettle(keys: streamKeys + (request.budget == nil ? [] : windowKeys) + [tombstone],
+                    self.sendSettle(PendingSettle(keys: streamKeys + (request.budget == nil ? [] : windowKeys + dollarKeys) + [tombstone],
                                                   arguments: [uid, "0", budget, String(windows.dayEnd), String(windows.monthEnd),
-                                                              self.tombstoneTTL]), on: loop)
+                                                              self.tombstoneTTL, budget, "0"]), on: loop)
                 }
                 self.unavailable(request, id: id, on: loop, why: "\(error)", completion)
             }
@@ -356,18 +367,25 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
     }
 
     public func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+        extend(grant, by: BudgetAmount(tokens: tokens), on: loop, completion)
+    }
+
+    /// Grows the token and dollar reservations in one script run: both, or neither.
+    public func extend(_ grant: AdmissionGrant, by amount: BudgetAmount, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+        let tokens = amount.tokens
         guard let record = live.withLock({ $0[grant.id] }) else { return completion(true) }
         if record.mode == .local, let fallback, let inner = record.fallbackGrant {
-            fallback.extend(inner, byTokens: tokens, on: loop) { [weak self] granted in
+            fallback.extend(inner, by: amount, on: loop) { [weak self] granted in
                 if granted { self?.live.withLock { $0[grant.id]?.fallbackGrant?.reservedTokens += tokens } }
                 completion(granted)
             }
             return
         }
-        guard !record.windowKeys.isEmpty, tokens > 0 else { return completion(true) }
+        guard !record.windowKeys.isEmpty, tokens > 0 || amount.nanoUSD > 0 else { return completion(true) }
         let limits = settings.budgets
-        let arguments = [nowArgument(), ttlArgument(), record.uid, String(tokens)]
+        let arguments = [nowArgument(), ttlArgument(), record.uid, String(max(0, tokens))]
             + [limits.identityTokensPerDay, limits.identityTokensPerMonth, limits.totalTokensPerDay, limits.totalTokensPerMonth].map { String($0 ?? -1) }
+            + [String(max(0, amount.nanoUSD))] + limits.nanoUSDArguments
         evaluate(.extend, keys: record.windowKeys, arguments: arguments, on: loop) { [weak self] result in
             switch result {
             case .success(let value) where value.integer != nil:
@@ -381,18 +399,25 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
     }
 
     public func settle(_ grant: AdmissionGrant, usedTokens: Int) {
+        settle(grant, used: BudgetAmount(tokens: usedTokens))
+    }
+
+    public func settle(_ grant: AdmissionGrant, used amount: BudgetAmount) {
+        let usedTokens = amount.tokens
         guard let record = live.withLock({ $0.removeValue(forKey: grant.id) }) else { return }
         switch record.mode {
         case .allowedUnavailable:
             return
         case .local:
-            if let fallback, let inner = record.fallbackGrant { fallback.settle(inner, usedTokens: usedTokens) }
+            if let fallback, let inner = record.fallbackGrant { fallback.settle(inner, used: amount) }
         case .shared:
             let keys = record.streamKeys.map { $0 ?? key("unused") } + record.windowKeys + [prefixes.released + record.uid]
             let hasBudget = !record.windowKeys.isEmpty
+            let nano = max(0, amount.nanoUSD)
             // Only a charge is not idempotent: a settle without one (no budget, nothing used) leaves no tombstone.
             let arguments = [record.uid, String(max(0, usedTokens)), hasBudget ? "1" : "0", String(record.windowEnds.day),
-                             String(record.windowEnds.month), hasBudget && usedTokens > 0 ? tombstoneTTL : "0"]
+                             String(record.windowEnds.month), hasBudget && (usedTokens > 0 || nano > 0) ? tombstoneTTL : "0",
+                             hasBudget ? "1" : "0", String(nano)]
             // Until Redis confirms it, the settle is kept and sent again: the leases and reservation would lapse
             // after the TTL anyway, but the usage would go uncounted.
             let settle = PendingSettle(keys: keys, arguments: arguments)
@@ -404,17 +429,19 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
                             _ completion: @escaping @Sendable (BudgetReport?) -> Void) {
         let windows = BudgetWindows(wallClockSeconds: wallClockSeconds)
         let keys = Array(windowKeyList(identity, windows).prefix(4)) + [key("streams:id:", identity)]
+            + Array(windowKeyList(identity, windows, unit: "budget:usd:").prefix(4))
         let limits = settings.budgets
         evaluate(.report, keys: keys, arguments: [nowArgument()], on: loop) { result in
-            guard case .success(let value) = result, let numbers = value.array?.compactMap(\.integer), numbers.count == 5 else {
+            guard case .success(let value) = result, let numbers = value.array?.compactMap(\.integer), numbers.count == 9 else {
                 return completion(nil)
             }
-            completion(BudgetReport(identity: identity, windows: [
-                .init(name: "day", period: windows.day, usedTokens: Int(numbers[0]), reservedTokens: Int(numbers[1]),
-                      limitTokens: limits.identityTokensPerDay, resetsInSeconds: Int(windows.dayEnd - wallClockSeconds)),
-                .init(name: "month", period: windows.month, usedTokens: Int(numbers[2]), reservedTokens: Int(numbers[3]),
-                      limitTokens: limits.identityTokensPerMonth, resetsInSeconds: Int(windows.monthEnd - wallClockSeconds)),
-            ], openStreams: Int(numbers[4])))
+            var day = BudgetReport.Window(name: "day", period: windows.day, usedTokens: Int(numbers[0]), reservedTokens: Int(numbers[1]),
+                                          limitTokens: limits.identityTokensPerDay, resetsInSeconds: Int(windows.dayEnd - wallClockSeconds))
+            var month = BudgetReport.Window(name: "month", period: windows.month, usedTokens: Int(numbers[2]), reservedTokens: Int(numbers[3]),
+                                            limitTokens: limits.identityTokensPerMonth, resetsInSeconds: Int(windows.monthEnd - wallClockSeconds))
+            (day.usedNanoUSD, day.reservedNanoUSD, day.limitNanoUSD) = (Int(numbers[5]), Int(numbers[6]), limits.nanoUSD.first ?? nil)
+            (month.usedNanoUSD, month.reservedNanoUSD, month.limitNanoUSD) = (Int(numbers[7]), Int(numbers[8]), limits.nanoUSD.count > 1 ? limits.nanoUSD[1] : nil)
+            completion(BudgetReport(identity: identity, windows: [day, month], openStreams: Int(numbers[4])))
         }
     }
 
@@ -527,11 +554,12 @@ public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
 
     private func key(_ parts: String...) -> String { settings.keyPrefix + parts.joined() }
 
-    private func windowKeyList(_ budgetKey: String, _ windows: BudgetWindows) -> [String] {
-        let identityDay = key("budget:id:", budgetKey, ":day:", windows.day)
-        let identityMonth = key("budget:id:", budgetKey, ":month:", windows.month)
-        let totalDay = key("budget:total:day:", windows.day)
-        let totalMonth = key("budget:total:month:", windows.month)
+    /// The four windows' keys (hash, reservations each); `unit` `budget:usd:` for the dollar windows.
+    private func windowKeyList(_ budgetKey: String, _ windows: BudgetWindows, unit: String = "budget:") -> [String] {
+        let identityDay = key(unit, "id:", budgetKey, ":day:", windows.day)
+        let identityMonth = key(unit, "id:", budgetKey, ":month:", windows.month)
+        let totalDay = key(unit, "total:day:", windows.day)
+        let totalMonth = key(unit, "total:month:", windows.month)
         return [identityDay, identityDay + ":res", identityMonth, identityMonth + ":res", totalDay, totalDay + ":res", totalMonth, totalMonth + ":res"]
     }
 

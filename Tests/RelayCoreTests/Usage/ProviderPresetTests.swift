@@ -126,6 +126,11 @@ private func problems(_ json: String) -> [String] {
         #expect(loaded.attestation.firebase?.jwksURL == AttestationConfiguration.Firebase.defaultJWKSURL)
         #expect(loaded.routes[0].attestation == .optional)
         #expect(loaded.upstreams["anthropic"]?.pool.map(\.label) == ["main", "backup"])
+        // The example prices every model it routes (a dollar budget would refuse an unpriced one).
+        let routed = loaded.routes.compactMap(\.bodyPolicy.models).joined()
+        #expect(!routed.isEmpty)
+        for model in routed { #expect(loaded.pricing.table.price(for: model) != nil, "\(model) has no price") }
+        #expect(loaded.budgets?.perIdentity.nanoUSDPerDay == 2_000_000_000)
     }
 
     // MARK: Headers

@@ -1,0 +1,193 @@
+// Prices and costs (issue 23): the table read from the number text, pattern precedence, cost against a hand
+// computation for each provider's usage shape, the configuration's problems by key path, and reloading.
+import Foundation
+import JSON
+@testable import Relay
+import Testing
+import Usage
+
+private func table(_ json: String) throws -> PriceTable {
+    let document = try JSONDocument(parsing: Array(json.utf8))
+    let (table, problems) = PriceTable.read(document, at: JSONDocument.root, path: "pricing")
+    #expect(problems.isEmpty, "\(problems)")
+    return try #require(table)
+}
+
+private func tapped(_ provider: Provider, contentType: String = "text/event-stream", _ body: String) -> UsageTap {
+    var tap = UsageTap(provider: provider, contentType: contentType)
+    // Fed one byte at a time: the tap must not depend on how deliveries split.
+    for byte in body.utf8 { tap.feed([byte]) }
+    return tap
+}
+
+private func relayConfig(_ root: String, files: [String: String] = [:]) throws -> RelayConfiguration {
+    let json = """
+    {
+      "upstreams": { "openai": { "baseURL": "https://api.openai.com", "key": { "env": "K" } } },
+      "routes": [ { "prefix": "/v1/", "upstream": "openai", "auth": "none" } ]\(root)
+    }
+    """
+    return try RelayConfiguration.load(json: Data(json.utf8),
+                                       sources: ConfigurationSources(environment: ["K": "sk-1"], readFile: { files[$0] }))
+}
+
+private func problemPaths(_ root: String, files: [String: String] = [:]) -> [String] {
+    configurationProblems { _ = try relayConfig(root, files: files) }.map { p in p.range(of: ": ").map { String(p[..<$0.lowerBound]) } ?? p }
+}
+
+@Suite struct PricingTests {
+    @Test func pricesAreReadExactlyFromTheirText() throws {
+        let t = try table(#"{"m": {"input": 0.075, "cachedInput": 1.5e-2, "output": 0.60, "cacheWrite": 3.75}, "n": {"input": 0, "output": 1E2}}"#)
+        #expect(t.price(for: "m") == ModelPrice(input: 75_000_000, cachedInput: 15_000_000, output: 600_000_000, cacheWrite: 3_750_000_000))
+        #expect(t.price(for: "n") == ModelPrice(input: 0, output: 100_000_000_000))
+        // 0.1 + 0.2 in binary floating point is 0.30000000000000004; from the text it is exact.
+        #expect(PriceTable.decimal(Array("0.000000001".utf8), scale: 9) == 1)
+        #expect(PriceTable.decimal(Array("0.0000000015".utf8), scale: 9) == nil, "more than nine decimals is not exact")
+        #expect(PriceTable.decimal(Array("2.500000000000".utf8), scale: 9) == 2_500_000_000, "trailing zeros are fine")
+    }
+
+    @Test func theLongestMatchWinsAndAnExactNameBeatsItsPattern() throws {
+        let t = try table(#"{"claude-sonnet-4*": {"input": 3, "output": 15}, "claude-*": {"input": 1, "output": 1}, "# +
+                          #""claude-sonnet-4-5*": {"input": 4, "output": 16}, "claude-sonnet-4": {"input": 9, "output": 9}, "*": {"input": 100, "output": 100}}"#)
+        #expect(t.price(for: "claude-sonnet-4-20250514")?.input == 3_000_000_000)
+        #expect(t.price(for: "claude-sonnet-4-5-20250929")?.input == 4_000_000_000)
+        #expect(t.price(for: "claude-sonnet-4")?.input == 9_000_000_000, "exact beats the pattern of the same length")
+        #expect(t.price(for: "claude-haiku")?.input == 1_000_000_000)
+        #expect(t.price(for: "gpt-4o")?.input == 100_000_000_000, "a lone * is the default")
+        let noDefault = try table(#"{"gpt-4o*": {"input": 1, "output": 1}}"#)
+        #expect(noDefault.price(for: "gpt-4") == nil)
+        #expect(noDefault.price(for: nil) == nil)
+    }
+
+    /// OpenAI chat with `include_usage`: 2 000 prompt of which 1 500 cached, 700 completion of which 300 reasoning.
+    /// gpt-4o-mini at 0.15 / 0.075 / 0.60 per million: 500 × 0.15 + 1 500 × 0.075 + 700 × 0.60 = 75 + 112.5 + 420
+    /// = 607.5 dollars per million tokens = 0.0006075 $ = 607 500 nano-dollars. The provider names a dated model,
+    /// which the pattern prices.
+    @Test func openAIWithCachedAndReasoningTokens() throws {
+        let t = try table(#"{"gpt-4o-mini*": {"input": 0.15, "cachedInput": 0.075, "output": 0.60}}"#)
+        let tap = tapped(.openai, #"data: {"id":"c","model":"gpt-4o-mini-2024-07-18","choices":[{"index":0,"delta":{"content":"Hi"}}]}"# + "\n\n"
+                         + #"data: {"id":"c","model":"gpt-4o-mini-2024-07-18","choices":[],"usage":{"prompt_tokens":2000,"completion_tokens":700,"prompt_tokens_details":{"cached_tokens":1500},"completion_tokens_details":{"reasoning_tokens":300}}}"# + "\n\ndata: [DONE]\n\n")
+        #expect(tap.reportedModel == "gpt-4o-mini-2024-07-18")
+        let cost = ExchangeCost(tap.usage(), reported: tap.reportedModel, requested: "gpt-4o-mini", prices: PriceBook(table: t))
+        #expect(cost == ExchangeCost(nanoUSD: 607_500, source: .provider, model: "gpt-4o-mini-2024-07-18"))
+        #expect(Cost.decimalString(nanoUSD: 607_500) == "0.000607500")
+    }
+
+    /// Anthropic: 100 uncached input, 4 000 cache reads, 2 000 cache writes, 500 output, at 3 / 0.30 / 15 / 3.75:
+    /// 100 × 3 + 4 000 × 0.30 + 2 000 × 3.75 + 500 × 15 = 300 + 1 200 + 7 500 + 7 500 = 16 500 $/M = 16 500 000 n$.
+    @Test func anthropicWithCacheReadAndWrite() throws {
+        let t = try table(#"{"claude-sonnet-4*": {"input": 3, "cachedInput": 0.30, "output": 15, "cacheWrite": 3.75}}"#)
+        let tap = tapped(.anthropic, "event: message_start\n" + #"data: {"type":"message_start","message":{"id":"m","model":"claude-sonnet-4-20250514","usage":{"input_tokens":100,"cache_read_input_tokens":4000,"cache_creation_input_tokens":2000,"output_tokens":1}}}"# + "\n\n"
+                         + "event: content_block_delta\n" + #"data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"# + "\n\n"
+                         + "event: message_delta\n" + #"data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":500}}"# + "\n\n")
+        #expect(tap.reportedModel == "claude-sonnet-4-20250514")
+        let cost = ExchangeCost(tap.usage(), reported: tap.reportedModel, requested: "claude-sonnet-4-0", prices: PriceBook(table: t))
+        #expect(cost.nanoUSD == 16_500_000)
+        #expect(cost.source == .provider)
+    }
+
+    /// Gemini: 1 000 prompt (200 cached), 300 candidates + 100 thoughts, at 0.30 / 0.075 / 2.50:
+    /// 800 × 0.30 + 200 × 0.075 + 400 × 2.50 = 240 + 15 + 1 000 = 1 255 $/M = 1 255 000 n$.
+    @Test func gemini() throws {
+        let t = try table(#"{"gemini-2.5-flash*": {"input": 0.30, "cachedInput": 0.075, "output": 2.50}}"#)
+        let tap = tapped(.gemini, #"data: {"candidates":[{"content":{"parts":[{"text":"Hi"}]}}],"usageMetadata":{"promptTokenCount":1000},"modelVersion":"gemini-2.5-flash"}"# + "\r\n\r\n"
+                         + #"data: {"candidates":[{"content":{"parts":[{"text":"!"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":1000,"cachedContentTokenCount":200,"candidatesTokenCount":300,"thoughtsTokenCount":100},"modelVersion":"gemini-2.5-flash"}"# + "\r\n\r\n")
+        #expect(tap.reportedModel == "gemini-2.5-flash")
+        #expect(ExchangeCost(tap.usage(), reported: tap.reportedModel, requested: nil, prices: PriceBook(table: t)).nanoUSD == 1_255_000)
+    }
+
+    /// A non-streaming chat completion: 1 234 prompt, 567 completion at 2.50 / 10: 3 085 + 5 670 = 8 755 $/M.
+    /// The request's model is the fallback when the body names none.
+    @Test func nonStreamingJSONAnswer() throws {
+        let t = try table(#"{"gpt-4o": {"input": 2.50, "output": 10}}"#)
+        let tap = tapped(.openai, contentType: "application/json",
+                         #"{"id":"c","object":"chat.completion","model":"gpt-4o","choices":[],"usage":{"prompt_tokens":1234,"completion_tokens":567}}"#)
+        #expect(tap.reportedModel == "gpt-4o")
+        #expect(ExchangeCost(tap.usage(), reported: tap.reportedModel, requested: "x", prices: PriceBook(table: t)).nanoUSD == 8_755_000)
+        let nameless = tapped(.openai, contentType: "application/json", #"{"usage":{"prompt_tokens":1234,"completion_tokens":567}}"#)
+        #expect(nameless.reportedModel == nil)
+        #expect(ExchangeCost(nameless.usage(), reported: nil, requested: "gpt-4o", prices: PriceBook(table: t)).nanoUSD == 8_755_000)
+    }
+
+    /// The Responses API names its model in `response.completed`; Azure's first chat chunk (its prompt-filter
+    /// results) names an empty one, which is passed over for the next chunk's.
+    @Test func theResponsesAPIAndAzuresEmptyFirstModel() {
+        let responses = tapped(.openai, "event: response.output_text.delta\n" + #"data: {"type":"response.output_text.delta","delta":"Hi"}"# + "\n\n"
+                               + "event: response.completed\n" + #"data: {"type":"response.completed","response":{"id":"r","model":"o3-2025-04-16","usage":{"input_tokens":5,"output_tokens":7}}}"# + "\n\n")
+        #expect(responses.reportedModel == "o3-2025-04-16")
+        let azure = tapped(.azureOpenAI, #"data: {"choices":[],"model":"","prompt_filter_results":[]}"# + "\n\n"
+                           + #"data: {"choices":[{"index":0,"delta":{"content":"Hi"}}],"model":"gpt-4o-2024-11-20"}"# + "\n\n")
+        #expect(azure.reportedModel == "gpt-4o-2024-11-20")
+        let escaped = tapped(.openai, contentType: "application/json", #"{"model":"gpt\u002d4o","usage":{"prompt_tokens":1,"completion_tokens":1}}"#)
+        #expect(escaped.reportedModel == nil, "an escaped name is not read (the request's model prices it)")
+    }
+
+    @Test func anUnknownPriceIsUnknownNeverFreeAndCostsRoundUp() throws {
+        let t = try table(#"{"cheap": {"input": 0.000001, "output": 0.000001}}"#)
+        let usage = Usage(prompt: 3, completion: 0, source: .estimate)
+        // 3 tokens × 0.000001 $/M = 3 × 10⁻¹⁵ $: rounded up to one nano-dollar, never down to zero.
+        #expect(ExchangeCost(usage, reported: nil, requested: "cheap", prices: PriceBook(table: t)) == ExchangeCost(nanoUSD: 1, source: .estimate, model: "cheap"))
+        let unknown = ExchangeCost(usage, reported: "other", requested: "other-too", prices: PriceBook(table: t))
+        #expect(unknown.nanoUSD == nil && unknown.source == .none)
+        #expect(unknown.logFields.map(\.0) == ["cost_source"], "no cost_usd for an unknown cost")
+        let book = PriceBook(table: t)
+        #expect(book.firstWarning(for: "other") && !book.firstWarning(for: "other"), "warned once per model")
+        #expect(Cost.nanoUSD([(Int.max, 100_000_000_000_000)]) == Int.max, "saturates, never wraps")
+    }
+
+    @Test func pricingAndDollarLimitsLoadExactly() throws {
+        let c = try relayConfig(#", "pricing": {"gpt-4o-mini": {"input": 0.15, "cachedInput": 0.075, "output": 0.6}}, "#
+                                + #""budgets": {"perIdentity": {"usdPerDay": 0.3, "tokensPerDay": 1000}, "total": {"usdPerMonth": 1234.000000001}}"#)
+        #expect(c.pricing.table.price(for: "gpt-4o-mini") == ModelPrice(input: 150_000_000, cachedInput: 75_000_000, output: 600_000_000))
+        #expect(c.budgets?.perIdentity == BudgetLimits(tokensPerDay: 1000, nanoUSDPerDay: 300_000_000))
+        #expect(c.budgets?.total == BudgetLimits(nanoUSDPerMonth: 1_234_000_000_001))
+        let fromFile = try relayConfig(#", "pricingFile": "/p.json""#, files: ["/p.json": #"{"m*": {"input": 1, "output": 2}}"#])
+        #expect(fromFile.pricing.file == "/p.json" && fromFile.pricing.table.price(for: "m1")?.output == 2_000_000_000)
+    }
+
+    @Test func badPricesAreStartUpErrorsWithTheirKeyPaths() {
+        #expect(Set(problemPaths(#", "pricing": {"a": {"input": -0.1, "output": 1}, "b": {"input": "NaN", "output": 1}, "# +
+                                 #""c": {"input": "0.1", "output": 1}, "d": {"input": 1, "output": 1, "discount": 0.5}, "gpt-*-mini": {"input": 1, "output": 1}, "# +
+                                 #""e": {"input": 1}, "f": {"input": 0.0000000001, "output": 1}, "g": {"input": 1e300, "output": 1}, "h": 5, "**": {"input": 1, "output": 1}}"#))
+                == ["pricing.a.input", "pricing.b.input", "pricing.c.input", "pricing.d.discount", "pricing.gpt-*-mini",
+                    "pricing.e.output", "pricing.f.input", "pricing.g.input", "pricing.h", "pricing.**"])
+        #expect(problemPaths(#", "pricing": [1]"#) == ["pricing"])
+        #expect(problemPaths(#", "pricingFile": "/p.json""#, files: ["/p.json": #"{"m": {"input": NaN, "output": 1}}"#]) == ["pricingFile"],
+                "a bare NaN is not JSON")
+        #expect(problemPaths(#", "pricingFile": "/p.json""#, files: ["/p.json": #"{"m": {"input": 1, "output": -2}}"#]) == ["pricingFile.m.output"])
+        #expect(problemPaths(#", "pricingFile": "/nowhere""#) == ["pricingFile"])
+        #expect(problemPaths(#", "pricing": {}, "pricingFile": "/p.json""#) == ["pricingFile"])
+        #expect(Set(problemPaths(#", "pricing": {"m": {"input": 1, "output": 1}}, "budgets": {"perIdentity": {"usdPerDay": -1, "usdPerMonth": "5"}, "total": {"usdPerDay": 2000000}}"#))
+                == ["budgets.perIdentity.usdPerDay", "budgets.perIdentity.usdPerMonth", "budgets.total.usdPerDay", "budgets"])
+        #expect(problemPaths(#", "budgets": {"perIdentity": {"usdPerDay": 5}}"#) == ["budgets"], "dollar limits need prices")
+    }
+
+    @Test func aReloadReplacesTheTableAndABadFileKeepsTheOldOne() {
+        let file = Files(["/p.json": #"{"m": {"input": 1, "output": 2}}"#])
+        let book = PriceBook(table: PriceTable(), file: "/p.json", readFile: { file.read($0) })
+        #expect(book.price(for: "m") == nil)
+        guard case .success(1) = book.reload() else { Issue.record("reload failed"); return }
+        #expect(book.price(for: "m")?.output == 2_000_000_000)
+        file.set("/p.json", #"{"m": {"input": 1, "output": 3}, "n*": {"input": 5, "output": 5}}"#)
+        _ = book.reload()
+        #expect(book.price(for: "m")?.output == 3_000_000_000, "a changed file is read again")
+        #expect(book.price(for: "n-1")?.input == 5_000_000_000)
+        file.set("/p.json", #"{"m": {"input": 1, "output": "free"}}"#)
+        guard case .failure(let error) = book.reload() else { Issue.record("a bad file was accepted"); return }
+        #expect(error.problems == ["pricingFile.m.output: must be a number of US dollars per million tokens, from 0 to 100000"])
+        #expect(book.price(for: "m")?.output == 3_000_000_000, "the old table stays in force")
+        file.set("/p.json", nil)
+        guard case .failure = book.reload() else { Issue.record("a missing file was accepted"); return }
+        #expect(book.price(for: "n-2")?.input == 5_000_000_000)
+    }
+}
+
+/// A file system of a few files, changed between reloads.
+final class Files: @unchecked Sendable {
+    // Invariant: touched under `lock` only.
+    private let lock = NSLock()
+    private var files: [String: String]
+    init(_ files: [String: String]) { self.files = files }
+    func set(_ path: String, _ text: String?) { lock.lock(); files[path] = text; lock.unlock() }
+    func read(_ path: String) -> [UInt8]? { lock.lock(); defer { lock.unlock() }; return files[path].map { Array($0.utf8) } }
+}

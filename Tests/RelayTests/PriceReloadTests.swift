@@ -1,0 +1,63 @@
+import Foundation
+import RelayTestSupport
+import TestHarness
+import Testing
+import TestSupportCore
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `pricingFile` and SIGHUP on the built binary (issue 23): a changed file prices the next exchange anew; a bad file
+/// is logged with its key path and the prices in force stay; the relay runs on through both.
+@Suite("Price file reload", .serialized)
+struct PriceReloadTests {
+    static func cost(of relay: RelayProcess, after count: Int) throws -> String {
+        let (status, _) = try ReplicaTests.request(relay)
+        #expect(status == 200)
+        var line = ""
+        try eventually("exchange \(count) logged", timeout: 5) {
+            let lines = relay.log.filter { $0.contains(#""message":"exchange""#) }
+            line = lines.count >= count ? lines[count - 1] : ""
+            return !line.isEmpty
+        }
+        guard let range = line.range(of: #""cost_usd":""#) else { return "none: \(line)" }
+        return String(line[range.upperBound...].prefix { $0 != "\"" })
+    }
+
+    @Test("SIGHUP re-reads the price file; a bad one is logged and the old prices stay")
+    func reloadOnSIGHUP() throws {
+        let upstream = try ReplicaTests.HeldUpstream()
+        defer { upstream.server.shutdown() }
+        upstream.gate.signal(10)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("prices-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("prices.json")
+        func write(_ text: String) throws { try Data(text.utf8).write(to: file, options: .atomic) }
+        try write(#"{"gpt-4o-mini*": {"input": 1, "output": 1}}"#)
+        let configuration = """
+            {"listen": {"host": "127.0.0.1", "port": 0},
+             "upstreams": {"up": {"baseURL": "http://127.0.0.1:\(upstream.server.port)", "key": {"env": "RELOAD_TEST_KEY"}}},
+             "routes": [{"prefix": "/v1/", "upstream": "up", "auth": "none"}],
+             "pricingFile": "\(file.path)"}
+            """
+        let relay = try RelayProcess(configuration: configuration, environment: ["RELOAD_TEST_KEY": "sk-reload-test"])
+        defer { relay.terminate() }
+        // 9 prompt + 2 completion tokens (the upstream's usage chunk) at $1 per million: 11 000 n$.
+        #expect(try Self.cost(of: relay, after: 1) == "0.000011000")
+
+        try write(#"{"gpt-4o-mini*": {"input": 2, "output": 3}}"#)
+        kill(relay.pid, SIGHUP)
+        _ = try relay.waitForLog("prices reloaded")
+        #expect(try Self.cost(of: relay, after: 2) == "0.000024000", "9 × 2 + 2 × 3 $/M")
+
+        try write(#"{"gpt-4o-mini*": {"input": 2, "output": -3}}"#)
+        kill(relay.pid, SIGHUP)
+        let refused = try relay.waitForLog("price file not reloaded")
+        #expect(refused.contains("pricingFile.gpt-4o-mini*.output"), "\(refused)")
+        #expect(try Self.cost(of: relay, after: 3) == "0.000024000", "the prices in force stay")
+        #expect(relay.isRunning)
+    }
+}
