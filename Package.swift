@@ -45,7 +45,7 @@ let package = Package(
         .target(name: "Redis", dependencies: ["Transport", "Support"], swiftSettings: serverRelease),
         // Configuration, routing, admission (auth, limits, policies), request rewriting, the exchange and its state
         // machine, usage presets, the composition root (`RelayServer`) and the dev fake provider.
-        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage", "Redis", "JSON",
+        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage", "SSE", "Redis", "JSON",
                                               "RelayWire", "Attestation"],
                 swiftSettings: serverRelease),
         .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support", "Attestation"]),
