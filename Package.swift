@@ -89,7 +89,7 @@ let package = Package(
         .testTarget(name: "AttestationTests", dependencies: ["Attestation", "AttestationTestSupport", "COpenSSL"],
                     resources: [.copy("Fixtures")]),
         // Client authentication: static bearer tokens and JWTs (HS256/RS256/ES256, JWKS). Pure, no I/O.
-        .target(name: "Auth", dependencies: ["COpenSSL", "Support"]),
+        .target(name: "Auth", dependencies: ["COpenSSL", "Support", "JSON"]),
         // WHATWG event-stream parser: bytes in, events out. Pure Swift (no Foundation), shared by the client
         // library and anything in the relay that reads a stream's events.
         .target(name: "SSE"),
