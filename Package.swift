@@ -46,7 +46,7 @@ let package = Package(
         .target(name: "Redis", dependencies: ["Transport", "Support"], swiftSettings: serverRelease),
         // Configuration, routing, admission (auth, limits, policies), request rewriting, the exchange and its state
         // machine, usage presets, the composition root (`RelayServer`) and the dev fake provider.
-        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage", "Redis", "JSON",
+        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage", "SSE", "Redis", "JSON",
                                               "RelayWire", "Attestation"],
                 swiftSettings: serverRelease),
         .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support", "Attestation"]),
@@ -90,7 +90,7 @@ let package = Package(
         .testTarget(name: "AttestationTests", dependencies: ["Attestation", "AttestationTestSupport", "COpenSSL"],
                     resources: [.copy("Fixtures")]),
         // Client authentication: static bearer tokens and JWTs (HS256/RS256/ES256, JWKS). Pure, no I/O.
-        .target(name: "Auth", dependencies: ["COpenSSL", "Support"]),
+        .target(name: "Auth", dependencies: ["COpenSSL", "Support", "JSON"]),
         // WHATWG event-stream parser: bytes in, events out. Pure Swift (no Foundation), shared by the client
         // library and anything in the relay that reads a stream's events.
         .target(name: "SSE"),

@@ -1,4 +1,4 @@
-import Foundation
+import JSON
 
 /// A JSON value (RFC 8259) as a Sendable tree: how the claims of a verified JWT (RFC 7519 section 4) are handed
 /// out. Numbers are Doubles; `true`/`false` stay booleans (never 1/0).
@@ -12,52 +12,44 @@ public enum JSONValue: Sendable, Hashable {
 
     public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
 
-    /// Parses a JSON object (nothing else at top level); nil on any error. Foundation's parser limits nesting
-    /// depth, so hostile input fails instead of exhausting the stack.
+    /// Parses a JSON object (nothing else at top level); nil on any error. Read by the relay's one strict reader
+    /// (`JSONDocument`): nesting is capped, so hostile input fails instead of exhausting the stack, and a member
+    /// name given twice is refused (RFC 7515 section 5.2 lets a JWS parser reject duplicate names; any other
+    /// choice lets two readers of one token see different claims).
     static func parseObject(_ bytes: [UInt8]) -> [String: JSONValue]? {
-        guard let first = bytes.first(where: { !isJSONSpace($0) }), first == UInt8(ascii: "{") else { return nil }
-        guard let any = try? JSONSerialization.jsonObject(with: Data(bytes)),
-              case .object(let object)? = JSONValue(foundation: any) else { return nil }
+        guard let document = try? JSONDocument(parsing: bytes, duplicates: .refused),
+              case .object(let object)? = JSONValue(document, JSONDocument.root) else { return nil }
         return object
     }
 
-    private static func isJSONSpace(_ b: UInt8) -> Bool {
-        b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D
-    }
-
-    /// Converts JSONSerialization output; nil for anything that is not JSON.
-    init?(foundation value: Any) {
-        switch value {
-        case is NSNull:
+    /// The value at `node`; nil for a number that is not finite as a Double.
+    init?(_ d: JSONDocument, _ node: Int) {
+        switch d.kind(of: node) {
+        case .null:
             self = .null
-        case let string as String:
+        case .bool:
+            self = .bool(d.isTrue(node))
+        case .string:
+            guard let string = d.string(node) else { return nil }
             self = .string(string)
-        case let number as NSNumber:
-            // JSON booleans arrive as NSNumber too; their Objective-C type is "c" (CFBoolean) on Linux and macOS.
-            if String(cString: number.objCType) == "c" {
-                self = .bool(number.boolValue)
-            } else {
-                let double = number.doubleValue
-                guard double.isFinite else { return nil }
-                self = .number(double)
-            }
-        case let array as [Any]:
+        case .number:
+            guard let double = Double(String(decoding: d.bytes[d.range(of: node)], as: UTF8.self)), double.isFinite
+            else { return nil }
+            self = .number(double)
+        case .array:
             var out: [JSONValue] = []
-            out.reserveCapacity(array.count)
-            for element in array {
-                guard let converted = JSONValue(foundation: element) else { return nil }
+            for child in d.children(of: node) {
+                guard let converted = JSONValue(d, child) else { return nil }
                 out.append(converted)
             }
             self = .array(out)
-        case let object as [String: Any]:
+        case .object:
             var out: [String: JSONValue] = [:]
-            for (key, element) in object {
-                guard let converted = JSONValue(foundation: element) else { return nil }
+            for child in d.children(of: node) {
+                guard let key = d.key(of: child), let converted = JSONValue(d, child) else { return nil }
                 out[key] = converted
             }
             self = .object(out)
-        default:
-            return nil
         }
     }
 }

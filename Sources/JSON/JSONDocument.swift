@@ -54,6 +54,9 @@ public struct JSONDocument: Sendable {
 
     /// Reads `bytes`, which must be exactly one JSON object.
     public init(parsing bytes: [UInt8], duplicates: Duplicates = .refused) throws(JSONScanError) {
+        #if DEBUG
+        JSONParseCount.note(bytes)
+        #endif
         var scanner = JSONScanner(bytes)
         scanner.refuseDuplicates = duplicates == .refused
         try scanner.document()

@@ -3,8 +3,8 @@
 /// size split anywhere.
 ///
 /// The rules it keeps, each a place where stream clients have broken:
-/// - A line ends with CRLF, LF or CR. A CR that ends one chunk and an LF that starts the next are one line end,
-///   so the parser remembers a trailing CR instead of looking ahead.
+/// - A line ends with CRLF, LF or CR. A CR that ends one chunk and an LF that starts the next are one line end
+///   (`SSEBoundaryScanner` finds the line ends, once per chunk, and remembers a trailing CR).
 /// - A UTF-8 byte order mark is skipped only at the very start of the stream (it may itself arrive split).
 /// - Text is decoded as UTF-8 per complete line (invalid sequences become U+FFFD), never per chunk, so a
 ///   character split across two chunks survives.
@@ -42,8 +42,10 @@ public struct SSEParser: Sendable {
     private var dataLines = 0
     private var eventType: String?
     private var retrySinceDispatch: Int?
-    /// The previous chunk ended with CR: an LF starting the next chunk belongs to that line end.
-    private var skipLeadingLF = false
+    /// Line ends of what `parse(_:onRawEvent:)` is fed; unused when the caller passes its own scan.
+    private var scanner = SSEBoundaryScanner()
+    /// Deliveries this parser scanned itself (`parse(_:onRawEvent:)`): zero for a reader handed its scans.
+    package var ownScans: Int { scanner.scans }
     /// How many bytes of a BOM matched at stream start; `nil` once the start has been decided.
     private var bomMatched: Int? = 0
 
@@ -72,9 +74,18 @@ public struct SSEParser: Sendable {
 
     /// The same parse, each event handed over as a `RawEvent`.
     public mutating func parse(_ bytes: UnsafeRawBufferPointer, onRawEvent onEvent: (RawEvent) throws -> Void) throws {
-        var start = 0
+        let scan = scanner.scan(bytes)
+        try parse(bytes, scan: scan, onRawEvent: onEvent)
+    }
+
+    /// The same parse on a delivery whose line ends the caller already found (`SSEBoundaryScanner`, run once per
+    /// delivery and shared with the other readers of the stream). A stream is fed either this way or the other,
+    /// never both: the scanner remembers a CR ending one delivery.
+    public mutating func parse(_ bytes: UnsafeRawBufferPointer, scan: SSEBoundaryScanner.Scan,
+                               onRawEvent onEvent: (RawEvent) throws -> Void) throws {
+        var start = scan.start
         let end = bytes.count
-        if start == end { return }
+        if start >= end { return }
         if let matched = bomMatched {
             // UTF-8 BOM EF BB BF, only as the stream's first bytes; it may arrive one byte per chunk.
             let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
@@ -94,36 +105,18 @@ public struct SSEParser: Sendable {
                 partialLine.append(contentsOf: bom[0..<m])
             }
         }
-        if skipLeadingLF, start < end {
-            skipLeadingLF = false
-            if bytes[start] == 0x0A { start += 1 }
-        }
         var lineStart = start
-        var i = start
-        while i < end {
-            let byte = bytes[i]
-            if byte != 0x0A && byte != 0x0D {
-                i += 1
-                continue
-            }
+        for lineEnd in scan.lineEnds {
             if partialLine.isEmpty {
-                try processLine(UnsafeRawBufferPointer(rebasing: bytes[lineStart..<i]), onEvent: onEvent)
+                try processLine(UnsafeRawBufferPointer(rebasing: bytes[lineStart..<lineEnd.end]), onEvent: onEvent)
             } else {
-                partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[lineStart..<i]))
+                partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[lineStart..<lineEnd.end]))
                 try checkSize(partialLine.count)
                 let line = partialLine
                 partialLine.removeAll(keepingCapacity: true)
                 try line.withUnsafeBytes { try processLine($0, onEvent: onEvent) }
             }
-            i += 1
-            if byte == 0x0D {
-                if i < end {
-                    if bytes[i] == 0x0A { i += 1 }
-                } else {
-                    skipLeadingLF = true
-                }
-            }
-            lineStart = i
+            lineStart = lineEnd.next
         }
         if lineStart < end {
             partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[lineStart..<end]))
@@ -150,7 +143,7 @@ public struct SSEParser: Sendable {
         dataLines = 0
         eventType = nil
         retrySinceDispatch = nil
-        skipLeadingLF = false
+        scanner.reset()
         bomMatched = 0
         return discarded
     }

@@ -229,11 +229,14 @@ public enum JSONLine {
     private static func appendEscaped(_ s: String, to out: inout [UInt8]) {
         let done: Void? = s.utf8.withContiguousStorageIfAvailable { bytes in
             var clean = 0   // bytes[clean..<i] need no escaping and are copied in one go
-            for i in 0..<bytes.count {
+            var i = 0
+            while i < bytes.count {
+                i = firstToEscape(bytes, from: i)
+                guard i < bytes.count else { break }
                 let b = bytes[i]
-                guard b < 0x20 || b == 0x22 || b == 0x5C else { continue }
                 out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[clean..<i]))
                 clean = i + 1
+                i += 1
                 out.append(0x5C)
                 switch b {
                 case 0x22, 0x5C: out.append(b)
@@ -257,5 +260,27 @@ public enum JSONLine {
             copy.makeContiguousUTF8()
             appendEscaped(copy, to: &out)
         }
+    }
+
+    /// The index of the first byte at or after `from` that JSON needs escaped (a control byte, `"` or `\`), or
+    /// the count. Eight bytes at a time: a word has such a byte when `x - 0x20…` borrows into a byte's high bit
+    /// that `x` had clear (a byte below 0x20), or `x ^ 0x22…` or `x ^ 0x5C…` has a zero byte. Every access-log
+    /// line passes here for its path, user agent and the rest, on every request.
+    private static func firstToEscape(_ bytes: UnsafeBufferPointer<UInt8>, from: Int) -> Int {
+        var i = from
+        let n = bytes.count
+        if let base = bytes.baseAddress {
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let highs: UInt64 = 0x8080_8080_8080_8080
+            while i + 8 <= n {
+                let x = UnsafeRawPointer(base).loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                let quote = x ^ (ones &* 0x22), backslash = x ^ (ones &* 0x5C)
+                let control = (x &- ones &* 0x20) & ~x
+                if (control | (quote &- ones) & ~quote | (backslash &- ones) & ~backslash) & highs != 0 { break }
+                i += 8
+            }
+        }
+        while i < n, bytes[i] >= 0x20, bytes[i] != 0x22, bytes[i] != 0x5C { i += 1 }
+        return i
     }
 }

@@ -12,7 +12,7 @@ public struct ListenerError: Error, CustomStringConvertible {
 
 /// A listening TCP socket, watched by every event loop's poller: the loop that wins the accept serves the
 /// connection, and gets the new descriptor (non-blocking, TCP_NODELAY set) in `onAccept`, on its own queue.
-public final class Listener: @unchecked Sendable {
+public final class Listener: Sendable {
     // Invariant: `fd` and `port` are immutable after init; the acceptors are behind a lock, and each one's
     // mutable state is touched on its loop's queue only.
     public let fd: Int32

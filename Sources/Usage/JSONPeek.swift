@@ -95,25 +95,31 @@ struct JSONPeek {
 
     /// Where the value of `key` starts in the object at `object`, or nil (no such member, not an object, malformed).
     func member(_ key: String, inObjectAt object: Int) -> Int? {
-        guard byte(at: object) == UInt8(ascii: "{") else { return nil }
         var found: Int?
-        var j = skipWhitespace(object + 1)
-        if byte(at: j) == UInt8(ascii: "}") { return nil }
-        while j < bytes.count {
-            guard let keyEnd = endOfString(at: j) else { return nil }
-            let isKey = Self.keyMatches(key, UnsafeBufferPointer(rebasing: bytes[(j + 1)..<(keyEnd - 1)]))
-            j = skipWhitespace(keyEnd)
-            guard byte(at: j) == UInt8(ascii: ":") else { return nil }
-            j = skipWhitespace(j + 1)
-            if isKey { found = j }
-            guard let valueEnd = endOfValue(at: j, depth: 2) else { return found }
-            j = skipWhitespace(valueEnd)
-            guard let next = byte(at: j) else { return found }
-            if next == UInt8(ascii: "}") { return found }
-            guard next == UInt8(ascii: ",") else { return found }
-            j = skipWhitespace(j + 1)
+        forEachMember(inObjectAt: object) { name, value in
+            if Self.keyMatches(key, name) { found = value }
         }
         return found
+    }
+
+    /// Calls `body` with each member's raw name (between its quotes) and where its value starts, in order, in one
+    /// pass over the object at `object`; stops quietly at malformed input. Several members are read with one walk.
+    func forEachMember(inObjectAt object: Int, _ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: Int) -> Void) {
+        guard byte(at: object) == UInt8(ascii: "{") else { return }
+        var j = skipWhitespace(object + 1)
+        if byte(at: j) == UInt8(ascii: "}") { return }
+        while j < bytes.count {
+            guard let keyEnd = endOfString(at: j) else { return }
+            let name = UnsafeBufferPointer(rebasing: bytes[(j + 1)..<(keyEnd - 1)])
+            j = skipWhitespace(keyEnd)
+            guard byte(at: j) == UInt8(ascii: ":") else { return }
+            j = skipWhitespace(j + 1)
+            body(name, j)
+            guard let valueEnd = endOfValue(at: j, depth: 2) else { return }
+            j = skipWhitespace(valueEnd)
+            guard byte(at: j) == UInt8(ascii: ",") else { return }
+            j = skipWhitespace(j + 1)
+        }
     }
 
     /// Follows `first`, then `second`, from the object at `start`.
@@ -122,7 +128,7 @@ struct JSONPeek {
     }
 
     /// The raw key bytes are `key`'s: lengths first, then the bytes in place (no iterator over the String).
-    private static func keyMatches(_ key: String, _ raw: UnsafeBufferPointer<UInt8>) -> Bool {
+    static func keyMatches(_ key: String, _ raw: UnsafeBufferPointer<UInt8>) -> Bool {
         guard key.utf8.count == raw.count else { return false }
         return key.utf8.withContiguousStorageIfAvailable { k in
             k.count == 0 || memcmp(k.baseAddress!, raw.baseAddress!, k.count) == 0

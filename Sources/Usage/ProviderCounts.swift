@@ -16,17 +16,27 @@ struct ProviderCounts: Sendable, Equatable {
 
 /// Where each provider writes its usage, read with `JSONPeek` from the object that holds the counts.
 enum UsageReaders {
+    /// The OpenAI usage names `openAI` reads, chat's and the Responses API's.
+    private static let openAINames = ["prompt_tokens", "input_tokens", "completion_tokens", "output_tokens", "prompt_tokens_details",
+                                      "input_tokens_details", "completion_tokens_details", "output_tokens_details"]
+
     /// OpenAI's usage object: chat completions (`prompt_tokens`, `completion_tokens`, `…_details`) or the Responses
     /// API (`input_tokens`, `output_tokens`, `…_details`); both name the same counts.
     static func openAI(_ p: JSONPeek, usageAt u: Int, into c: inout ProviderCounts) {
         guard p.isObject(at: u) else { return }
-        let prompt = int(p, u, "prompt_tokens") ?? int(p, u, "input_tokens")
-        let completion = int(p, u, "completion_tokens") ?? int(p, u, "output_tokens")
+        // One walk of the usage object for its eight names (the last of a repeated name counts, as in `member`).
+        var at = [Int?](repeating: nil, count: openAINames.count)
+        p.forEachMember(inObjectAt: u) { name, value in
+            for (i, key) in openAINames.enumerated() where JSONPeek.keyMatches(key, name) { at[i] = value }
+        }
+        func int(_ i: Int) -> Int? { at[i].flatMap { p.integer(at: $0) } }
+        func int(_ i: Int, _ inner: String) -> Int? { at[i].flatMap { p.member(inner, inObjectAt: $0) }.flatMap { p.integer(at: $0) } }
+        let prompt = int(0) ?? int(1)
+        let completion = int(2) ?? int(3)
         c.prompt = prompt ?? c.prompt
         c.completion = completion ?? c.completion
-        c.cached = int(p, u, "prompt_tokens_details", "cached_tokens") ?? int(p, u, "input_tokens_details", "cached_tokens") ?? c.cached
-        c.reasoning = int(p, u, "completion_tokens_details", "reasoning_tokens")
-            ?? int(p, u, "output_tokens_details", "reasoning_tokens") ?? c.reasoning
+        c.cached = int(4, "cached_tokens") ?? int(5, "cached_tokens") ?? c.cached
+        c.reasoning = int(6, "reasoning_tokens") ?? int(7, "reasoning_tokens") ?? c.reasoning
         if prompt != nil && completion != nil { c.final = true }
     }
 
@@ -86,9 +96,5 @@ enum UsageReaders {
 
     private static func int(_ p: JSONPeek, _ object: Int, _ key: String) -> Int? {
         p.member(key, inObjectAt: object).flatMap { p.integer(at: $0) }
-    }
-
-    private static func int(_ p: JSONPeek, _ object: Int, _ key: String, _ inner: String) -> Int? {
-        p.path(key, inner, from: object).flatMap { p.integer(at: $0) }
     }
 }

@@ -1,3 +1,5 @@
+import SSE
+
 /// Removes from an OpenAI chat stream the one event the relay caused by injecting
 /// `stream_options.include_usage`: `data: {…,"choices":[],"usage":{…}}` and the empty line that ends it. Every other
 /// byte passes unchanged, in order. A plain value owned by the exchange's queue; bytes in, bytes out.
@@ -45,11 +47,12 @@ public struct UsageEventStripper: Sendable {
     private var phase = Phase.watching
     /// The current event's bytes so far: a copy while watching, the held bytes while holding.
     private var event: [UInt8] = []
-    private var atLineStart = true
-    /// The previous byte was a CR ending a non-empty line: an LF now belongs to that line end.
-    private var afterCR = false
     /// An event ended with a CR: an LF next completes that line end and goes where the event went.
     private var lineFeedAfterCR: LineFeedAfterCR?
+    /// Line ends of what `process(_:)` is fed; unused when the caller passes its own scans.
+    private var scanner = SSEBoundaryScanner()
+    /// Deliveries this filter scanned itself: zero for a filter handed its scans.
+    package var ownScans: Int { scanner.scans }
 
     public init(maxEventBytes: Int = UsageEventStripper.defaultMaxEventBytes) {
         self.maxEventBytes = maxEventBytes
@@ -57,48 +60,30 @@ public struct UsageEventStripper: Sendable {
 
     public mutating func process(_ input: UnsafeRawBufferPointer) -> Output {
         if phase == .passing && lineFeedAfterCR == nil { return .unchanged }
+        let scan = scanner.scan(input)
+        return process(input, scan: scan)
+    }
+
+    /// The same, on a delivery whose line ends the caller found (`SSEBoundaryScanner`, once per delivery and
+    /// shared with the usage tap). A stream is fed with scans or without, never both.
+    public mutating func process(_ input: UnsafeRawBufferPointer, scan: SSEBoundaryScanner.Scan) -> Output {
+        if phase == .passing && lineFeedAfterCR == nil { return .unchanged }
+        let n = input.count
+        guard n > 0 else { return .unchanged }
         var out = OutputBuilder()
         var runStart = 0
-        var i = 0
-        let n = input.count
-        while i < n {
-            if phase == .passing && lineFeedAfterCR == nil {
-                out.emit(input, runStart..<n)
-                runStart = n
-                break
+        if let pending = lineFeedAfterCR {
+            lineFeedAfterCR = nil
+            if scan.skipsLeadingLF {
+                if pending == .pass { out.emit(input, 0..<1) }
+                runStart = 1
             }
-            let b = input[i]
-            if let pending = lineFeedAfterCR {
-                lineFeedAfterCR = nil
-                if b == 0x0A {
-                    if pending == .pass { out.emit(input, i..<(i + 1)) }
-                    i += 1
-                    runStart = i
-                    continue
-                }
-            }
-            if b == 0x0A || b == 0x0D {
-                if b == 0x0A && afterCR {
-                    afterCR = false
-                    i += 1
-                    continue
-                }
-                afterCR = b == 0x0D
-                i += 1
-                if atLineStart {
-                    take(input, runStart..<i, into: &out)
-                    runStart = i
-                    endEvent(endedWithCR: b == 0x0D, input, into: &out)
-                } else {
-                    atLineStart = true
-                }
-            } else {
-                atLineStart = false
-                afterCR = false
-                i += 1
-                // The rest of the line in a tight loop: nothing but a line end changes the state.
-                while i < n && input[i] != 0x0A && input[i] != 0x0D { i += 1 }
-            }
+        }
+        for lineEnd in scan.lineEnds where lineEnd.endsEvent {
+            if phase == .passing { break }
+            take(input, runStart..<lineEnd.next, into: &out)
+            runStart = lineEnd.next
+            endEvent(endedWithCR: scan.endsWithCR && lineEnd.next == n, input, into: &out)
         }
         take(input, runStart..<n, into: &out)
         return out.result(input)
@@ -149,7 +134,6 @@ public struct UsageEventStripper: Sendable {
 
     /// An empty line ended the current event (its bytes, that line's end included, are in `event`).
     private mutating func endEvent(endedWithCR: Bool, _ input: UnsafeRawBufferPointer, into out: inout OutputBuilder) {
-        afterCR = false
         var dropped = false
         switch phase {
         case .watching:
@@ -176,55 +160,24 @@ public struct UsageEventStripper: Sendable {
         event.withUnsafeBufferPointer { JSONPeek($0).scanKeys(finishKeys).nonEmptyString != 0 }
     }
 
-    /// The event's data is an object whose `choices` is an empty array and whose `usage` is an object.
+    /// The event's data is an object whose `choices` is an empty array and whose `usage` is an object. The event
+    /// is read by `SSEParser` (its `data` lines joined with LF, WHATWG §9.2.6); one that names an event type other
+    /// than "message" is not a chat chunk.
     static func isUsageOnly(_ event: [UInt8]) -> Bool {
-        guard let data = dataField(of: event) else { return false }
-        return data.withUnsafeBufferPointer { buffer in
-            let p = JSONPeek(buffer)
-            let root = p.root
-            guard let choices = p.member("choices", inObjectAt: root), p.isEmptyArray(at: choices),
-                  let usage = p.member("usage", inObjectAt: root), p.isObject(at: usage)
-            else { return false }
-            return true
+        var parser = SSEParser(maxEventBytes: max(event.count, 1))
+        var usageOnly = false
+        _ = try? event.withUnsafeBytes { bytes in
+            try parser.parse(bytes, onRawEvent: { raw in
+                guard raw.type == nil || raw.type == "message" else { return }
+                let p = JSONPeek(raw.data.bindMemory(to: UInt8.self))
+                let root = p.root
+                guard let choices = p.member("choices", inObjectAt: root), p.isEmptyArray(at: choices),
+                      let usage = p.member("usage", inObjectAt: root), p.isObject(at: usage)
+                else { return }
+                usageOnly = true
+            })
         }
-    }
-
-    /// The event's `data` lines joined with LF (WHATWG §9.2.6), or nil if it has none or names an event type
-    /// other than "message" (not a chat chunk).
-    static func dataField(of event: [UInt8]) -> [UInt8]? {
-        var data: [UInt8] = []
-        var lines = 0
-        var start = 0
-        var i = 0
-        func line(_ range: Range<Int>) -> Bool {
-            let l = event[range]
-            guard !l.isEmpty, l.first != UInt8(ascii: ":") else { return true }
-            let colon = l.firstIndex(of: UInt8(ascii: ":")) ?? l.endIndex
-            let name = l[l.startIndex..<colon]
-            var valueStart = colon < l.endIndex ? colon + 1 : colon
-            if valueStart < l.endIndex && event[valueStart] == 0x20 { valueStart += 1 }
-            let value = event[valueStart..<l.endIndex]
-            if name.elementsEqual("data".utf8) {
-                if lines > 0 { data.append(0x0A) }
-                data.append(contentsOf: value)
-                lines += 1
-            } else if name.elementsEqual("event".utf8) {
-                return value.isEmpty || value.elementsEqual("message".utf8)
-            }
-            return true
-        }
-        while i < event.count {
-            let b = event[i]
-            if b == 0x0A || b == 0x0D {
-                if !line(start..<i) { return nil }
-                i += (b == 0x0D && i + 1 < event.count && event[i + 1] == 0x0A) ? 2 : 1
-                start = i
-            } else {
-                i += 1
-            }
-        }
-        if start < event.count, !line(start..<event.count) { return nil }
-        return lines > 0 ? data : nil
+        return usageOnly
     }
 }
 

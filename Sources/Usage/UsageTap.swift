@@ -126,6 +126,12 @@ public struct UsageTap: Sendable {
 
     /// Feeds the next bytes of the response body, exactly as received.
     public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+        feed(bytes, scan: nil)
+    }
+
+    /// Feeds the next delivery with its line ends already found (`SSEBoundaryScanner`, once per delivery, shared
+    /// with the usage-event filter and the budget cut). A stream is fed with scans or without, never both.
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer, scan: SSEBoundaryScanner.Scan?) {
         guard !gaveUp, !bytes.isEmpty else { return }
         switch format {
         case .ignored:
@@ -144,12 +150,19 @@ public struct UsageTap: Sendable {
             swap(&running, &parser)
             defer { swap(&running, &parser) }
             do {
-                try running.parse(bytes, onRawEvent: { event in self.read(event) })
+                if let scan {
+                    try running.parse(bytes, scan: scan, onRawEvent: { event in self.read(event) })
+                } else {
+                    try running.parse(bytes, onRawEvent: { event in self.read(event) })
+                }
             } catch {
                 gaveUp = true
             }
         }
     }
+
+    /// Deliveries the tap's parser scanned for line ends itself (fed without scans).
+    package var ownScans: Int { parser.ownScans }
 
     public mutating func feed(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { feed($0) }

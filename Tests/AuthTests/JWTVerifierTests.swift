@@ -170,6 +170,23 @@ import TestSupportCore
         #expect(failure(verifier().verify([parts[0], parts[1], parts[2] + "="].joined(separator: "."), now: now)) == .malformed)
     }
 
+    /// Two readers of one token must see the same claims: a claim or header name given twice is refused (RFC 7515
+    /// section 5.2), not read as its first or last copy; so are nesting past the reader's depth cap and a payload
+    /// that is not one JSON object.
+    @Test func duplicateNamesDeepNestingAndNonObjectsAreMalformed() {
+        let valid = claims()
+        let twice = String(valid.dropLast()) + #","sub":"admin"}"#
+        #expect(failure(verifier().verify(token(header: header("RS256", kid: "rsa-1"), payload: twice, signer: .rs256(Fixtures.rsa1)), now: now)) == .malformed)
+        let headerTwice = String(header("RS256", kid: "rsa-1").dropLast()) + #","alg":"none"}"#
+        #expect(failure(verifier().verify(token(header: headerTwice, payload: valid, signer: .rs256(Fixtures.rsa1)), now: now)) == .malformed)
+        let deep = String(valid.dropLast()) + #","x":"# + String(repeating: "[", count: 200) + String(repeating: "]", count: 200) + "}"
+        #expect(failure(verifier().verify(token(header: header("RS256", kid: "rsa-1"), payload: deep, signer: .rs256(Fixtures.rsa1)), now: now)) == .malformed)
+        for payload in [valid + " 1", "[" + valid + "]", "\u{FEFF}" + valid] {
+            #expect(failure(verifier().verify(token(header: header("RS256", kid: "rsa-1"), payload: payload, signer: .rs256(Fixtures.rsa1)), now: now)) == .malformed)
+        }
+        #expect(failure(verifier().verify(token(header: header("RS256", kid: "rsa-1"), payload: valid, signer: .rs256(Fixtures.rsa1)), now: now)) == nil)
+    }
+
     @Test func anAllZeroECDSASignatureIsRefused() {
         let zero = token(header: header("ES256", kid: "ec-1"), payload: claims(), signer: .raw([UInt8](repeating: 0, count: 64)))
         #expect(failure(verifier().verify(zero, now: now)) == .badSignature)

@@ -1,4 +1,5 @@
-// BudgetGuard and EventBoundary as values: when a stream asks for more budget, when it is cut, where events end.
+// BudgetGuard as a value: when a stream asks for more budget and when it is cut (where events end:
+// SSEBoundaryScannerTests).
 @testable import Relay
 import Testing
 import Usage
@@ -43,29 +44,5 @@ import Usage
                 == "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"budget_exhausted\",\"message\":\"\(message)\"}}\n\n")
         #expect(String(decoding: BudgetGuard.closingEvent(provider: .gemini), as: UTF8.self)
                 == "data: {\"error\":{\"code\":429,\"message\":\"\(message)\",\"status\":\"RESOURCE_EXHAUSTED\"}}\n\n")
-    }
-
-    /// Every line-end style, fed whole and one byte at a time: the boundary is right after the empty line (fed
-    /// whole, an empty line ended by CR takes its LF along; one byte at a time, the CR alone already ends it).
-    @Test func eventBoundariesForEveryLineEnd() {
-        for (stream, whole, dripped) in [("data: a\n\ndata: b", 9, 9), ("data: a\r\n\r\ndata: b", 11, 10), ("data: a\r\rdata: b", 9, 9),
-                                         ("data: a\n\rdata: b", 9, 9), ("data: a\r\n\ndata: b", 10, 10), (": c\ndata: a\nid: 1\n\nx", 19, 19)] {
-            let bytes = Array(stream.utf8)
-            var all = EventBoundary()
-            #expect(all.atBoundary, "nothing sent is a boundary")
-            #expect(bytes.withUnsafeBytes { all.prefixToBoundary(in: $0) } == whole, "\(stream.debugDescription)")
-            #expect(all.atBoundary)
-            var one = EventBoundary()
-            var found: Int?
-            for (i, byte) in bytes.enumerated() where found == nil {
-                if [byte].withUnsafeBytes({ one.prefixToBoundary(in: $0) }) != nil { found = i + 1 }
-            }
-            #expect(found == dripped, "\(stream.debugDescription) dripped")
-            var fed = EventBoundary()
-            bytes[..<dripped].withUnsafeBytes { fed.feed($0) }
-            #expect(fed.atBoundary)
-            bytes[..<(dripped - 1)].withUnsafeBytes { fed.feed($0) }
-            #expect(!fed.atBoundary, "\(stream.debugDescription) one byte short")
-        }
     }
 }

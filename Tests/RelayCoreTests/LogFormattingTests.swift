@@ -27,4 +27,38 @@ import Testing
         #expect(JSONLine.quote("plain/path-1") == #""plain/path-1""#)
         #expect(JSONLine.quote("a\"b\\c\n\u{1}") == #""a\"b\\c\n\u0001""#)
     }
+
+    /// The word-at-a-time search for bytes to escape: each byte that needs it (every control byte, `"`, `\`) and
+    /// near misses (0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F, multi-byte UTF-8) at every position of strings around the
+    /// eight-byte word size, against a byte-by-byte escaper.
+    @Test func everyByteToEscapeAtEveryPosition() {
+        func reference(_ s: String) -> String {
+            var out = "\""
+            for scalar in s.unicodeScalars {
+                switch scalar {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case "\n": out += "\\n"
+                case "\r": out += "\\r"
+                case "\t": out += "\\t"
+                case _ where scalar.value < 0x20:
+                    let hex = Array("0123456789abcdef")
+                    out += "\\u00" + String(hex[Int(scalar.value >> 4)]) + String(hex[Int(scalar.value & 0xF)])
+                default: out.unicodeScalars.append(scalar)
+                }
+            }
+            return out + "\""
+        }
+        let specials = (0..<0x20).map { Character(Unicode.Scalar(UInt8($0))) } + ["\"", "\\", " ", "!", "#", "[", "]", "\u{7F}", "é", "€"]
+        for length in [1, 7, 8, 9, 15, 16, 17, 24] {
+            for position in 0..<length {
+                for special in specials {
+                    var s = String(repeating: "a", count: length)
+                    let at = s.index(s.startIndex, offsetBy: position)
+                    s.replaceSubrange(at...at, with: String(special))
+                    #expect(JSONLine.quote(s) == reference(s), "\(length) \(position) \(special.debugDescription)")
+                }
+            }
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import HTTP1
 import HTTPServer
+import SSE
 import Support
 import Transport
 import Upstream
@@ -40,7 +41,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// The key injected into this request: masked out of a non-2xx response body, where a provider may echo it.
     var providerKey: Secret?
     private var masker: SecretMasker?
-    private var meter: UsageMeter
+    private(set) var meter: UsageMeter
     /// The call reached the provider (it did not fail to connect): the prompt may be billed.
     private var callReachedProvider = false
     /// Asks the admission store when the request is whole; nil admits without asking (unit tests of other parts).
@@ -50,11 +51,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// The call waiting for the store's answer.
     private var admittedCall: (request: UpstreamRequest, upstream: any UpstreamClient)?
     /// A stream without a ceiling: its reservation grows with its output.
-    private var budgetGuard: BudgetGuard?
+    private(set) var budgetGuard: BudgetGuard?
     /// The reservation's prompt part and whether the request named a ceiling; the guard is made at the head.
     private var reservation: RequestBodyPlan.Reservation?
-    /// Event boundaries of what went to the client, tracked while a guard runs.
-    private var boundary = EventBoundary()
     /// Checks the proof of the genuine app over the body as received, before everything else (`AttestationGate`).
     var attestationGate: AttestationGate?
     /// Prices (`ExchangeCost`, dollar budgets); nil prices nothing.
@@ -220,16 +219,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         switch machine.upstreamBody(clientAboveHighWater: writer.isAboveHighWater, now: clock.now()) {
         case .forward:
             if record.firstBodyAt == nil { record.firstBodyAt = clock.now() }
-            if budgetGuard != nil { return forwardGuarded(bytes) }
-            meter.observe(bytes)
+            let scan = meter.scan(bytes)
+            if budgetGuard != nil { return forwardGuarded(bytes, scan) }
+            meter.observe(bytes, scan)
             if masker != nil {
                 let masked = masker!.feed(bytes)
                 if !masked.isEmpty { masked.withUnsafeBytes { send($0) } }
             } else {
-                switch meter.clientBytes(bytes) {
-                case .unchanged: send(bytes)
-                case .bytes(let kept): if !kept.isEmpty { kept.withUnsafeBytes { send($0) } }
-                }
+                forwardToClient(bytes, scan)
             }
             return true
         case .refuse:
@@ -237,15 +234,15 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         case .drop:
             return true
         case .discard:
-            meter.observe(bytes)
+            meter.observe(bytes, meter.scan(bytes))
             if meter.hasProviderUsage { perform(machine.usageArrived()) }
             return true
         }
     }
 
     /// The client's part of a delivery (through the usage stripper when the relay injected the usage request).
-    private func forwardToClient(_ bytes: UnsafeRawBufferPointer) {
-        switch meter.clientBytes(bytes) {
+    private func forwardToClient(_ bytes: UnsafeRawBufferPointer, _ scan: SSEBoundaryScanner.Scan) {
+        switch meter.clientBytes(bytes, scan) {
         case .unchanged: send(bytes)
         case .bytes(let kept): if !kept.isEmpty { kept.withUnsafeBytes { send($0) } }
         }
@@ -253,22 +250,17 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     /// A delivery of a guarded stream: counted, forwarded, and the reservation kept ahead of the count. Once the
     /// budget is exhausted, bytes pass only up to the end of the event under way; the stream ends there.
-    private func forwardGuarded(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        if budgetGuard?.state == .exhausted {
-            guard let end = boundary.prefixToBoundary(in: bytes) else {
-                meter.observe(bytes)
-                forwardToClient(bytes)
-                return true
-            }
+    private func forwardGuarded(_ bytes: UnsafeRawBufferPointer, _ scan: SSEBoundaryScanner.Scan) -> Bool {
+        if budgetGuard?.state == .exhausted, let end = scan.firstEventEnd {
             let head = UnsafeRawBufferPointer(rebasing: bytes[0..<end])
-            meter.observe(head)
-            forwardToClient(head)
+            let headScan = scan.prefix(end)
+            meter.observe(head, headScan)
+            forwardToClient(head, headScan)
             cut()
             return true
         }
-        meter.observe(bytes)
-        boundary.feed(bytes)
-        forwardToClient(bytes)
+        meter.observe(bytes, scan)
+        forwardToClient(bytes, scan)
         guardAction(budgetGuard?.counted(output: meter.countedOutput) ?? .none)
         return true
     }
@@ -283,7 +275,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             admission.store.extend(grant, by: .step(tokens, price: admittedPrice), on: writer.loop) { granted in self.extensionAnswered(granted) }
         case .cut:
             metrics.budgetCut(route: record.route)
-            if boundary.atBoundary { cut() }   // else the next delivery ends the event under way, then the cut
+            if meter.atEventBoundary { cut() }   // else the next delivery ends the event under way, then the cut
         }
     }
 

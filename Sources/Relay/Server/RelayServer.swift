@@ -290,7 +290,7 @@ public final class RelayServer: @unchecked Sendable {
             }
         }
         // After the exchanges ended (their settles are queued ahead of the close): stop refreshing leases.
-        (store as? RedisAdmissionStore)?.shutdown()
+        store.shutdown()
     }
 
     /// The largest pending-write buffer any open connection has had (what slow readers cost, at most).

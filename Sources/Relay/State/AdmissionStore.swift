@@ -36,6 +36,15 @@ public protocol AdmissionStore: AnyObject, Sendable {
     /// the current windows, or nil when the store cannot answer.
     func usageReport(identity: String, wallClockSeconds: Int64, on loop: EventLoop,
                      _ completion: @escaping @Sendable (BudgetReport?) -> Void)
+
+    /// The server stopped, after its exchanges ended (their settles are queued ahead of this): stop background
+    /// work and close connections. Called once, by `RelayServer.shutdown()`; a store with nothing running keeps
+    /// the default, which does nothing.
+    func shutdown()
+}
+
+extension AdmissionStore {
+    public func shutdown() {}
 }
 
 /// A store that keeps no dollars (a test double) grows and settles the tokens only.

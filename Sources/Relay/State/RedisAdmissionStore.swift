@@ -25,7 +25,7 @@ import Transport
 ///
 /// Thread safety: the live-grant table and the script hashes are behind locks (`Locked`); each client is owned by
 /// its loop's queue. `admit`, `extend` and `usageReport` are called on `loop`; `settle` from anywhere.
-public final class RedisAdmissionStore: AdmissionStore, @unchecked Sendable {
+public final class RedisAdmissionStore: AdmissionStore, Sendable {
     // Invariant: `clients`, `live`, `shas`, `refreshTimer` and `pendingSettles` are only touched under their locks; a client itself
     // only on its loop's queue.
 

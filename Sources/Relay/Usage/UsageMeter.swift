@@ -1,4 +1,5 @@
 import JSON
+import SSE
 import Usage
 
 /// One exchange's token accounting, as a value: the request body in (include_usage injected, prompt estimated,
@@ -38,7 +39,10 @@ struct UsageMeter: Sendable {
     /// The relay added the usage request: the client's stream loses the usage-only event.
     private(set) var injected = false
     private(set) var tap: UsageTap?
-    private var stripper: UsageEventStripper?
+    private(set) var stripper: UsageEventStripper?
+    /// Line and event ends of a 2xx event stream, found once per delivery (`scan(_:)`) for the tap, the stripper
+    /// and the exchange's budget cut.
+    private(set) var events: SSEBoundaryScanner?
     /// A 2xx head arrived: what follows is an answer the provider bills.
     private var answered = false
     /// An error head arrived: nothing to bill.
@@ -74,19 +78,31 @@ struct UsageMeter: Sendable {
         answered = true
         tap = UsageTap(provider: settings.provider, contentType: contentType, maxJSONBytes: settings.maxTapBytes,
                        maxEventBytes: settings.maxTapBytes)
-        if injected, tap?.format == .eventStream {
-            stripper = UsageEventStripper(maxEventBytes: settings.maxTapBytes)
-        }
+        guard tap?.format == .eventStream else { return }
+        events = SSEBoundaryScanner()
+        if injected { stripper = UsageEventStripper(maxEventBytes: settings.maxTapBytes) }
     }
 
-    /// A copy of a response body delivery, exactly as received.
-    mutating func observe(_ bytes: UnsafeRawBufferPointer) {
-        tap?.feed(bytes)
+    /// The line and event ends of a delivery: the one walk over its bytes that `observe` and `clientBytes` share.
+    /// Empty (nothing walked) unless the answer is a 2xx event stream.
+    mutating func scan(_ bytes: UnsafeRawBufferPointer) -> SSEBoundaryScanner.Scan {
+        events == nil ? Self.noScan : events!.scan(bytes)
+    }
+
+    private static let noScan = SSEBoundaryScanner.Scan()
+
+    /// The bytes so far end with a whole event (or none came, or the answer is no event stream): bytes of the
+    /// relay's own can go to the client here.
+    var atEventBoundary: Bool { events?.atEventBoundary ?? true }
+
+    /// A copy of a response body delivery, exactly as received, with its `scan(_:)`.
+    mutating func observe(_ bytes: UnsafeRawBufferPointer, _ scan: SSEBoundaryScanner.Scan) {
+        tap?.feed(bytes, scan: events == nil ? nil : scan)
     }
 
     /// What of a delivery goes to the client: the delivery itself unless the relay injected the usage request.
-    mutating func clientBytes(_ bytes: UnsafeRawBufferPointer) -> UsageEventStripper.Output {
-        stripper == nil ? .unchanged : stripper!.process(bytes)
+    mutating func clientBytes(_ bytes: UnsafeRawBufferPointer, _ scan: SSEBoundaryScanner.Scan) -> UsageEventStripper.Output {
+        stripper == nil ? .unchanged : stripper!.process(bytes, scan: scan)
     }
 
     /// The response ended cleanly: bytes the stripper still held (an event without its closing empty line).
