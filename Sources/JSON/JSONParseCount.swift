@@ -1,10 +1,24 @@
 #if DEBUG
-import Synchronization
+import Foundation
 
 /// Debug builds only: counts the parses of bodies that carry a marker, so a test can show a request's body is read
 /// once (issue 19) while other tests parse their own bodies in parallel. Release builds have no hook at all.
 package enum JSONParseCount {
-    private static let counters = Mutex<[(marker: [UInt8], parses: Int)]>([])
+    private static let counters = Counters()
+
+    /// The markers being counted. Not `Mutex` (macOS 15; the package's floor is macOS 13), and the JSON target
+    /// links no `Support`.
+    private final class Counters: @unchecked Sendable {
+        // Invariant for `@unchecked Sendable`: `list` is read and written only while `lock` is held.
+        private let lock = NSLock()
+        private var list: [(marker: [UInt8], parses: Int)] = []
+
+        func withLock<R>(_ body: (inout [(marker: [UInt8], parses: Int)]) -> R) -> R {
+            lock.lock()
+            defer { lock.unlock() }
+            return body(&list)
+        }
+    }
 
     /// Runs `body` and returns how many times a buffer containing `marker` was parsed meanwhile.
     package static func counting<R>(marker: String, _ body: () throws -> R) rethrows -> (result: R, parses: Int) {
