@@ -106,6 +106,10 @@ struct EventBoundary: Sendable, Equatable {
         }
     }
 
+    /// A boundary no later byte can move: not a lone CR after a line end, which may yet be the start of a CRLF
+    /// (`HeartbeatSchedule` writes there).
+    var atSettledBoundary: Bool { atBoundary && !(b2 == 0x0A && b1 == 0x0D) }
+
     /// Notes bytes that passed.
     mutating func feed(_ bytes: UnsafeRawBufferPointer) {
         let n = bytes.count

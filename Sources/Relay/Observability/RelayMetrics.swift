@@ -42,6 +42,7 @@ public final class RelayMetrics: Sendable {
         var stateUnavailable: [String: UInt64] = [:]    // outcome
         var attestations: [[String]: UInt64] = [:]      // kind, result
         var registrations: [String: UInt64] = [:]       // result
+        var streamResumes: [String: UInt64] = [:]       // result
         var firstByte = Histogram()
         var duration = Histogram()
     }
@@ -87,6 +88,10 @@ public final class RelayMetrics: Sendable {
     /// A call of the App Attest challenge or register endpoint: `challenge`, `registered`, `invalid`, `conflict`, …
     public func attestationRegistration(result: String) { labelled.withLock { $0.registrations[result, default: 0] += 1 } }
 
+    /// A call of `/v1/relay/streams/<id>`: `resumed`, `stopped`, `not_found`, `expired`, `out_of_range`, `invalid`,
+    /// `rate_limited`.
+    public func streamResume(result: String) { labelled.withLock { $0.streamResumes[result, default: 0] += 1 } }
+
     /// The exposition text.
     public func render() -> String {
         let m = labelled.withLock { $0 }
@@ -119,6 +124,7 @@ public final class RelayMetrics: Sendable {
             out += "sse_relay_attestations_total{kind=\(quote(key[0])),result=\(quote(key[1]))} \(m.attestations[key]!)\n"
         }
         counterFamily(&out, "sse_relay_attestation_registrations_total", "Calls of the App Attest challenge and register endpoints, by result.", "result", m.registrations)
+        counterFamily(&out, "sse_relay_stream_resumes_total", "Resumes and stops of resumable streams, by result.", "result", m.streamResumes)
         header("sse_relay_tokens_total", "counter", "Tokens used, by route, model (allowlisted or other), kind (prompt, completion) and source (provider, estimate).")
         for key in m.tokens.keys.sorted(by: { $0.sortKey.lexicographicallyPrecedes($1.sortKey) }) {
             out += "sse_relay_tokens_total{route=\(quote(key.route)),model=\(quote(key.model)),kind=\(quote(key.kind)),source=\(quote(key.source))} \(m.tokens[key]!)\n"

@@ -50,6 +50,8 @@ extension RelayHandler {
             budgets: configuration.budgets, routeMaxTokens: route.bodyPolicy.maxTokens?.limit, wallClock: server.wallClock)
         exchange.providerKey = upstream.key
         exchange.attestationGate = server.attestation?.gate(route: route, head: head)
+        exchange.keeping = StreamKeeping(heartbeatSeconds: route.heartbeatSeconds, resume: route.resume, registry: server.streams,
+                                         route: route, identity: admitted.identity)
         server.exchangeStarted(exchange, on: state)
         let plan = RequestBodyPlan.Settings(endpoint: endpoint, policy: route.bodyPolicy, injectsUsage: injects, budgets: nil)
         exchange.start(request, upstream: state.driver, plan: plan)
