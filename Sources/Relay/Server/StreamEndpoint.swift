@@ -180,6 +180,13 @@ extension RelayServer {
         for state in loopStates { state.loop.queue.sync { state.loop.runDueTimers() } }
     }
 
+    /// Exchanges whose stream nobody reads now (client gone, no resume yet): a sync point for tests.
+    public func detachedStreamCount() -> Int {
+        loopStates.reduce(0) { total, state in
+            total + state.loop.queue.sync { state.exchanges.values.filter { $0.keeping.detachedSince != nil }.count }
+        }
+    }
+
     /// Resumable streams kept, and the bytes their buffers hold together.
     public var resumableStreamCounts: (streams: Int, bytes: Int) {
         (streams?.count ?? 0, streams?.totalHeldBytes ?? 0)
