@@ -51,17 +51,19 @@ extension RelayExchange: StreamOwner {
         }
     }
 
-    /// A provider delivery went to the client: the silence starts again.
+    /// A provider delivery came: the silence starts again.
     func streamDelivered() {
-        guard keeping.heartbeat != nil else { return }
-        keeping.heartbeat!.providerDelivered(now: clock.now())
-        armTimer()   // cheap when an earlier deadline is armed (`LazyTimer`)
+        keeping.heartbeat?.providerDelivered(now: clock.now())
     }
 
     /// Body bytes written (or, detached, that would have been): noted for the heartbeat's boundary and kept for
-    /// resumes.
+    /// resumes. The heartbeat's deadline is armed once the bytes end an event (none while one is half-sent); arming
+    /// is a comparison when an earlier deadline is armed (`LazyTimer`).
     func streamWrote(_ bytes: UnsafeRawBufferPointer) {
-        keeping.heartbeat?.wrote(bytes)
+        if keeping.heartbeat != nil {
+            keeping.heartbeat!.wrote(bytes)
+            if !isEnded { armTimer() }
+        }
         if let stream = keeping.stream, stream.append(bytes) { abandon() }
     }
 
