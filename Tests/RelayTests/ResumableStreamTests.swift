@@ -338,4 +338,27 @@ struct ResumableStreamTests {
         next.put(1)
         #expect(try client.readChunkedBody(until: "[DONE]\n\n") == Self.provider, "the stream on A is untouched")
     }
+
+    @Test("a dropped and resumed stream settles its budget once, with the provider's usage")
+    func budgetsSettleOnce() throws {
+        let next = Mailbox<Int>()
+        let usage = Array(#"data: {"id":"c","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":11,"total_tokens":18}}"#.utf8) + [0x0A, 0x0A]
+        let relay = try Self.relay(Self.upstream(Self.part1, Self.part2 + usage, next: next)) { config in
+            config.budgets = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: 100_000))
+            config.admin = .init(host: "127.0.0.1", port: 0)
+        }
+        let (client, id) = try Self.start(relay)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        client.reset()
+        let (resumed, head) = try Self.call(relay, id: id, offset: Self.part1.count)
+        #expect(head.status == 200)
+        next.put(1)
+        _ = try resumed.readBody(head: head)
+        try relay.waitUntilIdle()
+        let (status, body, _) = try TestClient.get(port: relay.server.adminPort ?? 0, path: "/usage?identity=static%3Aapp-a")
+        #expect(status == 200)
+        #expect(body.contains(#""openStreams":0"#))
+        #expect(body.contains(#""used":18,"reserved":0"#), "\(body)")
+        #expect(relay.logs.lines.filter { $0.contains(#""prompt_tokens":7"#) && $0.contains(#""completion_tokens":11"#) }.count == 1)
+    }
 }
