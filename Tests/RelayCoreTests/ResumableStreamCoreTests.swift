@@ -1,6 +1,7 @@
 // The pure parts of resumable streams: the replay buffer's offsets and bounds, the request's id and offset.
 @testable import Relay
 import Testing
+import Transport
 
 private extension ReplayBuffer {
     mutating func append(_ text: String) -> Int { Array(text.utf8).withUnsafeBytes { append($0) } }
@@ -77,5 +78,114 @@ private extension ReplayBuffer {
         let r = StreamRequest.parse(method: "POST", path: StreamRequest.pathPrefix + Self.id, query: "offset=0")
         guard case .invalid(let error, _) = r else { Issue.record("\(r)"); return }
         #expect(error.status == 405)
+    }
+}
+
+/// `ResumableStream` and its registry without sockets: a reader that records what it is told, an owner whose
+/// notices are counted on its loop.
+@Suite struct ResumableStreamStateTests {
+    final class Reader: StreamReader, @unchecked Sendable {
+        // Invariant: touched on the test's thread only (the stream calls it synchronously, outside its lock).
+        var wakes = 0
+        var takenOvers = 0
+        func wake() { wakes += 1 }
+        func takenOver() { takenOvers += 1 }
+    }
+
+    final class Owner: StreamOwner, @unchecked Sendable {
+        // Invariant: `notices` is touched on `ownerLoop.queue` only.
+        let ownerLoop = EventLoop(index: 0)
+        var notices: [String] = []
+        func readerAttached() { notices.append("attached") }
+        func readerLeft() { notices.append("left") }
+        func originalTakenOver() { notices.append("originalTakenOver") }
+        func stopRequested() { notices.append("stop") }
+        var seen: [String] { ownerLoop.queue.sync { notices } }
+    }
+
+    static func stream(maxBytes: Int = 1024, cap: Int = 1 << 20) -> (ResumableStreams, ResumableStream, Owner) {
+        let registry = ResumableStreams(capBytes: cap)
+        let owner = Owner()
+        let stream = registry.open(identity: "static:a", route: .init(prefix: "/v1/", upstream: "u"),
+                                   resume: RouteResume(maxBufferBytes: maxBytes), owner: owner)!
+        return (registry, stream, owner)
+    }
+
+    static func append(_ stream: ResumableStream, _ text: String) -> Bool { Array(text.utf8).withUnsafeBytes { stream.append($0) } }
+
+    @Test func aResumeTakesOverAndTheOneBeforeIsClosed() {
+        let (registry, stream, owner) = Self.stream()
+        #expect(!Self.append(stream, "data: a\n\n"))
+        #expect(registry.totalHeldBytes == 9)
+        let first = Reader(), second = Reader()
+        guard case .failed(.beyondWritten) = stream.attach(first, offset: 10) else { Issue.record("416 expected"); return }
+        guard case .attached = stream.attach(first, offset: 3) else { Issue.record("attach"); return }
+        #expect(stream.read(first, from: 3, limit: 100).bytes == Array("a: a\n\n".utf8))
+        guard case .attached = stream.attach(second, offset: 9) else { Issue.record("attach"); return }
+        #expect(first.takenOvers == 1)
+        #expect(!stream.read(first, from: 9, limit: 100).current, "the first reader no longer reads")
+        #expect(owner.seen == ["originalTakenOver", "attached", "attached"])
+    }
+
+    @Test func wakesAreCoalescedUntilTheReaderReads() {
+        let (_, stream, _) = Self.stream()
+        let reader = Reader()
+        _ = stream.attach(reader, offset: 0)
+        _ = Self.append(stream, "a")
+        _ = Self.append(stream, "b")
+        #expect(reader.wakes == 1)
+        let r = stream.read(reader, from: 0, limit: 100)
+        #expect(r.bytes == Array("ab".utf8) && r.end == nil && r.current)
+        _ = Self.append(stream, "c")
+        #expect(reader.wakes == 2)
+        stream.finish(.completed)
+        let end = stream.read(reader, from: 3, limit: 100)
+        #expect(end.bytes.isEmpty && end.end == .completed)
+    }
+
+    @Test func outgrowingTheBufferClosesTheReaderAndFreesTheBytes() {
+        let (registry, stream, _) = Self.stream(maxBytes: 1024)
+        let reader = Reader()
+        _ = stream.attach(reader, offset: 0)
+        #expect(!Self.append(stream, String(repeating: "x", count: 1000)))
+        #expect(Self.append(stream, String(repeating: "y", count: 100)), "nobody reads it now, nobody ever can")
+        #expect(reader.takenOvers == 1)
+        #expect(registry.totalHeldBytes == 0)
+        guard case .failed(.expired) = stream.attach(Reader(), offset: 0) else { Issue.record("410 expected"); return }
+    }
+
+    @Test func aStopClosesTheReaderAndTellsTheOwner() {
+        let (registry, stream, owner) = Self.stream()
+        let reader = Reader()
+        _ = stream.attach(reader, offset: 0)
+        stream.stop()
+        registry.remove(stream)
+        #expect(reader.takenOvers == 1)
+        guard case .gone = stream.attach(Reader(), offset: 0) else { Issue.record("gone expected"); return }
+        #expect(registry.lookup(stream.id) == nil)
+        #expect(owner.seen == ["originalTakenOver", "attached", "stop"])
+    }
+
+    @Test func theDetachWindowEndsOnlyWhenNobodyReads() {
+        let (_, stream, _) = Self.stream()
+        #expect(stream.originalLeft() == .detached)
+        let reader = Reader()
+        _ = stream.attach(reader, offset: 0)
+        #expect(!stream.abandonIfUnread(), "a resume came in time")
+        stream.readerLeft(reader)
+        #expect(stream.abandonIfUnread())
+        guard case .failed = stream.attach(Reader(), offset: 1) else { Issue.record("416 expected"); return }
+    }
+
+    @Test func pastTheCapNewStreamsAreNotResumable() {
+        let registry = ResumableStreams(capBytes: 10)
+        let owner = Owner()
+        let route = RelayConfiguration.Route(prefix: "/v1/", upstream: "u")
+        let a = registry.open(identity: nil, route: route, resume: RouteResume(), owner: owner)!
+        #expect(!Self.append(a, "0123456789"))
+        #expect(registry.open(identity: nil, route: route, resume: RouteResume(), owner: owner) == nil)
+        registry.remove(a)
+        #expect(registry.totalHeldBytes == 0)
+        #expect(registry.open(identity: nil, route: route, resume: RouteResume(), owner: owner) != nil)
     }
 }

@@ -70,9 +70,9 @@ extension RelayExchange: StreamOwner {
     /// The exchange's timer fired: a heartbeat due, or a detach window over.
     func streamTimer(now: Instant) {
         guard machine.phase == .streaming else { return }
-        if let since = keeping.detachedSince, let resume = keeping.resume,
-           now >= since.advanced(bySeconds: resume.windowSeconds), keeping.stream?.abandonIfUnread() == true {
-            return abandon()
+        if let since = keeping.detachedSince, let resume = keeping.resume, now >= since.advanced(bySeconds: resume.windowSeconds) {
+            if keeping.stream?.abandonIfUnread() == true { return abandon() }
+            closeDetachWindow()   // a resume attached (its notice is on its way here): no deadline left to spin on
         }
         let backedUp = (!keeping.originalGone && writer.isAboveHighWater) || machine.upstreamPaused
         if keeping.heartbeat?.due(now: now, clientBackedUp: backedUp) == true {
