@@ -361,4 +361,29 @@ struct ResumableStreamTests {
         #expect(body.contains(#""used":18,"reserved":0"#), "\(body)")
         #expect(relay.logs.lines.filter { $0.contains(#""prompt_tokens":7"#) && $0.contains(#""completion_tokens":11"#) }.count == 1)
     }
+
+    @Test("a stream whose provider failed replays what it had, then a resume at its end gets 502 stream_broken")
+    func providerFailed() throws {
+        let fail = Gate()
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: sseHead)
+            try connection.writeChunk(Self.part1)
+            try fail.wait(timeout: 10)
+            connection.reset()
+        }
+        let relay = try Self.relay(upstream)
+        let (client, id) = try Self.start(relay)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        fail.signal()
+        #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }   // truncated, no clean end
+        try relay.waitUntilIdle()
+        let (replay, head) = try Self.call(relay, id: id, offset: 0)
+        #expect(head.status == 200)
+        #expect(throws: (any Error).self) { _ = try replay.readBody(head: head) }
+        #expect(replay.receivedBytes.count > Self.part1.count, "the bytes it had, then a close without a clean end")
+        let (end, endHead) = try Self.call(relay, id: id, offset: Self.part1.count)
+        #expect(endHead.status == 502)
+        #expect(try Self.errorCode(end, endHead) == "stream_broken")
+    }
 }

@@ -78,8 +78,8 @@ extension RelayExchange: StreamOwner {
         if keeping.heartbeat?.due(now: now, clientBackedUp: backedUp) == true {
             record.heartbeats += 1
             HeartbeatSchedule.comment.withUnsafeBytes { bytes in
+                keeping.stream.map { _ = $0.append(bytes) }   // kept before it is sent, as `send` does
                 writer.sendBody(bytes)   // one write: the chunk's framing and the comment
-                keeping.stream.map { _ = $0.append(bytes) }
             }
         }
     }

@@ -303,8 +303,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private func send(_ bytes: UnsafeRawBufferPointer) {
         record.bytesOut += bytes.count
         metrics.bytesToClients.wrappingAdd(bytes.count, ordering: .relaxed)
+        streamWrote(bytes)   // kept before it is sent: a client that has byte K can resume at K at once
         writer.sendBody(bytes)
-        streamWrote(bytes)
     }
 
     func transfer(_ transfer: any UpstreamCall, didCompleteWith result: Result<Void, UpstreamFailure>) {

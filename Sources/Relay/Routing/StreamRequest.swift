@@ -43,6 +43,9 @@ enum StreamRequest: Equatable, Sendable {
                                           message: "The bytes at this offset are no longer kept; the stream cannot be resumed there.")
     static let offsetOutOfRange = RelayError(status: 416, type: "invalid_request_error", code: "offset_out_of_range",
                                              message: "The offset is past what the stream has written.")
+    /// A resume at the end of a stream whose provider failed: the client has all there is, and no more will come.
+    static let streamBroken = RelayError(status: 502, type: "upstream_error", code: "stream_broken",
+                                         message: "The provider's stream broke off at this offset; it cannot be continued.")
     static let invalidOffset = RelayError(status: 400, type: "invalid_request_error", code: "invalid_offset",
                                           message: "Give the offset as ?offset=N, N the number of body bytes already received.")
 }

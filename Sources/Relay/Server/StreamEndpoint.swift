@@ -86,6 +86,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         resumeOffset = offset
         switch stream.attach(self, offset: offset) {
         case .gone: return refuse(StreamRequest.streamNotFound, result: "not_found")
+        case .brokenAtEnd: return refuse(StreamRequest.streamBroken, result: "broken")
         case .failed(.beyondWritten): return refuse(StreamRequest.offsetOutOfRange, result: "out_of_range")
         case .failed: return refuse(StreamRequest.streamExpired, result: "expired")
         case .attached: break

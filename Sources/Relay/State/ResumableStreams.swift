@@ -149,6 +149,8 @@ final class ResumableStream: @unchecked Sendable {
         case attached
         case failed(ReplayBuffer.Position)
         case gone
+        /// The stream broke (the provider failed) and the reader has every byte: nothing can follow.
+        case brokenAtEnd
     }
 
     /// A resume at `offset`: `reader` takes the stream over from whoever read it (told to close).
@@ -156,7 +158,8 @@ final class ResumableStream: @unchecked Sendable {
         let result = locked.withLock { s -> (Attach, previous: Reader, owner: (any StreamOwner)?) in
             if s.end == .stopped { return (.gone, .none, nil) }
             let position = s.buffer.position(offset)
-            guard case .replay = position else { return (.failed(position), .none, nil) }
+            guard case .replay(let at) = position else { return (.failed(position), .none, nil) }
+            if s.end == .broken && at == s.buffer.written { return (.brokenAtEnd, .none, nil) }
             let previous = s.reader
             s.reader = .resumer(reader)
             s.wakePending = false
