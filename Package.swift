@@ -9,9 +9,10 @@ let serverRelease: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=uncheck
 
 let package = Package(
     name: "sse-relay",
-    // macOS 15 is the relay's floor (it uses the Synchronization module). The client targets (`SSE`,
-    // `SSERelayClient`) use nothing newer than iOS 16 / macOS 13; see README, "Client library".
-    platforms: [.macOS(.v15), .iOS(.v16)],
+    // The floor of the client library apps link (`SSE`, `SSERelayClient`), and so of every target: a manifest has
+    // one list. No target uses newer API (`Support.Locked` stands in for `Atomic` and `Mutex`), as far as
+    // Tests/availability/check.sh can tell without an Apple compiler; see README, "Client library".
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .visionOS(.v1)],
     products: [
         .executable(name: "sse-relay", targets: ["sse-relay"]),
         // The app's side: streams chat through the relay (iOS, macOS, Linux; Foundation only).

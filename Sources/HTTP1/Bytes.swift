@@ -79,10 +79,24 @@ func equalsLowercase(_ p: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int, _ 
 /// read as Latin-1 so that hostile bytes can never make decoding fail.
 func decodeFieldValue(_ bytes: UnsafeBufferPointer<UInt8>, hasHighBytes: Bool) -> String {
     if !hasHighBytes { return String(decoding: bytes, as: UTF8.self) }
-    if let s = String(validating: bytes, as: UTF8.self) { return s }
+    if let s = validatedUTF8String(bytes) { return s }
     var scalars = String.UnicodeScalarView()
     for b in bytes { scalars.append(Unicode.Scalar(b)) }
     return String(scalars)
+}
+
+/// The bytes as a string if they are well-formed UTF-8 (no overlong forms, surrogates or scalars past U+10FFFF),
+/// else nil: what `String(validating:as:)` does, which needs macOS 15 / iOS 18 (the package's floor is macOS 13).
+public func validatedUTF8String<Bytes: Collection>(_ bytes: Bytes) -> String? where Bytes.Element == UInt8 {
+    var iterator = bytes.makeIterator()
+    var decoder = Unicode.UTF8()
+    while true {
+        switch decoder.decode(&iterator) {
+        case .scalarValue: continue
+        case .emptyInput: return String(decoding: bytes, as: UTF8.self)
+        case .error: return nil
+        }
+    }
 }
 
 /// RFC 3986 §3.2 authority bytes a request-target or Host may carry (host, port, IP literal): unreserved,

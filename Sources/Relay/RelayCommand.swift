@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 import Support
 import Transport
 import Upstream
@@ -206,7 +205,7 @@ enum SignalHandling {
     }
 
     final class Countdown: Sendable {
-        private let value = Atomic<Int>(0)
+        private let value = Locked(0)
         func increment() -> Int { value.wrappingAdd(1, ordering: .relaxed).newValue }
     }
 }

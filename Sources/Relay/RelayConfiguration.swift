@@ -45,6 +45,10 @@ public struct RelayConfiguration: Sendable {
         public var idleConnectionSeconds = 30
         /// `headers`: fields the operator sets on every request to this provider (`RelayConfiguration+UpstreamHeaders`).
         public var headers = HTTPHeaders()
+        /// `keys`: the key pool, instead of `key` (`RelayConfiguration+Pools`; `pool` reads either).
+        public var keys: [UpstreamKey] = []
+        /// How long a key the provider answered 401 or 403 stays unused.
+        public var keyDisabledSeconds = 600.0
         /// `keyHeader` defaults to the provider's (`Provider.keyHeader`), `keyPrefix` to `Bearer ` for
         /// `Authorization` and nothing otherwise.
         public init(name: String, baseURL: String, key: Secret?, provider: Provider = .openai, keyHeader: String? = nil,
@@ -90,6 +94,10 @@ public struct RelayConfiguration: Sendable {
         public var heartbeatSeconds = Route.defaultHeartbeatSeconds
         /// Resumable streams (`resume`); nil when off (`RelayConfiguration+Resume.swift`).
         public var resume: RouteResume?
+        /// `upstreams`: tried in order (`upstream` is the first); empty for the one `upstream` (`upstreamChain`).
+        public var upstreams: [String] = []
+        /// Provider calls per request, failovers included (`RelayConfiguration+Pools`).
+        public var maxAttempts = 3
         public init(prefix: String, upstream: String, stripPrefix: Bool = false, methods: [String] = Route.defaultMethods,
                     auth: RouteAuth = .none, exact: Bool = false, bodyPolicy: BodyPolicy = BodyPolicy(),
                     provider: Provider = .openai, usage: RouteUsage = RouteUsage()) {
@@ -356,7 +364,8 @@ struct ConfigReader {
     mutating func readUpstream(_ name: String, _ value: Any) -> RelayConfiguration.Upstream? {
         let path = "upstreams.\(name)"
         guard let u = value as? [String: Any] else { problem(path, "must be an object"); return nil }
-        checkKnown(u, ["baseURL", "key", "provider", "keyHeader", "keyPrefix", "httpVersion", "caFile", "idleConnectionSeconds", "headers"], path)
+        checkKnown(u, ["baseURL", "key", "provider", "keyHeader", "keyPrefix", "httpVersion", "caFile", "idleConnectionSeconds", "headers",
+                       "keys", "keyDisabledSeconds"], path)
         guard let base = string(u, "baseURL", "\(path).baseURL") else {
             if u["baseURL"] == nil { problem("\(path).baseURL", "is required") }
             return nil
@@ -394,6 +403,7 @@ struct ConfigReader {
             upstream.idleConnectionSeconds = v
         }
         if let fields = u["headers"] { upstream.headers = fixedHeaders(fields, "\(path).headers", keyHeader: header) }
+        readPool(u, path, into: &upstream)
         return upstream
     }
 
@@ -416,14 +426,16 @@ struct ConfigReader {
                             upstreamNames: Set<String>) -> RelayConfiguration.Route? {
         guard let route = value as? [String: Any] else { problem(path, "must be an object"); return nil }
         checkKnown(route, ["prefix", "upstream", "stripPrefix", "methods", "auth", "exact", "models", "maxTokens",
-                           "usage", "onClientCancel", "drainMaxSeconds", "unmetered", "attestation",
+                           "usage", "onClientCancel", "drainMaxSeconds", "unmetered", "attestation", "upstreams", "maxAttempts",
                            "heartbeatSeconds", "resume"], path)
         let prefix = string(route, "prefix", "\(path).prefix")
-        let upstream = string(route, "upstream", "\(path).upstream")
+        let upstream = string(route, "upstream", "\(path).upstream") ?? (route["upstreams"] as? [String])?.first
         if prefix == nil && route["prefix"] == nil { problem("\(path).prefix", "is required") }
-        if upstream == nil && route["upstream"] == nil { problem("\(path).upstream", "is required") }
+        if route["upstream"] == nil && route["upstreams"] == nil { problem("\(path).upstream", "is required") }
+        if route["upstream"] == nil, route["upstreams"] != nil, upstream == nil { problem("\(path).upstreams", "must be a non-empty list of upstream names") }
+        if route["upstream"] != nil && route["upstreams"] != nil { problem("\(path).upstreams", "give either upstream or upstreams, not both") }
         if let prefix, !prefix.hasPrefix("/") { problem("\(path).prefix", "must start with /") }
-        if let upstream, upstreams[upstream] == nil, !upstreamNames.contains(upstream) {
+        if route["upstream"] != nil, let upstream, upstreams[upstream] == nil, !upstreamNames.contains(upstream) {
             problem("\(path).upstream", "names no upstream (\"\(upstream)\")")
         }
         let strip = bool(route, "stripPrefix", "\(path).stripPrefix") ?? false
@@ -448,6 +460,7 @@ struct ConfigReader {
         result.unmetered = unmetered
         result.attestation = attestation
         routeStreaming(route, path, into: &result)
+        readRouteUpstreams(route, path, upstreams: upstreams, upstreamNames: upstreamNames, into: &result)
         return result
     }
 

@@ -10,6 +10,7 @@ import SSE
 ///   user the whole answer.
 /// - Events with another `event:` name (not OpenAI's) are ignored.
 public struct ChatStreamDecoder: Sendable {
+    /// Complete on purpose, like `ChatEvent`: what one event can mean to a chat does not grow.
     public enum Output: Sendable, Equatable {
         case chunk(ChatChunk)
         /// `[DONE]`: the answer is complete.

@@ -9,34 +9,153 @@ public struct ChatRequest: Sendable, Encodable, Equatable {
     /// Asks the provider for a final chunk with `usage` (`stream_options.include_usage`). On by default: the
     /// snapshot stream surfaces it.
     public var includeUsage: Bool
+    /// Top-level fields this type does not model (`tools`, `tool_choice`, `response_format`, `seed`, a provider's
+    /// own), sent after the modelled ones, in name order, each value byte for byte as given. The names the type
+    /// models (`model`, `messages`, `stream`, `temperature`, `max_tokens`, `stream_options`) are refused when the
+    /// body is built (`EncodingError.invalidValue`): set those through their properties.
+    public var additionalFields: [String: RawJSON]
 
     public init(model: String, messages: [ChatMessage], temperature: Double? = nil, maxTokens: Int? = nil,
-                includeUsage: Bool = true) {
+                includeUsage: Bool = true, additionalFields: [String: RawJSON] = [:]) {
         self.model = model
         self.messages = messages
         self.temperature = temperature
         self.maxTokens = maxTokens
         self.includeUsage = includeUsage
+        self.additionalFields = additionalFields
     }
 
-    private enum Keys: String, CodingKey {
-        case model, messages, temperature, stream
-        case maxTokens = "max_tokens"
-        case streamOptions = "stream_options"
+    /// The names of the fields the type writes itself.
+    public static let modelledFields: Set<String> = ["model", "messages", "stream", "temperature", "max_tokens", "stream_options"]
+
+    /// The request body the client sends: the modelled fields (sorted by name, as `JSONEncoder` writes them),
+    /// then `additionalFields` with their values' bytes unchanged.
+    public func jsonBody() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var body = try encoder.encode(Modelled(request: self))
+        guard !additionalFields.isEmpty else { return body }
+        // `{…}` with no trailing space: the members go before its closing brace. The modelled part is never empty.
+        body.removeLast()
+        for name in try additionalNames() {
+            body.append(UInt8(ascii: ","))
+            body.append(try encoder.encode(name))
+            body.append(UInt8(ascii: ":"))
+            body.append(contentsOf: additionalFields[name]!.bytes)
+        }
+        body.append(UInt8(ascii: "}"))
+        return body
     }
 
-    private struct StreamOptions: Encodable {
-        var include_usage: Bool
-    }
-
+    /// Writes the modelled fields and the additional ones as plain JSON values (their bytes may change form:
+    /// `1.50` becomes `1.5`); `jsonBody()` sends them unchanged.
     public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: Keys.self)
-        try c.encode(model, forKey: .model)
-        try c.encode(messages, forKey: .messages)
-        try c.encode(true, forKey: .stream)
-        try c.encodeIfPresent(temperature, forKey: .temperature)
-        try c.encodeIfPresent(maxTokens, forKey: .maxTokens)
-        if includeUsage { try c.encode(StreamOptions(include_usage: true), forKey: .streamOptions) }
+        var c = encoder.container(keyedBy: FieldName.self)
+        try encodeModelled(into: &c)
+        for name in try additionalNames() {
+            try c.encode(try additionalFields[name]!.value(), forKey: FieldName(name))
+        }
+    }
+
+    private func encodeModelled(into c: inout KeyedEncodingContainer<FieldName>) throws {
+        try c.encode(model, forKey: FieldName("model"))
+        try c.encode(messages, forKey: FieldName("messages"))
+        try c.encode(true, forKey: FieldName("stream"))
+        try c.encodeIfPresent(temperature, forKey: FieldName("temperature"))
+        try c.encodeIfPresent(maxTokens, forKey: FieldName("max_tokens"))
+        if includeUsage { try c.encode(["include_usage": true], forKey: FieldName("stream_options")) }
+    }
+
+    private func additionalNames() throws -> [String] {
+        let names = additionalFields.keys.sorted()
+        if let taken = names.first(where: { Self.modelledFields.contains($0) }) {
+            throw EncodingError.invalidValue(additionalFields[taken]!, EncodingError.Context(
+                codingPath: [FieldName(taken)], debugDescription: "\(taken) is a field ChatRequest models; set its property"))
+        }
+        return names
+    }
+
+    private struct Modelled: Encodable {
+        let request: ChatRequest
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: FieldName.self)
+            try request.encodeModelled(into: &c)
+        }
+    }
+
+    struct FieldName: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ name: String) { stringValue = name }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+}
+
+/// One JSON value as bytes, sent exactly as given (`ChatRequest.additionalFields`): what the library does not
+/// model reaches the provider unchanged, numbers and spacing included.
+public struct RawJSON: Sendable, Hashable {
+    public let bytes: [UInt8]
+
+    /// `json` must be one JSON value (object, array, string, number, `true`, `false` or `null`), as Foundation's
+    /// `JSONSerialization` reads it (on Linux it lets a trailing comma through; the provider will not).
+    public init(_ json: String) throws {
+        try self.init(bytes: Array(json.utf8))
+    }
+
+    public init(bytes: [UInt8]) throws {
+        do {
+            _ = try JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])
+        } catch {
+            throw DecodingError.dataCorrupted(DecodingError.Context(codingPath: [], debugDescription: "not one JSON value",
+                                                                    underlyingError: error))
+        }
+        self.bytes = bytes
+    }
+
+    /// The JSON `JSONEncoder` writes for `value`.
+    public init<T: Encodable>(encoding value: T) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        bytes = Array(try encoder.encode(value))
+    }
+
+    /// The value, for an `Encoder` that cannot take bytes.
+    func value() throws -> JSONValue { try JSONDecoder().decode(JSONValue.self, from: Data(bytes)) }
+}
+
+/// A JSON value read back from `RawJSON`, so that `ChatRequest`'s `Encodable` conformance can write it.
+enum JSONValue: Codable, Equatable {
+    case null
+    case bool(Bool)
+    case integer(Int64)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
+        else if let i = try? c.decode(Int64.self) { self = .integer(i) }
+        else if let d = try? c.decode(Double.self) { self = .number(d) }
+        else if let s = try? c.decode(String.self) { self = .string(s) }
+        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
+        else { self = .object(try c.decode([String: JSONValue].self)) }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .null: try c.encodeNil()
+        case .bool(let b): try c.encode(b)
+        case .integer(let i): try c.encode(i)
+        case .number(let d): try c.encode(d)
+        case .string(let s): try c.encode(s)
+        case .array(let a): try c.encode(a)
+        case .object(let o): try c.encode(o)
+        }
     }
 }
 
@@ -136,6 +255,8 @@ public struct ChatUsage: Sendable, Decodable, Equatable {
 }
 
 /// What `chat(_:)` yields: every decoded chunk, then one `finished` as the last element of a complete answer.
+/// An enum complete on purpose (an app's `switch` needs no `default`): another kind of element would come as
+/// another stream, never as a new case here.
 public enum ChatEvent: Sendable, Equatable {
     case chunk(ChatChunk)
     case finished(ChatSummary)

@@ -4,22 +4,25 @@ import SSE
 import FoundationNetworking
 #endif
 
-/// One HTTP attempt streamed as Server-Sent Events: a private `URLSession` whose session-level
-/// `URLSessionDataDelegate` runs on a serial `OperationQueue` and feeds each body chunk to an `SSEParser`.
+/// One HTTP attempt streamed as Server-Sent Events: a data task of the client's `URLSession` whose body chunks
+/// feed an `SSEParser`. The session's delegate (`StreamSession`) hands this attempt the callbacks of its task.
 ///
 /// Why this shape, the same on every platform: `URLSession.bytes(for:)` does not exist in swift-corelibs-foundation;
 /// a task-level delegate (`task.delegate`) gets no callbacks there; `dataTask(with:completionHandler:)` buffers the
 /// whole body. A session-level delegate streams progressively on Linux and Apple platforms alike, so the code the
 /// tests run on Linux is the code an app ships.
 ///
-/// Contract: the delegate callbacks arrive one at a time on `queue`; `didCompleteWithError` is terminal and ends the
-/// event stream (with the events, a `RelayAPIError` for a non-2xx answer, a `CancellationError` for -999, or the
-/// `URLError`). Ending the stream from either side (completion, or the consumer cancelling/dropping it) cancels
-/// the task and invalidates the session, which releases the session's strong reference to this delegate.
-final class EventStreamTask: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+/// Contract: the callbacks arrive one at a time on the session's serial delegate queue; `completed` is terminal and
+/// ends the event stream (with the events, a `RelayAPIError` for a non-2xx answer, a `CancellationError` for
+/// -999, or the `URLError`). Ending the stream from either side (completion, or the consumer cancelling/dropping
+/// it) cancels the task; the session then reports its completion and lets go of this attempt.
+///
+/// The event stream is unbounded but never holds much: the client library's own task takes each event as it
+/// arrives (`SSERelayClient` bounds what waits for the app).
+final class EventStreamTask: @unchecked Sendable {
     // Invariant for `@unchecked Sendable`: `parser`, `response`, `status`, `errorBody` and `started` are read and
-    // written only inside the delegate callbacks, which URLSession runs one at a time on the serial `queue`
-    // (maxConcurrentOperationCount = 1). `continuation` is Sendable; `requestID` and `maxErrorBodyBytes` are
+    // written only inside `received` and `completed`, which the session's serial delegate queue runs one at a
+    // time (maxConcurrentOperationCount = 1). `continuation` is Sendable; `requestID` and `maxErrorBodyBytes` are
     // immutable.
     private let continuation: AsyncThrowingStream<SSEEvent, any Error>.Continuation
     private let requestID: String?
@@ -41,8 +44,8 @@ final class EventStreamTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
 
     deinit { Self.live.add(-1) }
 
-    /// Delegates alive: each is held by its URLSession until the session is invalidated, so a count that does
-    /// not return to zero is a leaked session (see `SSERelayClient.liveStreams`).
+    /// Attempts alive: each is held by its session's delegate until its task completes, so a count that does not
+    /// return to zero is a task that never ended (see `SSERelayClient.liveStreams`).
     static let live = LiveCounter()
 
     /// One started attempt: its events, and a way to end it early from outside the stream.
@@ -52,31 +55,25 @@ final class EventStreamTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
         var cancel: @Sendable () -> Void
     }
 
-    /// Starts the request at once. It ends when the stream ends, from either side: a consumer that cancels its
-    /// Task or drops the stream, or `cancel`, closes the connection.
-    static func start(_ request: URLRequest, settings: SSERelayClient.Configuration) -> Attempt {
+    /// Starts the request at once on `session`. It ends when the stream ends, from either side: a consumer that
+    /// cancels its Task or drops the stream, or `cancel`, closes the connection.
+    static func start(_ request: URLRequest, in session: StreamSession, settings: SSERelayClient.Configuration) -> Attempt {
         var captured: AsyncThrowingStream<SSEEvent, any Error>.Continuation?
         let events = AsyncThrowingStream<SSEEvent, any Error>(bufferingPolicy: .unbounded) { captured = $0 }
         let continuation = captured!
-        let delegate = EventStreamTask(continuation: continuation, requestID: request.value(forHTTPHeaderField: "X-Request-Id"),
-                                       maxErrorBodyBytes: settings.maxErrorBodyBytes, maxEventBytes: settings.maxEventBytes)
-        let queue = OperationQueue()
-        queue.name = "SSERelayClient.stream"
-        queue.maxConcurrentOperationCount = 1
-        let session = URLSession(configuration: settings.sessionConfiguration(), delegate: delegate, delegateQueue: queue)
-        let task = session.dataTask(with: request)
+        let attempt = EventStreamTask(continuation: continuation, requestID: request.value(forHTTPHeaderField: "X-Request-Id"),
+                                      maxErrorBodyBytes: settings.maxErrorBodyBytes, maxEventBytes: settings.maxEventBytes)
+        let task = session.start(request, for: attempt)
         continuation.onTermination = { _ in
-            // Either side ended the stream: close the connection (the relay then cancels the provider within
-            // milliseconds) and break the session → delegate retain cycle.
+            // Either side ended the stream: close the request (the relay then cancels the provider within
+            // milliseconds). A task that already completed ignores this.
             task.cancel()
-            session.invalidateAndCancel()
         }
-        task.resume()
         return Attempt(events: events, cancel: { continuation.finish() })
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        if !started { start(dataTask) }
+    func received(_ data: Data, on task: URLSessionTask) {
+        if !started { start(task) }
         if !(200..<300).contains(status) {
             let room = maxErrorBodyBytes - errorBody.count
             if room > 0 { errorBody.append(contentsOf: data.prefix(room)) }
@@ -87,13 +84,13 @@ final class EventStreamTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
                 try parser.parse(buffer) { continuation.yield($0) }
             }
         } catch let error as SSEParser.EventTooLarge {
-            continuation.finish(throwing: SSERelayClientError.eventTooLarge(limit: error.limit))
+            continuation.finish(throwing: SSERelayClientError(code: .eventTooLarge, limit: error.limit))
         } catch {
             continuation.finish(throwing: error)
         }
     }
 
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+    func completed(_ task: URLSessionTask, error: (any Error)?) {
         if let error {
             continuation.finish(throwing: Self.map(error))
             return
@@ -119,7 +116,7 @@ final class EventStreamTask: NSObject, URLSessionDataDelegate, @unchecked Sendab
         if (200..<300).contains(status) {
             let contentType = response.flatMap { RelayAPIError.header("Content-Type", in: $0.allHeaderFields) }
             if !(contentType?.lowercased().hasPrefix("text/event-stream") ?? false) {
-                continuation.finish(throwing: SSERelayClientError.notAnEventStream(status: status, contentType: contentType))
+                continuation.finish(throwing: SSERelayClientError(code: .notAnEventStream, status: status, contentType: contentType))
                 status = -1
             }
         }

@@ -9,21 +9,28 @@ import FoundationNetworking
 /// stream (`status` nil), the way a budget that runs out mid-answer is reported.
 public struct RelayAPIError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What the app can do about it, from `code` first (the relay's codes are stable), then `status`.
-    public enum Kind: Sendable, Equatable {
+    ///
+    /// A struct with constants, not an enum, on purpose: a later version may add kinds, and an app's `switch` over
+    /// `kind` has a `default`, so a new kind never breaks its build (an enum's new case would).
+    public struct Kind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
         /// 401 `token_expired`: the client already refreshed the token once and retried (see `TokenProvider`).
-        case tokenExpired
+        public static let tokenExpired = Kind(rawValue: "token_expired")
         /// Any other 401: sign in again.
-        case unauthorized
+        public static let unauthorized = Kind(rawValue: "unauthorized")
         /// 403 `model_not_allowed`: the relay's route does not allow this model.
-        case modelNotAllowed
+        public static let modelNotAllowed = Kind(rawValue: "model_not_allowed")
         /// `budget_exhausted`, before the stream or as a mid-stream error event.
-        case budgetExhausted
+        public static let budgetExhausted = Kind(rawValue: "budget_exhausted")
         /// 429: wait `retryAfter` seconds (when given) before asking again.
-        case rateLimited
+        public static let rateLimited = Kind(rawValue: "rate_limited")
         /// Any other 4xx: the request itself is wrong.
-        case rejected
+        public static let rejected = Kind(rawValue: "rejected")
         /// 5xx, or an error event with no better code: retrying later may help.
-        case serverError
+        public static let serverError = Kind(rawValue: "server_error")
     }
 
     /// The HTTP status, or nil when the error came as an event inside a 200 stream.
@@ -142,12 +149,61 @@ struct ErrorPayload: Decodable, Equatable {
     }
 }
 
-/// Failures that are not an answer from the relay or provider.
-public enum SSERelayClientError: Error, Sendable, Equatable {
-    /// A 2xx answer that is not `text/event-stream` (a captive portal, a misrouted request).
-    case notAnEventStream(status: Int, contentType: String?)
-    /// The chat stream closed cleanly without `[DONE]` or a finish reason: the answer may be cut short.
-    case streamEndedEarly
-    /// One event grew past the parser's bound (`SSEParser.maxEventBytes`).
-    case eventTooLarge(limit: Int)
+/// Failures that are not an answer from the relay or provider, told apart by `code`.
+///
+/// Shaped like Foundation's `URLError`, and a struct on purpose: a later version may add codes, and a new code
+/// never breaks an app's build (an enum's new case would break every exhaustive `switch`). Match a code in a
+/// `catch` (`catch SSERelayClientError.streamEndedEarly`) or `switch error.code` with a `default`.
+public struct SSERelayClientError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// A 2xx answer that is not `text/event-stream` (a captive portal, a misrouted request); `status` and
+        /// `contentType` say what came.
+        public static let notAnEventStream = Code(rawValue: "not_an_event_stream")
+        /// The chat stream closed cleanly without `[DONE]` or a finish reason: the answer may be cut short.
+        public static let streamEndedEarly = Code(rawValue: "stream_ended_early")
+        /// One event grew past the parser's bound (`limit`, `Configuration.maxEventBytes`).
+        public static let eventTooLarge = Code(rawValue: "event_too_large")
+        /// The app fell more than `limit` events (`Configuration.maxBufferedEvents`) behind the stream, which
+        /// was ended rather than held in memory. The events before the error were all delivered.
+        public static let consumerTooSlow = Code(rawValue: "consumer_too_slow")
+
+        /// `catch SSERelayClientError.streamEndedEarly { … }`.
+        public static func ~= (code: Code, error: any Error) -> Bool {
+            (error as? SSERelayClientError)?.code == code
+        }
+    }
+
+    public var code: Code
+    /// `notAnEventStream`: the status answered.
+    public var status: Int?
+    /// `notAnEventStream`: the `Content-Type` answered, if any.
+    public var contentType: String?
+    /// `eventTooLarge` (bytes) and `consumerTooSlow` (events): the bound that was passed.
+    public var limit: Int?
+
+    public init(code: Code, status: Int? = nil, contentType: String? = nil, limit: Int? = nil) {
+        self.code = code
+        self.status = status
+        self.contentType = contentType
+        self.limit = limit
+    }
+
+    public static var notAnEventStream: Code { .notAnEventStream }
+    public static var streamEndedEarly: Code { .streamEndedEarly }
+    public static var eventTooLarge: Code { .eventTooLarge }
+    public static var consumerTooSlow: Code { .consumerTooSlow }
+
+    public var description: String {
+        switch code {
+        case .notAnEventStream: return "HTTP \(status ?? 0) answered \(contentType ?? "no content type"), not an event stream"
+        case .streamEndedEarly: return "the stream ended before the answer was complete"
+        case .eventTooLarge: return "an event passed \(limit ?? 0) bytes"
+        case .consumerTooSlow: return "the app fell \(limit ?? 0) events behind the stream"
+        default: return code.rawValue
+        }
+    }
 }

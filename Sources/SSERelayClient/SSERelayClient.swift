@@ -11,8 +11,19 @@ import FoundationNetworking
 /// then cancels the provider. See README, "Client library", for the `break` trap this API is shaped around.
 ///
 /// Each attempt carries its own `X-Request-Id`. A 401 `token_expired` makes the client ask the token provider
-/// for a fresh token and retry once; the first attempt's connection is closed before the second starts, so
-/// nothing from a superseded attempt reaches the app.
+/// for a fresh token and retry once; the first attempt's request is ended before the second starts, so nothing
+/// from a superseded attempt reaches the app.
+///
+/// One `URLSession` per client, shared by its streams: keep one client for the app's life (or per relay), so
+/// connections and TLS sessions are reused across messages. Releasing the client lets its running streams
+/// finish, then releases the session.
+///
+/// What waits for the app is bounded. The relay holds back the provider when the app's connection is slow (its
+/// high/low water marks pause curl), but inside the app URLSession reads as fast as the network delivers: a data
+/// task has no flow control (Apple documents that a suspended data task starts over when resumed). So a stream
+/// holds at most `Configuration.maxBufferedEvents` values the app has not taken yet; a consumer that falls
+/// further behind ends its request, and the stream throws `SSERelayClientError.consumerTooSlow` after the values
+/// it holds. Snapshot streams never fall behind: they keep only the newest snapshot.
 public final class SSERelayClient: Sendable {
     /// Returns the bearer token to send, or nil to send none. `forceRefresh` is true after the relay answered
     /// 401 `token_expired`: return a newly minted token then (Firebase: `getIDTokenForcingRefresh(true)`;
@@ -40,6 +51,14 @@ public final class SSERelayClient: Sendable {
         public var maxErrorBodyBytes = 64 * 1024
         /// The bound on one event (see `SSEParser.maxEventBytes`).
         public var maxEventBytes = SSEParser.defaultMaxEventBytes
+        /// The most events (`events(for:)`) or chat events (`chat(_:)`) a stream holds that the app has not taken
+        /// yet; past it the request ends with `SSERelayClientError.consumerTooSlow`. A chat answer streams tens
+        /// of chunks a second, so the default is many seconds of a consumer that does not keep up.
+        public var maxBufferedEvents = 1024
+        /// Streams at once to one relay host over HTTP/1.1, each holding a connection for its whole answer (more
+        /// wait for a free one; HTTP/2 carries them all on one). URLSession's default, 4 to 6, would make a 7th
+        /// concurrent stream wait silently.
+        public var maxConnectionsPerHost = 16
         /// A new `X-Request-Id` per attempt: 1–64 of `[A-Za-z0-9._-]`, so the relay keeps it and logs it.
         public var makeRequestID: @Sendable () -> String = { "app-" + UUID().uuidString.lowercased() }
 
@@ -48,9 +67,10 @@ public final class SSERelayClient: Sendable {
             self.tokenProvider = tokenProvider
         }
 
-        /// One ephemeral configuration per stream: no cache, no cookies, the idle timeout above.
+        /// The client's session: ephemeral (no cache, no cookies), the idle timeout and connection limit above.
         func sessionConfiguration() -> URLSessionConfiguration {
             let configuration = URLSessionConfiguration.ephemeral
+            configuration.httpMaximumConnectionsPerHost = maxConnectionsPerHost
             configuration.timeoutIntervalForRequest = idleTimeout
             configuration.timeoutIntervalForResource = resourceTimeout
             configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
@@ -62,24 +82,32 @@ public final class SSERelayClient: Sendable {
     }
 
     public let configuration: Configuration
+    private let session: StreamSession
 
     public init(configuration: Configuration) {
         self.configuration = configuration
+        session = StreamSession(configuration: configuration.sessionConfiguration())
     }
+
+    deinit { session.invalidate() }
+
+    /// The session every stream of this client runs on (for tests).
+    package var urlSession: URLSession { session.session }
 
     public convenience init(baseURL: URL, tokenProvider: TokenProvider? = nil) {
         self.init(configuration: Configuration(baseURL: baseURL, tokenProvider: tokenProvider))
     }
 
-    /// Streams whose URLSession is still alive in this process (all clients). It returns to zero shortly after
-    /// every stream has ended; a count that keeps growing is a leak. For diagnostics and tests.
-    public static var liveStreams: Int { EventStreamTask.live.count }
+    /// Attempts still held by their session in this process (all clients). It returns to zero shortly after
+    /// every stream has ended; a count that keeps growing is a leak. For `relay-chat` and the tests.
+    package static var liveStreams: Int { EventStreamTask.live.count }
 
     // MARK: - Raw events
 
     /// The events of any `text/event-stream` request through the relay. The client adds the bearer token (when
     /// the request has no `Authorization` and a token provider is set), an `X-Request-Id`, the idle timeout, and
-    /// the token-expired retry. Non-2xx answers throw `RelayAPIError`.
+    /// the token-expired retry. Non-2xx answers throw `RelayAPIError`. Holds at most
+    /// `Configuration.maxBufferedEvents` events the app has not taken (see the type's summary).
     public func events(for request: URLRequest) -> AsyncThrowingStream<SSEEvent, any Error> {
         makeEvents(for: request).stream
     }
@@ -97,13 +125,15 @@ public final class SSERelayClient: Sendable {
 
     /// An OpenAI chat completion as it streams: `.chunk` per decoded delta, then `.finished` with the usage,
     /// finish reason and the count of skipped malformed chunks. Throws `RelayAPIError` (before or during the
-    /// stream), `SSERelayClientError`, `URLError`, or `CancellationError`.
+    /// stream), `SSERelayClientError`, `URLError`, or `CancellationError`. Holds at most
+    /// `Configuration.maxBufferedEvents` events the app has not taken (see the type's summary).
     public func chat(_ request: ChatRequest) -> AsyncThrowingStream<ChatEvent, any Error> {
         makeChat(request).stream
     }
 
     /// The answer so far, every time: a view replaces its text with each value. The last value has
-    /// `isComplete == true` and the usage.
+    /// `isComplete == true` and the usage. Only the newest snapshot waits for the app: one that reads slowly
+    /// skips the ones in between, never the last.
     public func chatSnapshots(_ request: ChatRequest) -> AsyncThrowingStream<ChatSnapshot, any Error> {
         makeSnapshots(request).stream
     }
@@ -127,56 +157,64 @@ public final class SSERelayClient: Sendable {
 
     // MARK: - Building the streams
 
-    typealias Cancel = @Sendable () -> Void
+    package typealias Cancel = @Sendable () -> Void
 
     func makeEvents(for request: URLRequest) -> (stream: AsyncThrowingStream<SSEEvent, any Error>, cancel: Cancel) {
-        makeStream { continuation in
+        Self.makeStream(.bounded(configuration.maxBufferedEvents)) { sink in
             try await self.runAttempts(request) { events, _ in
-                for try await event in events { continuation.yield(event) }
+                for try await event in events { try sink.yield(event) }
             }
         }
     }
 
     func makeChat(_ request: ChatRequest) -> (stream: AsyncThrowingStream<ChatEvent, any Error>, cancel: Cancel) {
-        makeStream { continuation in
-            let summary = try await self.runChat(request) { chunk, _ in continuation.yield(.chunk(chunk)) }
-            continuation.yield(.finished(summary))
+        Self.makeStream(.bounded(configuration.maxBufferedEvents)) { sink in
+            let summary = try await self.runChat(request) { chunk, _ in try sink.yield(.chunk(chunk)) }
+            try sink.yield(.finished(summary))
         }
     }
 
     func makeSnapshots(_ request: ChatRequest) -> (stream: AsyncThrowingStream<ChatSnapshot, any Error>, cancel: Cancel) {
-        makeStream { continuation in
+        Self.snapshotStream { onChunk in try await self.runChat(request, onChunk: onChunk) }
+    }
+
+    /// The snapshots of one chat, which `chat` runs (calling `onChunk` for each chunk); only the newest waits
+    /// for the app.
+    package static func snapshotStream(
+        _ chat: @escaping @Sendable (_ onChunk: (ChatChunk, ChatStreamDecoder) throws -> Void) async throws -> ChatSummary
+    ) -> (stream: AsyncThrowingStream<ChatSnapshot, any Error>, cancel: Cancel) {
+        makeStream(.newestOnly) { sink in
             var accumulator = ChatTextAccumulator()
             var skipped = 0
-            let summary = try await self.runChat(request) { chunk, decoder in
+            let summary = try await chat { chunk, decoder in
                 skipped = decoder.skippedChunks
                 guard let piece = chunk.text, !piece.isEmpty else { return }
-                continuation.yield(ChatSnapshot(text: accumulator.apply(.delta(piece)), requestID: decoder.requestID,
-                                                finishReason: decoder.finishReason, usage: decoder.usage,
-                                                skippedChunks: skipped))
+                try sink.yield(ChatSnapshot(text: accumulator.apply(.delta(piece)), requestID: decoder.requestID,
+                                            finishReason: decoder.finishReason, usage: decoder.usage,
+                                            skippedChunks: skipped))
             }
-            continuation.yield(ChatSnapshot(text: accumulator.text, requestID: summary.requestID, isComplete: true,
-                                            finishReason: summary.finishReason, usage: summary.usage,
-                                            skippedChunks: summary.skippedChunks))
+            try sink.yield(ChatSnapshot(text: accumulator.text, requestID: summary.requestID, isComplete: true,
+                                        finishReason: summary.finishReason, usage: summary.usage,
+                                        skippedChunks: summary.skippedChunks))
         }
     }
 
     /// One chat, attempts included: calls `onChunk` for each decoded chunk of the attempt that answers, and
     /// returns how it ended.
     private func runChat(_ request: ChatRequest,
-                         onChunk: (ChatChunk, ChatStreamDecoder) -> Void) async throws -> ChatSummary {
+                         onChunk: (ChatChunk, ChatStreamDecoder) throws -> Void) async throws -> ChatSummary {
         var urlRequest = URLRequest(url: url(for: configuration.chatPath))
         urlRequest.httpMethod = "POST"
         urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
         urlRequest.setValue("text/event-stream", forHTTPHeaderField: "Accept")
-        urlRequest.httpBody = try JSONEncoder().encode(request)
+        urlRequest.httpBody = try request.jsonBody()
         var summary: ChatSummary?
         try await runAttempts(urlRequest) { events, requestID in
             var decoder = ChatStreamDecoder(requestID: requestID)
             for try await event in events {
-                if case .chunk(let chunk) = try decoder.decode(event) { onChunk(chunk, decoder) }
+                if case .chunk(let chunk) = try decoder.decode(event) { try onChunk(chunk, decoder) }
             }
-            guard decoder.isComplete else { throw SSERelayClientError.streamEndedEarly }
+            guard decoder.isComplete else { throw SSERelayClientError(code: .streamEndedEarly) }
             summary = ChatSummary(requestID: requestID, finishReason: decoder.finishReason, usage: decoder.usage,
                                   skippedChunks: decoder.skippedChunks)
         }
@@ -185,8 +223,8 @@ public final class SSERelayClient: Sendable {
     }
 
     /// Sends `base`, and once more with a refreshed token if the relay answers 401 `token_expired`. Each attempt
-    /// gets its own request id and its own connection; an attempt's connection is closed before the next
-    /// starts and whenever `consume` returns or throws.
+    /// gets its own request id and its own task on the client's session; an attempt's task is ended before the
+    /// next starts and whenever `consume` returns or throws (a task ended mid-answer closes its connection).
     func runAttempts(_ base: URLRequest,
                      _ consume: (AsyncThrowingStream<SSEEvent, any Error>, String) async throws -> Void) async throws {
         let provider = base.value(forHTTPHeaderField: "Authorization") == nil ? configuration.tokenProvider : nil
@@ -211,7 +249,7 @@ public final class SSERelayClient: Sendable {
             // URLRequest's own default (60 s) would otherwise apply on some platforms.
             request.timeoutInterval = configuration.idleTimeout
             try Task.checkCancellation()
-            let attempt = EventStreamTask.start(request, settings: configuration)
+            let attempt = EventStreamTask.start(request, in: session, settings: configuration)
             do {
                 defer { attempt.cancel() }
                 try await consume(attempt.events, requestID)
@@ -226,17 +264,44 @@ public final class SSERelayClient: Sendable {
         }
     }
 
+    /// What a stream holds that the app has not taken yet.
+    enum Buffering {
+        /// Snapshots: each replaces the one before.
+        case newestOnly
+        /// Everything, up to this many; one more ends the stream (`SSERelayClientError.consumerTooSlow`).
+        case bounded(Int)
+    }
+
+    /// Where a producer puts a stream's values.
+    struct Sink<T: Sendable>: Sendable {
+        let continuation: AsyncThrowingStream<T, any Error>.Continuation
+        let limit: Int?
+
+        /// Throws `consumerTooSlow` when a bounded stream is full; the producer then ends, and its request.
+        func yield(_ value: T) throws {
+            if case .dropped = continuation.yield(value), let limit {
+                throw SSERelayClientError(code: .consumerTooSlow, limit: limit)
+            }
+        }
+    }
+
     /// A stream fed by a producer Task. The consumer cancelling or dropping the stream cancels the producer
-    /// (and with it the attempt's connection); `cancel` does the same for the scoped APIs.
-    private func makeStream<T: Sendable>(
-        _ produce: @escaping @Sendable (AsyncThrowingStream<T, any Error>.Continuation) async throws -> Void
+    /// (and with it the attempt's request); `cancel` does the same for the scoped APIs.
+    private static func makeStream<T: Sendable>(
+        _ buffering: Buffering, _ produce: @escaping @Sendable (Sink<T>) async throws -> Void
     ) -> (stream: AsyncThrowingStream<T, any Error>, cancel: Cancel) {
         var captured: AsyncThrowingStream<T, any Error>.Continuation?
-        let stream = AsyncThrowingStream<T, any Error>(bufferingPolicy: .unbounded) { captured = $0 }
+        let policy: AsyncThrowingStream<T, any Error>.Continuation.BufferingPolicy
+        let limit: Int?
+        switch buffering {
+        case .newestOnly: (policy, limit) = (.bufferingNewest(1), nil)
+        case .bounded(let n): (policy, limit) = (.bufferingOldest(max(1, n)), max(1, n))
+        }
+        let stream = AsyncThrowingStream<T, any Error>(bufferingPolicy: policy) { captured = $0 }
         let continuation = captured!
         let task = Task {
             do {
-                try await produce(continuation)
+                try await produce(Sink(continuation: continuation, limit: limit))
                 continuation.finish()
             } catch {
                 continuation.finish(throwing: EventStreamTask.map(error))

@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 
 /// A point on the monotonic clock, in nanoseconds since an arbitrary origin.
 /// Timeouts are computed from these, never from wall-clock time, so a clock step cannot fire or stall them.

@@ -9,9 +9,12 @@ import Darwin
 /// see, so every access under it was reported as a race (`make sanitize` could not pass); the relay's shared
 /// state uses this type instead. Safe from any thread.
 public final class Locked<Value>: @unchecked Sendable {
-    // Invariant: `value` is read and written only between lock and unlock of `mutex`.
-    private var value: Value
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    // Invariant: `value` is read and written only between lock and unlock of `mutex`. Both are visible to other
+    // modules' inlined code only (`@usableFromInline`), so that `withLock` and the counters built on it
+    // (`Locked+Atomic.swift`) are specialised where they are called, not run as generic code through witness
+    // tables (728 instructions per counter update instead of 75, callgrind).
+    @usableFromInline var value: Value
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     public init(_ value: Value) {
         self.value = value
@@ -25,7 +28,7 @@ public final class Locked<Value>: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }

@@ -4,7 +4,6 @@ import Glibc
 import Darwin
 #endif
 import Foundation
-import Synchronization
 
 /// Severity of a log line; lines below a logger's level cost one comparison and nothing else.
 public enum LogLevel: Int, Comparable, Sendable, CaseIterable {

@@ -34,8 +34,8 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     deinit {
-        // Nothing else holds the loop now: its poller's source is cancelled, which closes the epoll descriptor
-        // (an active Dispatch source would otherwise outlive the loop, holding that descriptor open).
+        // Nothing else holds the loop now: stop its poller, which closes the poll descriptor (on Linux its waiting
+        // thread does, once woken through its pipe; on Darwin the kqueue read source's cancel handler).
         poller.stop()
         timerSource.cancel()
         readBuffer.deallocate()

@@ -5,7 +5,6 @@ import Darwin
 #endif
 import Dispatch
 import Support
-import Synchronization
 
 public struct ListenerError: Error, CustomStringConvertible {
     public var description: String

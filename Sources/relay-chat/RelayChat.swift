@@ -105,10 +105,10 @@ enum RelayChat {
             return error.description
         case let error as URLError:
             return "network error \(error.code.rawValue): \(error.localizedDescription)"
-        case SSERelayClientError.streamEndedEarly:
-            return "the stream ended before the answer was complete"
-        case SSERelayClientError.notAnEventStream(let status, let type):
-            return "HTTP \(status) answered \(type ?? "no content type"), not an event stream (is --url the relay?)"
+        case let error as SSERelayClientError where error.code == .notAnEventStream:
+            return "\(error) (is --url the relay?)"
+        case let error as SSERelayClientError:
+            return error.description
         default:
             return "\(error)"
         }

@@ -1,6 +1,5 @@
 import Redis
 import Support
-import Synchronization
 import Testing
 import TestHarness
 import TestSupportCore

@@ -23,6 +23,15 @@ final class FakeAdmissionStore: AdmissionStore, @unchecked Sendable {
     func usageReport(identity: String, wallClockSeconds: Int64, on loop: EventLoop, _ completion: @escaping @Sendable (BudgetReport?) -> Void) {
         completion(nil)
     }
+
+    /// Lets go of the recorded answers (what was asked stays readable). Each holds its exchange (as a real store's
+    /// pending completion does until it answers, once), and the exchange holds this store: the harness calls this
+    /// when it goes, so that an answer kept for the test, or never given, does not keep both alive for the rest of
+    /// the run.
+    func dropAnswers() {
+        admits = admits.map { ($0.request, { _ in }) }
+        extensions = extensions.map { ($0.grant, $0.tokens, { _ in }) }
+    }
 }
 
 extension RelayExchangeTests {

@@ -118,6 +118,12 @@ final class FakeUpstreamClient: UpstreamClient, @unchecked Sendable {
             }
         }
 
+        /// A fake admission store's recorded answers go with the harness (see `FakeAdmissionStore.dropAnswers`).
+        deinit {
+            let exchange = exchange
+            loop.queue.sync { (exchange?.admission?.store as? FakeAdmissionStore)?.dropAnswers() }
+        }
+
         func run<R>(_ step: () throws -> R) rethrows -> R { try loop.queue.sync { try step() } }
 
         /// Moves the clock and fires what is due, as the loop's timer would.
@@ -129,25 +135,33 @@ final class FakeUpstreamClient: UpstreamClient, @unchecked Sendable {
         var call: FakeUpstreamClient.Call { upstream.calls[0] }
     }
 
-    /// A harness and its exchange are freed when the test lets go of them, ended or not (LeakSanitizer reported
-    /// every harness of this suite until `onEnd` stopped capturing the harness strongly).
-    @Test func theHarnessAndItsExchangeAreFreed() {
+    /// A harness and its exchange are freed when the test lets go of them, ended or not, with an admission store
+    /// that answered, or not yet (LeakSanitizer reported every harness of these suites until `onEnd` stopped
+    /// capturing the harness strongly and the fake store let go of its answers with the harness).
+    @Test(arguments: ["no store", "store answered", "store never answered"])
+    func theHarnessAndItsExchangeAreFreed(_ admission: String) {
         weak var harness: Harness?
         weak var exchange: RelayExchange?
         weak var writer: FakeResponseWriter?
+        weak var store: FakeAdmissionStore?
         do {
-            let h = Harness()
+            let fake = FakeAdmissionStore()
+            let h = admission == "no store" ? Harness() : Self.admitting(fake)
             h.run {
+                h.exchange.requestBody(Array(ChatStream.request.utf8))
                 h.exchange.requestEnd()
-                h.call.head(200)
+                if admission == "store answered" { fake.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 15))) }
+                if admission != "store never answered" { h.call.head(200) }
             }
             harness = h
             exchange = h.exchange
             writer = h.writer
+            store = fake
         }
         #expect(harness == nil)
         #expect(exchange == nil)
         #expect(writer == nil)
+        #expect(store == nil)
     }
 
     @Test func theProviderIsCalledOnlyOnceTheWholeBodyIsIn() {

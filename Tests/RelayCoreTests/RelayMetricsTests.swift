@@ -4,7 +4,7 @@
 import Dispatch
 import Foundation
 import Relay
-import Synchronization
+import Support
 import Testing
 import TestSupportCore
 

@@ -3,7 +3,6 @@
 // Must not import the relay's modules.
 import Dispatch
 import Foundation
-import Synchronization
 import TestSupportCore
 #if canImport(Glibc)
 import Glibc
@@ -51,14 +50,14 @@ public final class UpstreamConnection: Sendable {
     /// Accept order, from 0.
     public let index: Int
     private let socket: HarnessSocket
-    private let reader: Mutex<HarnessByteReader>
+    private let reader: HarnessMonitor<HarnessByteReader>
     private let record: @Sendable (RecordedRequest) -> Void
 
     init(index: Int, socket: HarnessSocket, record: @escaping @Sendable (RecordedRequest) -> Void) {
         self.index = index
         self.socket = socket
         self.record = record
-        reader = Mutex(HarnessByteReader(socket: socket))
+        reader = HarnessMonitor(HarnessByteReader(socket: socket))
     }
 
     /// Reads the next request (keep-alive: call again for the next one) and records it in the upstream's

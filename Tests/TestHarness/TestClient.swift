@@ -2,7 +2,6 @@
 // shared with ScriptedUpstream. Must not import the relay's modules: it is an outside observer.
 import Dispatch
 import Foundation
-import Synchronization
 import TestSupportCore
 #if canImport(Glibc)
 import Glibc
@@ -192,12 +191,12 @@ final class HarnessSocket: Sendable {
         var fdClosed = false
     }
 
-    private let state: Mutex<State>
-    private let log = Mutex<[UInt8]>([])
+    private let state: HarnessMonitor<State>
+    private let log = HarnessMonitor<[UInt8]>([])
 
     init(fd: Int32) {
         _ = HarnessPOSIX.ignoreSIGPIPE
-        state = Mutex(State(fd: fd))
+        state = HarnessMonitor(State(fd: fd))
     }
 
     deinit {
@@ -401,7 +400,7 @@ public struct ResponseHeadResult: Sendable, ReceivedHeaders {
 /// A raw HTTP/1.1 client on one connection to 127.0.0.1. Every call waits at most `timeout` seconds in total
 /// (or the call's own `timeout:`) and throws `HarnessError.timeout` instead of hanging.
 ///
-/// Thread-safe (state in a Mutex), but reads are serialised: a read call holds the reader for its whole duration.
+/// Thread-safe (state in a HarnessMonitor), but reads are serialised: a read call holds the reader for its whole duration.
 /// close()/reset() may be called from any thread and wake a read blocked on this client.
 public final class TestClient: Sendable {
     public let port: Int
@@ -419,13 +418,13 @@ public final class TestClient: Sendable {
     }
 
     private let socket: HarnessSocket
-    private let state: Mutex<ReadState>
+    private let state: HarnessMonitor<ReadState>
 
     public init(port: Int, timeout: Double = 5) throws {
         self.port = port
         self.timeout = timeout
         socket = try HarnessSocket.connect(port: port, deadline: HarnessDeadline(seconds: timeout))
-        state = Mutex(ReadState(reader: HarnessByteReader(socket: socket)))
+        state = HarnessMonitor(ReadState(reader: HarnessByteReader(socket: socket)))
     }
 
     deinit {

@@ -19,9 +19,9 @@ trap cleanup EXIT
 "$BIN" --bogus >/dev/null 2>&1; [ $? -eq 2 ] && ok "unknown flag exits 2" || fail "unknown flag exits 2"
 
 # --check-config: valid with the key set; names the offending key without it.
-OPENAI_API_KEY=sk-blackbox-check ANTHROPIC_API_KEY=sk-ant-blackbox-check "$BIN" --check-config "$ROOT/config.example.json" >/dev/null 2>&1 \
+OPENAI_API_KEY=sk-blackbox-check ANTHROPIC_API_KEY=sk-ant-blackbox-check ANTHROPIC_API_KEY_BACKUP=sk-ant-blackbox-check-2 "$BIN" --check-config "$ROOT/config.example.json" >/dev/null 2>&1 \
   && ok "--check-config accepts config.example.json" || fail "--check-config accepts config.example.json"
-out=$(env -u OPENAI_API_KEY ANTHROPIC_API_KEY=sk-ant-blackbox-check "$BIN" --check-config "$ROOT/config.example.json" 2>&1); rc=$?
+out=$(env -u OPENAI_API_KEY ANTHROPIC_API_KEY=sk-ant-blackbox-check ANTHROPIC_API_KEY_BACKUP=sk-ant-blackbox-check-2 "$BIN" --check-config "$ROOT/config.example.json" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q 'upstreams.openai.key.env' <<<"$out" && ok "--check-config names the unset key variable" \
   || fail "--check-config names the unset key variable" "rc=$rc out=$out"
 

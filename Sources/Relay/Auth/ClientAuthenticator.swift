@@ -2,7 +2,6 @@ import Auth
 import Foundation
 import HTTP1
 import Support
-import Synchronization
 
 /// Checks the caller of a route: a static token (by its SHA-256) or a JWT (signature, alg, exp/nbf/iat, iss,
 /// aud). Offline: no network call per request. Shared by every loop; the JWT key set can be replaced by the

@@ -2,7 +2,6 @@ import Auth
 import Foundation
 import HTTP1
 import Support
-import Synchronization
 import Transport
 import Upstream
 
@@ -63,7 +62,7 @@ final class JWKSRefresher: TransferDelegate, @unchecked Sendable {
     }
 
     /// Coalesces the hops to this loop when many tokens name unknown keys at once.
-    private let keyNotFoundPending = Atomic<Bool>(false)
+    private let keyNotFoundPending = Locked(false)
 
     private func poll() {
         guard !stopped else { return }

@@ -417,7 +417,8 @@ final class ExchangeRecord: @unchecked Sendable {
     /// The path as forwarded (decoded, trailing slash kept): the access log's `path`.
     let requestedPath: String
     let route: String
-    let upstream: String
+    /// The upstream that answered (the last one called: `FailoverCall` sets it on each attempt).
+    var upstream: String
     let clientAddress: String
     let startedAt: Instant
     var status: Int?
@@ -444,6 +445,10 @@ final class ExchangeRecord: @unchecked Sendable {
     var heartbeats = 0
     var resumes = 0
     var detachedMs: Double?
+    /// Key pools and failover (`FailoverCall`): the key label, the calls made, and why earlier ones were not given.
+    var keyLabel: String?
+    var attempts: Int?
+    var failover: String?
 
     /// `path`: the path as forwarded; the record's `path` is its endpoint.
     init(requestID: String, method: String, path: String, route: String, upstream: String, clientAddress: String, startedAt: Instant) {
@@ -478,6 +483,9 @@ final class ExchangeRecord: @unchecked Sendable {
             fields.append(("resumes", .int(resumes)))
             fields.append(("detached_ms", .double(detachedMs)))
         }
+        if let keyLabel { fields.append(("key", .string(keyLabel))) }
+        if let attempts { fields.append(("attempts", .int(attempts))) }
+        if let failover { fields.append(("failover", .string(failover))) }
         if let usage {
             if usage.source != .none {
                 fields.append(("prompt_tokens", .int(usage.prompt)))

@@ -1,10 +1,10 @@
 import Support
-import Synchronization
 
 /// The relay's metrics, rendered in the Prometheus text format (version 0.0.4).
 ///
-/// Hot-path updates are lock-free atomics (bytes relayed, gauges); labelled counters and histograms are
-/// updated once per exchange, at its end, under one mutex. Shared by every loop; safe from any thread.
+/// Hot-path updates (bytes relayed, gauges) each take their own small lock (`Locked` with `Atomic`'s calls: see
+/// `Locked+Atomic.swift` for why not `Atomic`); labelled counters and histograms are updated once per exchange,
+/// at its end, under one mutex. Shared by every loop; safe from any thread.
 public final class RelayMetrics: Sendable {
     public static let latencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300]
 
@@ -48,12 +48,12 @@ public final class RelayMetrics: Sendable {
     }
 
     private let labelled = Locked(Labelled())
-    public let activeConnections = Atomic<Int>(0)
-    public let activeStreams = Atomic<Int>(0)
-    public let bytesToClients = Atomic<Int>(0)
-    public let bytesToUpstream = Atomic<Int>(0)
+    public let activeConnections = Locked(0)
+    public let activeStreams = Locked(0)
+    public let bytesToClients = Locked(0)
+    public let bytesToUpstream = Locked(0)
     /// Settles the shared store gave up on (`RedisAdmissionStore`): their streams' usage went uncounted.
-    public let settlesDropped = Atomic<Int>(0)
+    public let settlesDropped = Locked(0)
 
     public init() {}
 

@@ -1,5 +1,4 @@
 import Support
-import Synchronization
 
 /// Limits applied per key (an authenticated identity, or the client's address): a token bucket refilled at
 /// `requestsPerMinute` holding at most `burst` requests, and a cap on streams open at once. Plain configuration.

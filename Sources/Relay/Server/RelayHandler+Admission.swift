@@ -3,8 +3,9 @@ import HTTP1
 import Support
 import Transport
 
-/// What `RelayHandler.admit` decided about a request that is not a built-in endpoint.
-enum Admission {
+/// What `RelayHandler.admit` decided about a request's head (one that is not a built-in endpoint). Not
+/// `HTTPServer.Admission`, which decides whether a new connection is accepted at all.
+enum HeadAdmission {
     /// Forward it: everything the exchange needs. The buckets, stream caps and budget are the admission store's,
     /// asked by the exchange once the request is whole.
     case admitted(AdmittedRequest)
@@ -30,7 +31,7 @@ extension RelayHandler {
     /// route, CORS, the method, the address's failed-authentication bucket, the credentials, no body on GET or HEAD.
     /// The per-address and per-identity buckets, stream caps and budgets are the admission store's, asked once the
     /// request is whole (`RelayExchange`). `context` gathers what the rejection's log line names.
-    func admit(_ head: RequestHead, client address: String, on loop: EventLoop, context: inout Rejection) -> Admission {
+    func admit(_ head: RequestHead, client address: String, on loop: EventLoop, context: inout Rejection) -> HeadAdmission {
         let now = loop.clock.now()
         let configuration = server.configuration
         if admin == .adminOnly { return .rejected(.notFound(path: head.path), reason: "not_found", detail: nil) }

@@ -54,7 +54,10 @@ extension RelayHandler {
                                          route: route, identity: admitted.identity)
         server.exchangeStarted(exchange, on: state)
         let plan = RequestBodyPlan.Settings(endpoint: endpoint, policy: route.bodyPolicy, injectsUsage: injects, budgets: nil)
-        exchange.start(request, upstream: state.driver, plan: plan)
+        let failover = failoverClient(route: route, path: admitted.path, head: head, requestID: requestID, writer: writer,
+                                      record: record, driver: state.driver)
+        failover?.exchange = exchange
+        exchange.start(request, upstream: failover ?? state.driver, plan: plan)
         return exchange
     }
 }

@@ -29,6 +29,13 @@ struct RelayHandler: RequestHandler {
         if head.path == "/usage", head.method == "GET", admin != .publicWithoutMetrics {
             return UsageEndpoint(head: head, writer: writer, store: server.store, wallClockSeconds: Int64(server.wallClock()))
         }
+        if head.path == "/upstreams", head.method == "GET", admin != .publicWithoutMetrics {   // key pools (Failover/)
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "application/json")
+            headers.add(name: "Cache-Control", value: "no-store")
+            writer.respond(status: 200, headers: headers, body: server.pools.report(), keepAlive: head.keepAlive)
+            return nil
+        }
         if let builtin = builtinResponse(head) {
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: builtin.contentType)
@@ -106,7 +113,7 @@ struct RelayHandler: RequestHandler {
         case "/readyz":
             return server.isDraining ? (503, "text/plain; charset=utf-8", "draining\n") : (200, "text/plain; charset=utf-8", "ready\n")
         case "/metrics" where admin != .publicWithoutMetrics:
-            return (200, "text/plain; version=0.0.4; charset=utf-8", server.metrics.render())
+            return (200, "text/plain; version=0.0.4; charset=utf-8", server.metrics.render() + server.pools.renderMetrics())
         default:
             return nil
         }

@@ -4,7 +4,6 @@ import HTTP1
 import HTTPServer
 import Redis
 import Support
-import Synchronization
 import Transport
 import Upstream
 import Usage
@@ -17,8 +16,11 @@ import Darwin
 /// The composition root: what `main.swift` and the integration tests both build. Owns the event loops, one curl
 /// driver per loop, the listeners, the metrics, and the bookkeeping of live connections and exchanges.
 public final class RelayServer: @unchecked Sendable {
-    // Invariant: `listener` and `adminListener` are written in `start()` and `beginDrain()` under `lifecycle`;
-    // per-loop state lives in `LoopState`, touched on its loop's queue only.
+    // Invariant for `@unchecked Sendable`: the two listeners live in `lifecycle` and are touched under its lock
+    // only: set in `start()`, the public one taken out in `beginDrain()`, both taken out in `shutdown()`.
+    // `jwksRefresher` is not under it: written once in `start()`, read in `shutdown()`, which callers run after
+    // `start()` returned. `draining` and `openConnections` are locked values; per-loop state lives in
+    // `LoopState`, touched on its loop's queue only; the other stored properties are constants.
     public let configuration: RelayConfiguration
     public let logger: Logger
     public let metrics = RelayMetrics()
@@ -27,6 +29,8 @@ public final class RelayServer: @unchecked Sendable {
     public let store: any AdmissionStore
     /// App Attest and App Check (`attestation`); nil when neither is configured.
     let attestation: AttestationService?
+    /// Every upstream's key pool, shared with other replicas through Redis (`Failover/UpstreamPools`).
+    public let pools: UpstreamPools
     /// Failed authentications per client address; see `RelayConfiguration.RateLimitSettings.authFailuresPerAddress`.
     let authFailureLimiter: RateLimiter
     /// Rejection log lines, throttled per reason.
@@ -39,8 +43,8 @@ public final class RelayServer: @unchecked Sendable {
     let group: EventLoopGroup
     let loopStates: [LoopState]
     private let lifecycle = Locked<(listener: Listener?, admin: Listener?)>((nil, nil))
-    private let draining = Atomic<Bool>(false)
-    private let openConnections = Atomic<Int>(0)
+    private let draining = Locked(false)
+    private let openConnections = Locked(0)
 
     /// What building an admission store may use: the wall clock (budget windows), the event loops (a Redis
     /// store keeps one connection per loop) and the logger.
@@ -72,6 +76,8 @@ public final class RelayServer: @unchecked Sendable {
                                                                               metrics: metrics))
         attestation = try AttestationService.make(configuration, admissionStore: store, metrics: metrics, logger: logger,
                                                   rejectionLog: rejectionLog, wallClock: wallClock)
+        pools = UpstreamPools(upstreams: configuration.upstreams, redis: store as? RedisAdmissionStore, logger: logger,
+                              clock: clock, wallClock: wallClock)
     }
 
     /// The store `state.backend` names: this process's memory, or Redis shared by every replica (with a

@@ -71,7 +71,7 @@ final class UsageEndpoint: RequestResponder, @unchecked Sendable {
             guard parts[0] == name else { continue }
             let raw = parts.count > 1 ? parts[1].replacingOccurrences(of: "+", with: " ") : ""
             guard let bytes = QueryParameters.percentDecoded(Substring(raw).utf8) else { return nil }
-            return String(validating: bytes, as: UTF8.self)
+            return validatedUTF8String(bytes)
         }
         return nil
     }

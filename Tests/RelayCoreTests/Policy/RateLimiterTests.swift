@@ -1,10 +1,9 @@
 // RateLimiterState: burst then 429, refill to the nanosecond with exact Retry-After values, the concurrency cap
 // and its release, independent keys, idle pruning, bounded memory under 100 000 distinct keys (and the overflow
-// bucket once the table is full of busy keys), and the Mutex wrapper under real threads.
+// bucket once the table is full of busy keys), and the locked wrapper under real threads.
 import Dispatch
 import Relay
 import Support
-import Synchronization
 import Testing
 import TestSupportCore
 
@@ -270,7 +269,7 @@ private func isAllowed(_ d: RateLimiterState.Decision) -> Bool {
 
     @Test func theSharedLimiterCountsExactlyAcrossThreads() {
         let shared = RateLimiter(limits: RateLimits(requestsPerMinute: 60, burst: 1000))
-        let allowed = Mutex(0)
+        let allowed = Locked(0)
         DispatchQueue.concurrentPerform(iterations: 8) { _ in
             var mine = 0
             for _ in 0..<500 where isAllowed(shared.acquire(key: "k", now: t0)) { mine += 1 }

@@ -117,7 +117,7 @@ private func problems(_ json: String) -> [String] {
                      "\(url.path) is missing: a build context needs it next to Package.swift (see .dockerignore)")
         let data = try Data(contentsOf: url)
         let loaded = try RelayConfiguration.load(json: data, sources: ConfigurationSources(
-            environment: ["OPENAI_API_KEY": "sk-o", "ANTHROPIC_API_KEY": "sk-a"], readFile: { _ in nil }))
+            environment: ["OPENAI_API_KEY": "sk-o", "ANTHROPIC_API_KEY": "sk-a", "ANTHROPIC_API_KEY_BACKUP": "sk-b"], readFile: { _ in nil }))
         #expect(loaded.upstreams["openai"]?.provider == .openai)
         #expect(loaded.upstreams["anthropic"]?.provider == .anthropic)
         #expect(loaded.upstreams["anthropic"]?.keyHeader == "x-api-key")
@@ -125,6 +125,7 @@ private func problems(_ json: String) -> [String] {
         #expect(loaded.attestation.apple?.appIds == ["ABCDE12345.com.example.app"])
         #expect(loaded.attestation.firebase?.jwksURL == AttestationConfiguration.Firebase.defaultJWKSURL)
         #expect(loaded.routes[0].attestation == .optional)
+        #expect(loaded.upstreams["anthropic"]?.pool.map(\.label) == ["main", "backup"])
     }
 
     // MARK: Headers

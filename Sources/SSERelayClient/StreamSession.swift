@@ -1,0 +1,64 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A client's one `URLSession`: every stream of an `SSERelayClient` is a data task of it, so connections (and TLS
+/// sessions) are reused from one message to the next instead of being opened for each.
+///
+/// The session's delegate (`Router`) is session-level, the one kind that streams on every platform (see
+/// `EventStreamTask`), and hands each task's callbacks to the attempt that started it. The session holds its
+/// delegate strongly until it is invalidated: `invalidate()`, which the client's `deinit` calls, lets the running
+/// tasks finish and then releases both.
+struct StreamSession: Sendable {
+    let session: URLSession
+    private let router: Router
+
+    init(configuration: URLSessionConfiguration) {
+        router = Router()
+        let queue = OperationQueue()
+        queue.name = "SSERelayClient.session"
+        queue.maxConcurrentOperationCount = 1
+        session = URLSession(configuration: configuration, delegate: router, delegateQueue: queue)
+    }
+
+    /// Creates the task for `request`, hands its callbacks to `attempt`, and starts it.
+    func start(_ request: URLRequest, for attempt: EventStreamTask) -> URLSessionDataTask {
+        let task = session.dataTask(with: request)
+        // Before `resume()`: no callback of the task can arrive earlier.
+        router.add(attempt, for: task)
+        task.resume()
+        return task
+    }
+
+    func invalidate() { session.finishTasksAndInvalidate() }
+
+    /// The session-level delegate. Callbacks arrive one at a time on the session's serial queue.
+    final class Router: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+        // Invariant for `@unchecked Sendable`: `attempts` is read and written only while `lock` is held (attempts
+        // are added on the caller's thread, found and removed on the delegate queue).
+        private let lock = NSLock()
+        private var attempts: [Int: EventStreamTask] = [:]
+
+        func add(_ attempt: EventStreamTask, for task: URLSessionTask) {
+            lock.lock()
+            attempts[task.taskIdentifier] = attempt
+            lock.unlock()
+        }
+
+        private func attempt(for task: URLSessionTask, removing: Bool) -> EventStreamTask? {
+            lock.lock()
+            defer { lock.unlock() }
+            return removing ? attempts.removeValue(forKey: task.taskIdentifier) : attempts[task.taskIdentifier]
+        }
+
+        func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+            attempt(for: dataTask, removing: false)?.received(data, on: dataTask)
+        }
+
+        /// Terminal: the attempt is let go here, whatever ended the task.
+        func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+            attempt(for: task, removing: true)?.completed(task, error: error)
+        }
+    }
+}

@@ -1,0 +1,28 @@
+// ErrorEventSniffer: the first event of a 2xx stream, whole or split at every byte.
+import Relay
+import Testing
+
+@Suite("Error event sniffer")
+struct ErrorEventSnifferTests {
+    func verdict(_ text: String, split: Int? = nil) -> ErrorEventSniffer.Verdict {
+        var sniffer = ErrorEventSniffer()
+        let bytes = Array(text.utf8)
+        let cut = split ?? bytes.count
+        bytes[..<cut].withUnsafeBytes { sniffer.feed($0) }
+        bytes[cut...].withUnsafeBytes { sniffer.feed($0) }
+        return sniffer.verdict
+    }
+
+    @Test func errorFirst() {
+        let text = "data: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}\n\ndata: [DONE]\n\n"
+        for split in 0...text.utf8.count { #expect(verdict(text, split: split) == .errorEvent) }
+        #expect(verdict("event: error\r\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}\r\n\r\n") == .errorEvent)
+    }
+
+    @Test func contentFirst() {
+        #expect(verdict("data: {\"choices\":[{\"delta\":{\"content\":\"error\"}}]}\n\n") == .content)
+        #expect(verdict(": keep-alive\n\n") == .content)
+        #expect(verdict("data: {\"error\"") == .undecided)
+        #expect(verdict("data: " + String(repeating: "x", count: 5000)) == .content)
+    }
+}

@@ -1,0 +1,137 @@
+// FailoverPlan: which call follows which outcome, on a manual clock.
+import Relay
+import Support
+import Testing
+
+@Suite("Failover plan")
+struct FailoverPlanTests {
+    let t0 = Instant(nanoseconds: 1_000_000_000)
+
+    func plan(_ upstreams: [String] = ["p", "s"], maxAttempts: Int = 3, firstByte: Double = 120) -> FailoverPlan {
+        FailoverPlan(settings: .init(upstreams: upstreams, keyDisabledSeconds: upstreams.map { _ in 600 },
+                                     maxAttempts: maxAttempts, deadline: t0.advanced(bySeconds: firstByte)))
+    }
+
+    @Test("a 429 cools the key for its Retry-After and the next key of the same upstream goes")
+    func rateLimitRotatesKey() {
+        var pools = [KeyPool(labels: ["a", "b"], weights: [1, 1]), KeyPool(labels: ["x"], weights: [1])]
+        var plan = plan()
+        #expect(plan.start(pools: &pools, now: t0) == .call(upstream: 0, key: 0))
+        let next = plan.next(after: .answered(status: 429, retryAfterSeconds: 2), pools: &pools, now: t0)
+        #expect(next.step == .call(upstream: 0, key: 1))
+        #expect(pools[0].state(of: 0, now: t0.advanced(bySeconds: 1.9)) == .coolingDown)
+        #expect(pools[0].state(of: 0, now: t0.advanced(bySeconds: 2)) == .available)
+        #expect(plan.failoverField == "429")
+    }
+
+    @Test("a 429 without Retry-After cools 5 s; one above 300 s is held to 300")
+    func cooldownBounds() {
+        var pools = [KeyPool(labels: ["a", "b"], weights: [1, 1])]
+        var plan = plan(["p"])
+        _ = plan.start(pools: &pools, now: t0)
+        _ = plan.next(after: .answered(status: 429, retryAfterSeconds: nil), pools: &pools, now: t0)
+        #expect(pools[0].keys[0].until == t0.advanced(bySeconds: 5))
+        _ = plan.next(after: .answered(status: 429, retryAfterSeconds: 10_000), pools: &pools, now: t0)
+        #expect(pools[0].keys[1].until == t0.advanced(bySeconds: 300))
+    }
+
+    @Test("all keys 429: given up with the largest Retry-After")
+    func allRateLimited() {
+        var pools = [KeyPool(labels: ["a", "b"], weights: [1, 1])]
+        var plan = plan(["p"])
+        _ = plan.start(pools: &pools, now: t0)
+        #expect(plan.next(after: .answered(status: 429, retryAfterSeconds: 7), pools: &pools, now: t0).step == .call(upstream: 0, key: 1))
+        #expect(plan.next(after: .answered(status: 429, retryAfterSeconds: 3), pools: &pools, now: t0).step == .give)
+        #expect(plan.largestRetryAfterSeconds == 7)
+    }
+
+    @Test("a 401 disables the key for keyDisabledSeconds and reports it once")
+    func rejectedKey() {
+        var pools = [KeyPool(labels: ["a", "b"], weights: [1, 1])]
+        var plan = plan(["p"])
+        _ = plan.start(pools: &pools, now: t0)
+        let next = plan.next(after: .answered(status: 401, retryAfterSeconds: nil), pools: &pools, now: t0)
+        #expect(next.rejected == .init(upstream: 0, key: 0))
+        #expect(next.step == .call(upstream: 0, key: 1))
+        #expect(pools[0].state(of: 0, now: t0.advanced(bySeconds: 599)) == .disabled)
+        var again = self.plan(["p"])
+        #expect(again.start(pools: &pools, now: t0) == .call(upstream: 0, key: 1))
+        #expect(again.next(after: .answered(status: 403, retryAfterSeconds: nil), pools: &pools, now: t0).rejected == .init(upstream: 0, key: 1))
+    }
+
+    @Test("503, 529 and unreachable move to the next upstream; other statuses are given")
+    func fallback() {
+        for outcome in [FailoverPlan.Outcome.answered(status: 503, retryAfterSeconds: nil), .answered(status: 529, retryAfterSeconds: nil),
+                        .answered(status: 500, retryAfterSeconds: nil), .answered(status: 502, retryAfterSeconds: nil),
+                        .answered(status: 504, retryAfterSeconds: nil), .unreachable] {
+            var pools = [KeyPool(labels: ["a", "b"], weights: [1, 1]), KeyPool(labels: ["x"], weights: [1])]
+            var plan = plan()
+            _ = plan.start(pools: &pools, now: t0)
+            #expect(plan.next(after: outcome, pools: &pools, now: t0).step == .call(upstream: 1, key: 0))
+            #expect(pools[0].isAvailable(0, now: t0), "a server error does not cool the key")
+        }
+        for status in [200, 400, 404, 408, 413, 422, 501] {
+            var pools = [KeyPool(labels: ["a", "b"], weights: [1, 1]), KeyPool(labels: ["x"], weights: [1])]
+            var plan = plan()
+            _ = plan.start(pools: &pools, now: t0)
+            #expect(plan.next(after: .answered(status: status, retryAfterSeconds: nil), pools: &pools, now: t0).step == .give)
+        }
+    }
+
+    @Test("a pool whose keys all cooled down falls back to the next upstream, at the start too")
+    func poolExhausted() {
+        var pools = [KeyPool(labels: ["a"], weights: [1]), KeyPool(labels: ["x"], weights: [1])]
+        var plan = plan()
+        _ = plan.start(pools: &pools, now: t0)
+        #expect(plan.next(after: .answered(status: 429, retryAfterSeconds: 30), pools: &pools, now: t0).step == .call(upstream: 1, key: 0))
+        var later = self.plan()
+        #expect(later.start(pools: &pools, now: t0.advanced(bySeconds: 1)) == .call(upstream: 1, key: 0))
+    }
+
+    @Test("maxAttempts holds")
+    func maxAttempts() {
+        var pools = [KeyPool(labels: ["a", "b", "c", "d"], weights: [1, 1, 1, 1])]
+        var plan = plan(["p"], maxAttempts: 2)
+        _ = plan.start(pools: &pools, now: t0)
+        #expect(plan.next(after: .answered(status: 429, retryAfterSeconds: 1), pools: &pools, now: t0).step == .call(upstream: 0, key: 1))
+        #expect(plan.next(after: .answered(status: 429, retryAfterSeconds: 1), pools: &pools, now: t0).step == .give)
+        #expect(plan.attempts == 2)
+    }
+
+    @Test("no call starts at or after the first-byte deadline")
+    func timeBound() {
+        var pools = [KeyPool(labels: ["a", "b"], weights: [1, 1])]
+        var plan = plan(["p"], firstByte: 10)
+        _ = plan.start(pools: &pools, now: t0)
+        #expect(plan.next(after: .answered(status: 429, retryAfterSeconds: 1), pools: &pools, now: t0.advanced(bySeconds: 10)).step == .give)
+        var early = self.plan(["p"], firstByte: 10)
+        var fresh = [KeyPool(labels: ["a", "b"], weights: [1, 1])]
+        _ = early.start(pools: &fresh, now: t0)
+        #expect(early.next(after: .answered(status: 429, retryAfterSeconds: 1), pools: &fresh, now: t0.advanced(bySeconds: 9.999)).step == .call(upstream: 0, key: 1))
+    }
+
+    @Test("no key anywhere: the soonest return, and whether any key only cools down")
+    func noKey() {
+        var pools = [KeyPool(labels: ["a"], weights: [1]), KeyPool(labels: ["x"], weights: [1])]
+        pools[0].markUnavailable(0, until: t0.advanced(bySeconds: 4), disabled: true, now: t0)
+        pools[1].markUnavailable(0, until: t0.advanced(bySeconds: 9), disabled: false, now: t0)
+        var plan = plan()
+        #expect(plan.start(pools: &pools, now: t0) == .noKeyAvailable(retryAfterSeconds: 4, anyCoolingDown: true))
+    }
+
+    @Test("an upstream without keys is called once, with no key")
+    func keyless() {
+        var pools = [KeyPool(labels: [], weights: []), KeyPool(labels: [], weights: [])]
+        var plan = plan()
+        #expect(plan.start(pools: &pools, now: t0) == .call(upstream: 0, key: nil))
+        #expect(plan.next(after: .answered(status: 429, retryAfterSeconds: nil), pools: &pools, now: t0).step == .call(upstream: 1, key: nil))
+        #expect(plan.next(after: .unreachable, pools: &pools, now: t0).step == .give)
+        #expect(plan.failoverField == "429>unreachable")
+    }
+
+    @Test("only statuses the plan may retry are held back")
+    func held() {
+        #expect([401, 403, 429, 500, 502, 503, 504, 529].allSatisfy(FailoverPlan.mayRetry(status:)))
+        #expect(![200, 204, 400, 404, 409, 501, 505].contains(where: FailoverPlan.mayRetry(status:)))
+    }
+}
