@@ -91,6 +91,10 @@ public struct RelayConfiguration: Sendable {
         public var unmetered = false
         /// Whether a proof of the genuine app is asked for (`attestation`: off, required, optional).
         public var attestation = RouteAttestation.off
+        /// Seconds of provider silence before a `: keep-alive` comment on an event stream; 0 for none (`+Resume`).
+        public var heartbeatSeconds = Route.defaultHeartbeatSeconds
+        /// Resumable streams (`resume`); nil when off (`RelayConfiguration+Resume.swift`).
+        public var resume: RouteResume?
         /// `upstreams`: tried in order (`upstream` is the first); empty for the one `upstream` (`upstreamChain`).
         public var upstreams: [String] = []
         /// Provider calls per request, failovers included (`RelayConfiguration+Pools`).
@@ -175,6 +179,8 @@ public struct RelayConfiguration: Sendable {
         public var maxConnections: Int = 10_000
         /// Identities (or addresses) the memory backend remembers budgets and buckets for (`MemoryAdmissionStore`).
         public var maxTrackedIdentities: Int = BudgetLedger.defaultMaxKeys
+        /// All replay buffers of resumable streams together (`RelayConfiguration+Resume.swift`).
+        public var resumeBufferBytes: Int = Limits.defaultResumeBufferBytes
         public init() {}
         public subscript(dynamicMember keyPath: WritableKeyPath<RequestLimits, Int>) -> Int {
             get { request[keyPath: keyPath] }
@@ -430,7 +436,8 @@ struct ConfigReader {
                             upstreamNames: Set<String>) -> RelayConfiguration.Route? {
         guard let route = value as? [String: Any] else { problem(path, "must be an object"); return nil }
         checkKnown(route, ["prefix", "upstream", "stripPrefix", "methods", "auth", "exact", "models", "maxTokens",
-                           "usage", "onClientCancel", "drainMaxSeconds", "unmetered", "attestation", "upstreams", "maxAttempts"], path)
+                           "usage", "onClientCancel", "drainMaxSeconds", "unmetered", "attestation", "upstreams", "maxAttempts",
+                           "heartbeatSeconds", "resume"], path)
         let prefix = string(route, "prefix", "\(path).prefix")
         let upstream = string(route, "upstream", "\(path).upstream") ?? (route["upstreams"] as? [String])?.first
         if prefix == nil && route["prefix"] == nil { problem("\(path).prefix", "is required") }
@@ -462,6 +469,7 @@ struct ConfigReader {
                                               exact: exact, bodyPolicy: bodyPolicy, provider: provider, usage: usage)
         result.unmetered = unmetered
         result.attestation = attestation
+        routeStreaming(route, path, into: &result)
         readRouteUpstreams(route, path, upstreams: upstreams, upstreamNames: upstreamNames, into: &result)
         return result
     }
@@ -469,7 +477,9 @@ struct ConfigReader {
     /// `limits`.
     mutating func readLimits(_ object: [String: Any], into config: inout RelayConfiguration) {
         if let limits = object["limits"] as? [String: Any] {
-            checkKnown(limits, ["maxHeadBytes", "maxHeaderCount", "maxURIBytes", "maxBodyBytes", "maxConnections", "maxTrackedIdentities"], "limits")
+            checkKnown(limits, ["maxHeadBytes", "maxHeaderCount", "maxURIBytes", "maxBodyBytes", "maxConnections", "maxTrackedIdentities",
+                               "resumeBufferBytes"], "limits")
+            resumeLimits(limits, into: &config)
             if let v = int(limits, "maxHeadBytes", "limits.maxHeadBytes", min: 1024, max: 1 << 24) { config.limits.maxHeadBytes = v }
             if let v = int(limits, "maxHeaderCount", "limits.maxHeaderCount", min: 1, max: 10_000) { config.limits.maxHeaderCount = v }
             if let v = int(limits, "maxURIBytes", "limits.maxURIBytes", min: 64, max: 1 << 20) { config.limits.maxURIBytes = v }

@@ -439,3 +439,31 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
                     "budgets.defaultReserveTokens", "budgets.total.tokensPerMonth", "budgets.cancelFloorTokensPerSecond", "budgets"])
     }
 }
+
+@Suite struct RelayConfigurationResumeTests {
+    @Test func heartbeatsDefaultToFifteenSecondsAndResumeIsOff() throws {
+        let c = try load(minimal())
+        #expect(c.routes[0].heartbeatSeconds == 15)
+        #expect(c.routes[0].resume == nil)
+        #expect(c.limits.resumeBufferBytes == 256 * 1024 * 1024)
+    }
+
+    @Test func theFieldsLoad() throws {
+        let c = try load(minimal(root: #", "limits": { "resumeBufferBytes": 1048576 }"#,
+                                 route: #", "heartbeatSeconds": 0, "resume": { "windowSeconds": 45, "maxBufferBytes": 65536 }"#))
+        #expect(c.routes[0].heartbeatSeconds == 0)
+        #expect(c.routes[0].resume == RouteResume(windowSeconds: 45, maxBufferBytes: 65536))
+        #expect(c.limits.resumeBufferBytes == 1_048_576)
+        let d = try load(minimal(route: #", "resume": {}"#))
+        #expect(d.routes[0].resume == RouteResume(windowSeconds: 30, maxBufferBytes: 4_194_304))
+    }
+
+    @Test func badValuesAreNamed() {
+        let p = paths(problems(minimal(root: #", "limits": { "resumeBufferBytes": -1 }"#,
+                                       route: #", "heartbeatSeconds": -1, "resume": { "windowSeconds": 0, "maxBufferBytes": 10, "extra": 1 }"#)))
+        #expect(Set(p) == ["routes[0].heartbeatSeconds", "routes[0].resume.windowSeconds", "routes[0].resume.maxBufferBytes",
+                           "routes[0].resume.extra", "limits.resumeBufferBytes"])
+        #expect(paths(problems(minimal(route: #", "resume": true"#))) == ["routes[0].resume"])
+        #expect(paths(problems(minimal(route: #", "heartbeatSeconds": "15""#))) == ["routes[0].heartbeatSeconds"])
+    }
+}

@@ -55,6 +55,9 @@ private func populated() -> RelayMetrics {
     m.attestation(kind: "app_attest", result: "valid")
     m.attestation(kind: "app_attest", result: "valid")
     m.attestationRegistration(result: "registered")
+    m.streamResume(result: "resumed")
+    m.streamResume(result: "not_found")
+    m.streamResume(result: "resumed")
     m.activeConnections.add(5, ordering: .relaxed)
     m.activeConnections.subtract(2, ordering: .relaxed)
     m.activeStreams.add(2, ordering: .relaxed)
@@ -113,6 +116,10 @@ private let expectedPopulated: [String] = [
     "# HELP sse_relay_attestation_registrations_total Calls of the App Attest challenge and register endpoints, by result.",
     "# TYPE sse_relay_attestation_registrations_total counter",
     #"sse_relay_attestation_registrations_total{result="registered"} 1"#,
+    "# HELP sse_relay_stream_resumes_total Resumes and stops of resumable streams, by result.",
+    "# TYPE sse_relay_stream_resumes_total counter",
+    #"sse_relay_stream_resumes_total{result="not_found"} 1"#,
+    #"sse_relay_stream_resumes_total{result="resumed"} 2"#,
     "# HELP sse_relay_tokens_total Tokens used, by route, model (allowlisted or other), kind (prompt, completion) and source (provider, estimate).",
     "# TYPE sse_relay_tokens_total counter",
     #"sse_relay_tokens_total{route="/v1/",model="gpt-4o",kind="completion",source="provider"} 27"#,
@@ -133,7 +140,7 @@ private let families: [(name: String, type: String)] = [
     ("sse_relay_rejections_total", "counter"), ("sse_relay_budget_cuts_total", "counter"),
     ("sse_relay_state_unavailable_total", "counter"), ("sse_relay_settles_dropped_total", "counter"),
     ("sse_relay_attestations_total", "counter"), ("sse_relay_attestation_registrations_total", "counter"),
-    ("sse_relay_tokens_total", "counter"), ("sse_relay_cost_usd_total", "counter"),
+    ("sse_relay_stream_resumes_total", "counter"), ("sse_relay_tokens_total", "counter"), ("sse_relay_cost_usd_total", "counter"),
 ]
 
 /// One histogram read back from the text.

@@ -1,6 +1,6 @@
 import Relay
 import Support
-import Synchronization
+import Support
 import Testing
 import Transport
 
@@ -11,7 +11,7 @@ import Transport
 struct StoreShutdownTests {
     final class CountingStore: AdmissionStore {
         let inner: any AdmissionStore
-        let shutdowns = Mutex(0)
+        let shutdowns = Locked(0)
 
         init(_ inner: any AdmissionStore) { self.inner = inner }
 
@@ -33,7 +33,7 @@ struct StoreShutdownTests {
         var configuration = RelayConfiguration()
         configuration.listen = .init(host: "127.0.0.1", port: 0)
         configuration.workers = 1
-        let made = Mutex<CountingStore?>(nil)
+        let made = Locked<CountingStore?>(nil)
         let server = try RelayServer(configuration: configuration, logger: Logger(label: "test", level: .error, sink: MemoryLogSink()),
                                      makeStore: { configuration, environment in
             let store = CountingStore(try RelayServer.defaultStore(configuration, environment: environment))

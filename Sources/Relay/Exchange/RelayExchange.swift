@@ -26,14 +26,14 @@ import Usage
 /// Owned by the connection's loop queue (the transfer's driver runs on the same queue).
 final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendable {
     // Invariant: touched on `writer.loop.queue` only.
-    private var machine: ExchangeStateMachine
-    private let writer: any ResponseWriter
+    var machine: ExchangeStateMachine
+    let writer: any ResponseWriter
     private var transfer: (any UpstreamCall)?
     /// The call to make once the request is whole; nil once made (or refused).
     private var pendingCall: (request: UpstreamRequest, upstream: any UpstreamClient, plan: RequestBodyPlan.Settings)?
     /// The request body as it arrives; handed to the transfer at the request's end.
     private var body: [UInt8] = []
-    private let clock: any Clock
+    let clock: any Clock
     private var timer = LazyTimer()
     private let onEnd: (RelayExchange) -> Void
     private let metrics: RelayMetrics
@@ -60,6 +60,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     var prices: PriceBook?
     /// The price the reservation was made at (the requested model's), for the guard's steps and the settle.
     private var admittedPrice: ModelPrice?
+    /// Heartbeats and the resumable stream (`RelayExchange+Streams.swift`).
+    var keeping = StreamKeeping()
 
     init(machine: ExchangeStateMachine, writer: any ResponseWriter, clock: any Clock,
          record: ExchangeRecord, metrics: RelayMetrics, usage: UsageMeter.Settings = UsageMeter.Settings(),
@@ -182,6 +184,12 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func clientClosed() {
+        if streamClientClosed() { return }   // a resumable stream runs on, detached
+        clientLeft()
+    }
+
+    /// The client is gone for good: the upstream is cancelled (or drained).
+    func clientLeft() {
         let phase = machine.phase
         let actions = machine.clientClosed(now: clock.now(), afterFinish: meter.awaitsUsageAfterFinish)
         // Only a call that was made can be cancelled: a client gone mid-body never reached the provider. A drained
@@ -206,6 +214,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             if !(200..<300).contains(status) { masker = SecretMasker(secret: secret) }
             if let masked = SecretMasker.masking(headers, secret: secret) { headers = masked }
         }
+        streamHead(status: status, headers: &headers, now: clock.now())
         meter.responseHead(status: status, contentType: headers.first("Content-Type"))
         if let admission, let budgets = admission.budgets, let reservation, !reservation.hasCeiling, let grant,
            (200..<300).contains(status), meter.tap?.format == .eventStream {
@@ -216,8 +225,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func transfer(_ transfer: any UpstreamCall, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool {
-        switch machine.upstreamBody(clientAboveHighWater: writer.isAboveHighWater, now: clock.now()) {
+        switch machine.upstreamBody(clientAboveHighWater: writer.isAboveHighWater && !keeping.originalGone, now: clock.now()) {
         case .forward:
+            streamDelivered()
             if record.firstBodyAt == nil { record.firstBodyAt = clock.now() }
             let scan = meter.scan(bytes)
             if budgetGuard != nil { return forwardGuarded(bytes, scan) }
@@ -293,6 +303,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private func send(_ bytes: UnsafeRawBufferPointer) {
         record.bytesOut += bytes.count
         metrics.bytesToClients.wrappingAdd(bytes.count, ordering: .relaxed)
+        streamWrote(bytes)   // kept before it is sent: a client that has byte K can resume at K at once
         writer.sendBody(bytes)
     }
 
@@ -310,7 +321,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     // MARK: Actions
 
-    private func perform(_ actions: [ExchangeStateMachine.Action]) {
+    func perform(_ actions: [ExchangeStateMachine.Action]) {
         for action in actions {
             switch action {
             case .sendHead(let head, let mode):
@@ -343,8 +354,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         }
     }
 
-    private func armTimer() {
-        guard let deadline = machine.nextDeadline else { return }
+    func armTimer() {
+        let deadlines = [machine.nextDeadline, keeping.nextDeadline].compactMap { $0 }
+        guard let deadline = deadlines.min() else { return }
         // Body deliveries move the idle deadline later without re-arming: when the old timer fires, the machine
         // ignores the early call and the timer is armed again for the real deadline.
         timer.arm(at: deadline, on: writer.loop) { [weak self] in
@@ -356,12 +368,15 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                 let kind = phase == .awaitingUpstreamHead ? "first_byte_timeout" : "idle_timeout"
                 self.metrics.upstreamError(kind: kind)
                 self.record.failure = kind
+            } else {
+                self.streamTimer(now: self.clock.now())   // a heartbeat, or a detach window's end
             }
-            self.perform(actions)
+            self.perform(actions)   // arms the next deadline
         }
     }
 
     private var ended = false
+    var isEnded: Bool { ended }
 
     /// The cancel floor (`ExchangeAdmission.Reservation.outputFloor`) at `now`, on the exchange's clock: only with
     /// budgets, a reservation, and a response head (before it the provider has generated nothing billable).
@@ -377,6 +392,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         timer.cancel()
         record.outcome = machine.outcome?.rawValue ?? "aborted"
         record.endedAt = clock.now()
+        streamEnded()
         if transfer != nil {
             record.usage = meter.usage(callReachedProvider: callReachedProvider, outputFloor: outputFloor(at: record.endedAt!))
             record.modelLabel = meter.modelLabel
@@ -428,6 +444,10 @@ final class ExchangeRecord: @unchecked Sendable {
     /// check it failed.
     var attestation: String?
     var attestationStep: String?
+    /// Heartbeats written, resumes attached, and how long nobody read the stream (resumable streams only).
+    var heartbeats = 0
+    var resumes = 0
+    var detachedMs: Double?
     /// Key pools and failover (`FailoverCall`): the key label, the calls made, and why earlier ones were not given.
     var keyLabel: String?
     var attempts: Int?
@@ -461,6 +481,11 @@ final class ExchangeRecord: @unchecked Sendable {
         if let model { fields.append(("model", .string(model))) }
         if let attestation { fields.append(("attestation", .string(attestation))) }
         if let attestationStep { fields.append(("attestation_step", .string(attestationStep))) }
+        if heartbeats > 0 { fields.append(("heartbeats", .int(heartbeats))) }
+        if let detachedMs {
+            fields.append(("resumes", .int(resumes)))
+            fields.append(("detached_ms", .double(detachedMs)))
+        }
         if let keyLabel { fields.append(("key", .string(keyLabel))) }
         if let attempts { fields.append(("attempts", .int(attempts))) }
         if let failover { fields.append(("failover", .string(failover))) }

@@ -43,6 +43,7 @@ public final class RelayMetrics: Sendable {
         var attestations: [[String]: UInt64] = [:]      // kind, result
         var registrations: [String: UInt64] = [:]       // result
         var costs: [[String]: Int] = [:]                // route, model, source → nano-dollars
+        var streamResumes: [String: UInt64] = [:]       // result
         var firstByte = Histogram()
         var duration = Histogram()
     }
@@ -95,6 +96,9 @@ public final class RelayMetrics: Sendable {
             m.costs[[route, model, source]] = overflow ? Int.max : sum
         }
     }
+    /// A call of `/v1/relay/streams/<id>`: `resumed`, `stopped`, `not_found`, `expired`, `out_of_range`, `invalid`,
+    /// `rate_limited`.
+    public func streamResume(result: String) { labelled.withLock { $0.streamResumes[result, default: 0] += 1 } }
 
     /// The exposition text.
     public func render() -> String {
@@ -128,6 +132,7 @@ public final class RelayMetrics: Sendable {
             out += "sse_relay_attestations_total{kind=\(quote(key[0])),result=\(quote(key[1]))} \(m.attestations[key]!)\n"
         }
         counterFamily(&out, "sse_relay_attestation_registrations_total", "Calls of the App Attest challenge and register endpoints, by result.", "result", m.registrations)
+        counterFamily(&out, "sse_relay_stream_resumes_total", "Resumes and stops of resumable streams, by result.", "result", m.streamResumes)
         header("sse_relay_tokens_total", "counter", "Tokens used, by route, model (allowlisted or other), kind (prompt, completion) and source (provider, estimate).")
         for key in m.tokens.keys.sorted(by: { $0.sortKey.lexicographicallyPrecedes($1.sortKey) }) {
             out += "sse_relay_tokens_total{route=\(quote(key.route)),model=\(quote(key.model)),kind=\(quote(key.kind)),source=\(quote(key.source))} \(m.tokens[key]!)\n"

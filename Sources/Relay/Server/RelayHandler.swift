@@ -44,6 +44,9 @@ struct RelayHandler: RequestHandler {
             return nil
         }
         let requestID = RequestRewriter.requestID(clientValue: head.headers.first("X-Request-Id"), generated: RequestIDs.make())
+        if admin != .adminOnly, server.streams != nil, StreamEndpoint.serves(head.path) {
+            return StreamEndpoint(head: head, requestID: requestID, writer: writer, server: server)
+        }
         if admin != .adminOnly, let attestation = server.attestation, attestation.serves(head) {
             return attestation.endpoint(head, requestID: requestID, writer: writer)
         }

@@ -40,6 +40,8 @@ public final class RelayServer: @unchecked Sendable {
     /// Wall-clock seconds since 1970, for JWT `exp`/`nbf`/`iat` (tests inject a fixed one).
     let wallClock: @Sendable () -> Double
     private var jwksRefresher: JWKSRefresher?
+    /// Resumable streams (`routes[].resume`); nil when no route has them.
+    let streams: ResumableStreams?
     let group: EventLoopGroup
     let loopStates: [LoopState]
     private let lifecycle = Locked<(listener: Listener?, admin: Listener?)>((nil, nil))
@@ -67,6 +69,7 @@ public final class RelayServer: @unchecked Sendable {
         self.wallClock = wallClock
         authenticator = try ClientAuthenticator(configuration: configuration.clients)
         authFailureLimiter = RateLimiter(limits: configuration.rateLimits.authFailuresPerAddress)
+        streams = configuration.routes.contains { $0.resume != nil } ? ResumableStreams(capBytes: configuration.limits.resumeBufferBytes) : nil
         rejectionLog = RejectionLog(logger: logger, clock: clock)
         let workers = configuration.workers > 0 ? configuration.workers : max(1, System.coreCount)
         group = EventLoopGroup(count: workers, clock: clock)

@@ -1,0 +1,155 @@
+import HTTP1
+import Support
+import Transport
+
+/// What one exchange keeps for heartbeats and a resumable stream (README, "Heartbeats", "Resumable streams").
+/// Set up by the handler; used on the exchange's loop only, like the exchange.
+struct StreamKeeping {
+    /// `routes[].heartbeatSeconds`; 0: none.
+    var heartbeatSeconds = 0.0
+    /// `routes[].resume`, the registry and who started the request; nil resume: not resumable.
+    var resume: RouteResume?
+    var registry: ResumableStreams?
+    var route: RelayConfiguration.Route?
+    var identity: String?
+    /// Made at the head of a 2xx event stream.
+    var heartbeat: HeartbeatSchedule?
+    var stream: ResumableStream?
+    /// Since when nobody reads the stream (its client left, no resume yet).
+    var detachedSince: Instant?
+    var detachedSeconds = 0.0
+    /// The original client's connection is gone (or was taken over): its backpressure no longer counts.
+    var originalGone = false
+
+    /// When the exchange's timer must ask `streamTimer`: the next heartbeat or the end of the detach window.
+    var nextDeadline: Instant? {
+        let window = detachedSince.flatMap { since in resume.map { since.advanced(bySeconds: $0.windowSeconds) } }
+        switch (heartbeat?.nextDue, window) {
+        case (let a?, let b?): return min(a, b)
+        case (let a, let b): return a ?? b
+        }
+    }
+}
+
+extension RelayExchange: StreamOwner {
+    var ownerLoop: EventLoop { writer.loop }
+
+    /// At the provider's head: a 2xx event stream gets heartbeats (if the route has them) and, on a resumable route
+    /// with room under `limits.resumeBufferBytes`, an id in `X-Relay-Stream`. A provider's own `X-Relay-Stream` never
+    /// reaches the client: the header is the relay's.
+    func streamHead(status: Int, headers: inout HTTPHeaders, now: Instant) {
+        headers.remove("X-Relay-Stream")
+        let isEventStream = headers.first("Content-Type").map { $0.lowercased().hasPrefix("text/event-stream") } ?? false
+        guard isEventStream, (200..<300).contains(status), status != 204, machine.settings.requestMethod != "HEAD" else { return }
+        if keeping.heartbeatSeconds > 0 {
+            keeping.heartbeat = HeartbeatSchedule(intervalSeconds: keeping.heartbeatSeconds, now: now)
+        }
+        if let resume = keeping.resume, let registry = keeping.registry, let route = keeping.route,
+           let stream = registry.open(identity: keeping.identity, route: route, resume: resume, owner: self) {
+            keeping.stream = stream
+            headers.add(name: "X-Relay-Stream", value: stream.id)
+        }
+    }
+
+    /// A provider delivery came: the silence starts again.
+    func streamDelivered() {
+        keeping.heartbeat?.providerDelivered(now: clock.now())
+    }
+
+    /// Body bytes written (or, detached, that would have been): noted for the heartbeat's boundary and kept for
+    /// resumes. The heartbeat's deadline is armed once the bytes end an event (none while one is half-sent); arming
+    /// is a comparison when an earlier deadline is armed (`LazyTimer`).
+    func streamWrote(_ bytes: UnsafeRawBufferPointer) {
+        if keeping.heartbeat != nil {
+            keeping.heartbeat!.wrote(bytes)
+            if !isEnded { armTimer() }
+        }
+        if let stream = keeping.stream, stream.append(bytes) { abandon() }
+    }
+
+    /// The exchange's timer fired: a heartbeat due, or a detach window over.
+    func streamTimer(now: Instant) {
+        guard machine.phase == .streaming else { return }
+        if let since = keeping.detachedSince, let resume = keeping.resume, now >= since.advanced(bySeconds: resume.windowSeconds) {
+            if keeping.stream?.abandonIfUnread() == true { return abandon() }
+            closeDetachWindow()   // a resume attached (its notice is on its way here): no deadline left to spin on
+        }
+        let backedUp = (!keeping.originalGone && writer.isAboveHighWater) || machine.upstreamPaused
+        if keeping.heartbeat?.due(now: now, clientBackedUp: backedUp) == true {
+            record.heartbeats += 1
+            HeartbeatSchedule.comment.withUnsafeBytes { bytes in
+                keeping.stream.map { _ = $0.append(bytes) }   // kept before it is sent, as `send` does
+                writer.sendBody(bytes)   // one write: the chunk's framing and the comment
+            }
+        }
+    }
+
+    /// The original client left. On a resumable stream under way, the upstream runs on for the window (true);
+    /// otherwise the exchange handles it as before (false).
+    func streamClientClosed() -> Bool {
+        guard let stream = keeping.stream, machine.phase == .streaming else { return false }
+        keeping.originalGone = true
+        switch stream.originalLeft() {
+        case .unresumable: return false
+        case .stillRead: return true
+        case .detached:
+            keeping.detachedSince = keeping.detachedSince ?? clock.now()
+            perform(machine.clientDrained(now: clock.now()))   // a paused upstream reads on
+            armTimer()
+            return true
+        }
+    }
+
+    /// Nobody reads the stream and nobody can or did in time: cancelled, as if the client had just left.
+    private func abandon() {
+        closeDetachWindow()
+        keeping.stream.map { keeping.registry?.remove($0) }
+        clientLeft()
+    }
+
+    private func closeDetachWindow() {
+        if let since = keeping.detachedSince {
+            keeping.detachedSeconds += clock.now().seconds(since: since)
+            keeping.detachedSince = nil
+        }
+    }
+
+    // MARK: StreamOwner (on this loop)
+
+    func readerAttached() {
+        record.resumes += 1
+        closeDetachWindow()
+        if machine.upstreamPaused { perform(machine.clientDrained(now: clock.now())) }
+    }
+
+    func readerLeft() {
+        guard machine.phase == .streaming, keeping.detachedSince == nil else { return }
+        if keeping.stream?.isOverflowed == true { return abandon() }
+        keeping.detachedSince = clock.now()
+        armTimer()
+    }
+
+    func originalTakenOver() {
+        keeping.originalGone = true
+        writer.abort()
+    }
+
+    func stopRequested() {
+        closeDetachWindow()
+        if !keeping.originalGone { writer.abort() }
+        keeping.originalGone = true
+        guard !isEnded else { return }
+        perform(machine.clientClosed(now: nil))   // no drain: a stop cancels at once
+    }
+
+    /// The exchange ended: the stream's readers get the end; its bytes stay `windowSeconds` (a stream cut because
+    /// nobody read it is forgotten now).
+    func streamEnded() {
+        closeDetachWindow()
+        record.detachedMs = keeping.stream == nil ? nil : keeping.detachedSeconds * 1000
+        guard let stream = keeping.stream, let registry = keeping.registry else { return }
+        let clean = machine.outcome == .completed || machine.outcome == .budgetExhausted
+        stream.finish(clean ? .completed : .broken)
+        writer.loop.schedule(afterSeconds: stream.windowSeconds) { registry.remove(stream) }
+    }
+}

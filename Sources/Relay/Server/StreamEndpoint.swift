@@ -1,0 +1,195 @@
+import HTTP1
+import HTTPServer
+import Support
+import Transport
+
+/// `GET /v1/relay/streams/<id>?offset=N` and `DELETE /v1/relay/streams/<id>` (README, "Resumable streams"). A
+/// resume answers 200 `text/event-stream` whose body continues the stream at byte N: the kept bytes first, then
+/// live ones as the owner appends them, then the stream's own end (a terminal chunk after a clean end, a close
+/// without one after a broken one). It reads the stream's buffer at its own pace (its connection's high-water
+/// mark), so a slow resumed reader never pauses the provider; the buffer's bound (`maxBufferBytes`) is what it
+/// may fall behind by. A stop answers 204 and the owner cancels the upstream.
+///
+/// Credentials are checked with the stream's route's `auth`, and the identity must be the one that started it;
+/// otherwise 404, as for an id never issued, so ids cannot be probed (and each such miss costs the address a
+/// token of its failed-authentication bucket).
+///
+/// Owned by its connection's loop queue; `wake` and `takenOver` come from any loop and hop there.
+final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable {
+    // Invariant: every stored `var` is touched on `writer.loop.queue` only.
+    private let head: RequestHead
+    private let requestID: String
+    private let writer: ServerConnection
+    private let server: RelayServer
+    private let startedAt: Instant
+    private var stream: ResumableStream?
+    private var offset = 0
+    private var resumeOffset: Int?
+    private var status = 0
+    private var result = ""
+    private var bytesOut = 0
+    /// The response is over (finished, aborted, taken over) or the client left.
+    private var done = false
+
+    /// The most a resumed reader takes from the buffer per write.
+    static let readLimit = 64 * 1024
+
+    static func serves(_ path: String) -> Bool { path.hasPrefix(StreamRequest.pathPrefix) }
+
+    init(head: RequestHead, requestID: String, writer: ServerConnection, server: RelayServer) {
+        self.head = head
+        self.requestID = requestID
+        self.writer = writer
+        self.server = server
+        self.startedAt = writer.loop.clock.now()
+    }
+
+    func requestBody(_ bytes: [UInt8]) {}
+    func clientDrained() { pump() }
+
+    func clientClosed() {
+        guard !done else { return }
+        done = true
+        if let stream { stream.readerLeft(self) }
+        log(outcome: "client_cancelled")
+    }
+
+    func requestEnd() {
+        let request = StreamRequest.parse(method: head.method, path: head.path, query: head.query)
+        let id: String
+        switch request {
+        case .invalid(let error, let result): return refuse(error, result: result)
+        case .resume(let i, _), .stop(let i): id = i
+        }
+        let now = writer.loop.clock.now()
+        let address = writer.clientAddress
+        if let retryAfter = server.authFailureLimiter.retryAfterIfEmpty(key: address, now: now) {
+            return refuse(.rateLimited(retryAfterSeconds: retryAfter), result: "rate_limited")
+        }
+        guard let stream = server.streams?.lookup(id), sameIdentity(stream) else {
+            if case .allowed(let lease) = server.authFailureLimiter.acquire(key: address, now: now) {
+                server.authFailureLimiter.release(lease)
+            }
+            return refuse(StreamRequest.streamNotFound, result: "not_found")
+        }
+        guard case .resume(_, let offset) = request else {
+            stream.stop()
+            server.streams?.remove(stream)
+            status = 204
+            result = "stopped"
+            server.metrics.streamResume(result: result)
+            var headers = HTTPHeaders()
+            headers.add(name: "X-Request-Id", value: requestID)
+            writer.respond(status: 204, headers: headers, body: [], keepAlive: head.keepAlive)
+            return log(outcome: "completed")
+        }
+        resumeOffset = offset
+        switch stream.attach(self, offset: offset) {
+        case .gone: return refuse(StreamRequest.streamNotFound, result: "not_found")
+        case .brokenAtEnd: return refuse(StreamRequest.streamBroken, result: "broken")
+        case .failed(.beyondWritten): return refuse(StreamRequest.offsetOutOfRange, result: "out_of_range")
+        case .failed: return refuse(StreamRequest.streamExpired, result: "expired")
+        case .attached: break
+        }
+        self.stream = stream
+        self.offset = offset
+        result = "resumed"
+        server.metrics.streamResume(result: result)
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "text/event-stream")
+        headers.add(name: "X-Relay-Stream", value: stream.id)
+        let (response, mode, _) = ResponseRewriter.clientHead(
+            status: 200, upstreamHeaders: headers, requestMethod: head.method, clientVersion: head.version,
+            keepAlive: head.keepAlive && !server.isDraining, requestID: requestID)
+        status = 200
+        writer.sendHead(response, mode: mode)
+        pump()
+    }
+
+    /// The credentials name the identity that started the stream, checked as its route checks them.
+    private func sameIdentity(_ stream: ResumableStream) -> Bool {
+        guard case .success(let identity) = server.authenticator.authenticate(stream.route.auth, headers: head.headers,
+                                                                             now: server.wallClock()) else { return false }
+        return identity?.key == stream.identity
+    }
+
+    private func refuse(_ error: RelayError, result: String) {
+        status = error.status
+        self.result = result
+        server.metrics.streamResume(result: result)
+        writer.respond(error: error.response, requestID: requestID, keepAlive: head.keepAlive)
+        log(outcome: "rejected")
+    }
+
+    /// Takes what the buffer has past `offset`, one write per read, while the client keeps up; then the end.
+    private func pump() {
+        guard !done, let stream else { return }
+        while !writer.isAboveHighWater {
+            let (bytes, end, current) = stream.read(self, from: offset, limit: Self.readLimit)
+            guard current else { return }
+            if !bytes.isEmpty {
+                offset += bytes.count
+                bytesOut += bytes.count
+                server.metrics.bytesToClients.wrappingAdd(bytes.count, ordering: .relaxed)
+                bytes.withUnsafeBytes { _ = writer.sendBody($0) }
+                continue
+            }
+            guard let end else { return }   // caught up: `wake` brings more
+            done = true
+            stream.readerLeft(self)
+            if end == .completed {
+                writer.finish(keepAlive: head.keepAlive && !server.isDraining)
+                log(outcome: "completed")
+            } else {
+                writer.abort()
+                log(outcome: end == .stopped ? "client_cancelled" : "upstream_error")
+            }
+            return
+        }
+    }
+
+    func wake() {
+        writer.loop.execute { self.pump() }
+    }
+
+    func takenOver() {
+        writer.loop.execute {
+            guard !self.done else { return }
+            self.done = true
+            self.writer.abort()
+            self.log(outcome: "taken_over")
+        }
+    }
+
+    private func log(outcome: String) {
+        var fields: [(String, LogValue)] = [
+            ("request_id", .string(requestID)), ("client_ip", .string(writer.clientAddress)), ("method", .string(head.method)),
+            ("path", .string(StreamRequest.pathPrefix + "…")), ("status", .int(status)), ("bytes_out", .int(bytesOut)),
+            ("outcome", .string(outcome)), ("result", .string(result)),
+            ("duration_ms", .double(writer.loop.clock.now().seconds(since: startedAt) * 1000)),
+        ]
+        if let resumeOffset { fields.append(("resume_offset", .int(resumeOffset))) }
+        if let identity = stream?.identity { fields.append(("identity", .string(identity))) }
+        server.logger.info("stream", fields)
+    }
+}
+
+extension RelayServer {
+    /// Runs the timers due on every loop at the clock's present time: for tests on a `ManualClock`, whose
+    /// deadlines the loops' Dispatch timers would only reach in real time.
+    public func runDueTimers() {
+        for state in loopStates { state.loop.queue.sync { state.loop.runDueTimers() } }
+    }
+
+    /// Exchanges whose stream nobody reads now (client gone, no resume yet): a sync point for tests.
+    public func detachedStreamCount() -> Int {
+        loopStates.reduce(0) { total, state in
+            total + state.loop.queue.sync { state.exchanges.values.filter { $0.keeping.detachedSince != nil }.count }
+        }
+    }
+
+    /// Resumable streams kept, and the bytes their buffers hold together.
+    public var resumableStreamCounts: (streams: Int, bytes: Int) {
+        (streams?.count ?? 0, streams?.totalHeldBytes ?? 0)
+    }
+}

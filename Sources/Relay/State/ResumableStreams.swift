@@ -1,0 +1,284 @@
+import Auth
+import Support
+
+import Transport
+
+/// The exchange that owns a resumable stream's upstream, as the stream sees it. Each method is called on the
+/// owner's loop (`ownerLoop`), dispatched there by `ResumableStream`.
+protocol StreamOwner: AnyObject, Sendable {
+    var ownerLoop: EventLoop { get }
+    /// A resume attached a reader: the stream is no longer detached.
+    func readerAttached()
+    /// The resumed reader left before the end: the detach window starts again.
+    func readerLeft()
+    /// A resume took over while the original client was still connected: close that connection.
+    func originalTakenOver()
+    /// `DELETE /v1/relay/streams/<id>`: cancel the upstream now.
+    func stopRequested()
+}
+
+/// A connection reading a stream through a resume (`StreamEndpoint`). Called from any loop; each implementation
+/// hops to its own.
+protocol StreamReader: AnyObject, Sendable {
+    /// New bytes, or the end, are there to read.
+    func wake()
+    /// Another resume (or a stop) took the stream: close this connection without a clean end.
+    func takenOver()
+}
+
+/// One resumable stream (README, "Resumable streams"): its id, who may resume it, its replay buffer and who reads
+/// it now. Shared between the owner's loop (which appends) and whatever loop a resume or a stop arrives on, so
+/// its state sits behind one lock; callbacks run outside the lock, on their own loops.
+final class ResumableStream: @unchecked Sendable {
+    // Invariant: `state` is touched only inside `locked`; the `let`s are set before the stream is published.
+    let id: String
+    /// The identity of the request that started it (nil on an `auth: none` route): a resume or a stop must match.
+    let identity: String?
+    /// The route it was started on: its `auth` checks a resume's credentials.
+    let route: RelayConfiguration.Route
+    let windowSeconds: Double
+    private weak var registry: ResumableStreams?
+
+    /// How a stream ended, for its readers.
+    enum End: Equatable, Sendable {
+        /// The provider finished (or the relay ended it cleanly): a reader gets the terminal chunk.
+        case completed
+        /// The upstream failed or was cancelled: a reader's connection closes without a clean end.
+        case broken
+        /// A stop: the stream is gone.
+        case stopped
+    }
+
+    enum Reader {
+        case none
+        case original
+        case resumer(any StreamReader)
+    }
+
+    struct State {
+        var buffer: ReplayBuffer
+        var reader = Reader.original
+        var end: End?
+        var wakePending = false
+        weak var owner: (any StreamOwner)?
+    }
+
+    private let locked: Locked<State>
+
+    init(id: String, identity: String?, route: RelayConfiguration.Route, resume: RouteResume, owner: any StreamOwner,
+         registry: ResumableStreams) {
+        self.id = id
+        self.identity = identity
+        self.route = route
+        self.windowSeconds = resume.windowSeconds
+        self.registry = registry
+        var state = State(buffer: ReplayBuffer(maxBytes: resume.maxBufferBytes))
+        state.owner = owner
+        locked = Locked(state)
+    }
+
+    // MARK: The owner's side (its loop)
+
+    /// Body bytes the owner wrote. Wakes a resumed reader; on the append that outgrows the buffer, cuts it (the
+    /// bytes it has not read are gone). True when the stream outgrew its buffer and nobody reads it: nobody ever
+    /// can again, so the owner cancels the upstream.
+    func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let (delta, unread, wake, cut) = locked.withLock { s -> (Int, Bool, (any StreamReader)?, (any StreamReader)?) in
+            let delta = s.buffer.append(bytes)
+            var wake: (any StreamReader)?, cut: (any StreamReader)?
+            if case .resumer(let reader) = s.reader {
+                if s.buffer.overflowed {
+                    cut = reader
+                    s.reader = .none
+                } else if !s.wakePending {
+                    s.wakePending = true
+                    wake = reader
+                }
+            }
+            var unread = false
+            if case .none = s.reader { unread = s.buffer.overflowed }
+            return (delta, unread, wake, cut)
+        }
+        registry?.held(delta)
+        wake?.wake()
+        cut?.takenOver()
+        return unread
+    }
+
+    /// Whether the stream outgrew its buffer: no resume can be answered but 410.
+    var isOverflowed: Bool { locked.withLock { $0.buffer.overflowed } }
+
+    /// What the owner does when its original client leaves.
+    enum Departure: Equatable { case detached, unresumable, stillRead }
+
+    /// The original client left: the stream is detached (the window starts), cannot be resumed (overflowed: cancel
+    /// now), or a resume already reads it.
+    func originalLeft() -> Departure {
+        locked.withLock { s in
+            if case .original = s.reader { s.reader = .none }
+            guard case .none = s.reader else { return .stillRead }
+            return s.buffer.overflowed ? .unresumable : .detached
+        }
+    }
+
+    /// The detach window passed: true (and the stream is ended) if still nobody reads it, so the owner cancels.
+    func abandonIfUnread() -> Bool {
+        locked.withLock { s in
+            guard case .none = s.reader, s.end == nil else { return false }
+            s.end = .broken
+            return true
+        }
+    }
+
+    /// The upstream is over. Wakes a reader to take the rest and the end.
+    func finish(_ end: End) {
+        let wake = locked.withLock { s -> (any StreamReader)? in
+            guard s.end == nil else { return nil }
+            s.end = end
+            s.owner = nil
+            if case .resumer(let reader) = s.reader { s.wakePending = true; return reader }
+            return nil
+        }
+        wake?.wake()
+    }
+
+    // MARK: A reader's side (any loop)
+
+    /// What a resume at `offset` found.
+    enum Attach {
+        case attached
+        case failed(ReplayBuffer.Position)
+        case gone
+        /// The stream broke (the provider failed) and the reader has every byte: nothing can follow.
+        case brokenAtEnd
+    }
+
+    /// A resume at `offset`: `reader` takes the stream over from whoever read it (told to close).
+    func attach(_ reader: any StreamReader, offset: Int) -> Attach {
+        let result = locked.withLock { s -> (Attach, previous: Reader, owner: (any StreamOwner)?) in
+            if s.end == .stopped { return (.gone, .none, nil) }
+            let position = s.buffer.position(offset)
+            guard case .replay(let at) = position else { return (.failed(position), .none, nil) }
+            if s.end == .broken && at == s.buffer.written { return (.brokenAtEnd, .none, nil) }
+            let previous = s.reader
+            s.reader = .resumer(reader)
+            s.wakePending = false
+            return (.attached, previous, s.end == nil ? s.owner : nil)
+        }
+        guard case .attached = result.0 else { return result.0 }
+        switch result.previous {
+        case .original: notify(result.owner) { $0.originalTakenOver() }
+        case .resumer(let old): old.takenOver()
+        case .none: break
+        }
+        notify(result.owner) { $0.readerAttached() }
+        return .attached
+    }
+
+    /// Up to `limit` bytes from `offset` for `reader`, and the end when every byte has been read; `current` is
+    /// false when another reader took the stream.
+    func read(_ reader: any StreamReader, from offset: Int, limit: Int) -> (bytes: [UInt8], end: End?, current: Bool) {
+        locked.withLock { s in
+            guard case .resumer(let r) = s.reader, r === reader else { return ([], nil, false) }
+            s.wakePending = false
+            let bytes = Array(s.buffer.read(from: offset, limit: limit))
+            let atEnd = offset + bytes.count >= s.buffer.written
+            return (bytes, atEnd ? s.end : nil, true)
+        }
+    }
+
+    /// The reader's connection ended (or it read the end). Starts the owner's detach window if the stream runs on.
+    func readerLeft(_ reader: any StreamReader) {
+        let owner = locked.withLock { s -> (any StreamOwner)? in
+            guard case .resumer(let r) = s.reader, r === reader else { return nil }
+            s.reader = .none
+            return s.end == nil ? s.owner : nil
+        }
+        notify(owner) { $0.readerLeft() }
+    }
+
+    /// `DELETE`: the stream ends now; its reader is closed, its owner cancels the upstream.
+    func stop() {
+        let (reader, owner) = locked.withLock { s -> ((any StreamReader)?, (any StreamOwner)?) in
+            let owner = s.end == nil ? s.owner : nil
+            s.end = .stopped
+            s.owner = nil
+            defer { s.reader = .none }
+            if case .resumer(let r) = s.reader { return (r, owner) }
+            return (nil, owner)
+        }
+        reader?.takenOver()
+        notify(owner) { $0.stopRequested() }
+    }
+
+    /// Bytes the buffer holds (for the registry's total when the stream leaves it).
+    var heldBytes: Int { locked.withLock { $0.buffer.heldBytes } }
+
+    private func notify(_ owner: (any StreamOwner)?, _ call: @escaping @Sendable (any StreamOwner) -> Void) {
+        guard let owner else { return }
+        owner.ownerLoop.execute { call(owner) }
+    }
+}
+
+/// Every resumable stream of this process, by id, and the bytes their buffers hold together (capped by
+/// `limits.resumeBufferBytes`: past it new streams are not resumable; running ones are not cut). Streams are
+/// kept in this process's memory only, whatever `state.backend` says: a resume or a stop must reach the replica
+/// that started the stream (README, "Resumable streams").
+final class ResumableStreams: @unchecked Sendable {
+    // Invariant: `streams` is touched only inside its lock; `heldBytes` is atomic.
+    let capBytes: Int
+    private let streams = Locked<[String: ResumableStream]>([:])
+    private let heldBytes = Locked(0)
+
+    init(capBytes: Int) { self.capBytes = capBytes }
+
+    /// Starts keeping a stream, or nil when the buffers together are at the cap.
+    func open(identity: String?, route: RelayConfiguration.Route, resume: RouteResume, owner: any StreamOwner) -> ResumableStream? {
+        guard heldBytes.load(ordering: .relaxed) < capBytes else { return nil }
+        let stream = ResumableStream(id: StreamIDs.make(), identity: identity, route: route, resume: resume, owner: owner, registry: self)
+        streams.withLock { $0[stream.id] = stream }
+        return stream
+    }
+
+    func lookup(_ id: String) -> ResumableStream? { streams.withLock { $0[id] } }
+
+    /// Forgets `stream` (its window passed, it was stopped or abandoned); its bytes are freed.
+    func remove(_ stream: ResumableStream) {
+        let removed = streams.withLock { s -> Bool in
+            guard s[stream.id] === stream else { return false }
+            s[stream.id] = nil
+            return true
+        }
+        if removed { held(-stream.heldBytes) }
+    }
+
+    /// Bytes held by every buffer together.
+    var totalHeldBytes: Int { heldBytes.load(ordering: .relaxed) }
+    var count: Int { streams.withLock { $0.count } }
+
+    fileprivate func held(_ delta: Int) {
+        if delta != 0 { heldBytes.wrappingAdd(delta, ordering: .relaxed) }
+    }
+}
+
+/// Stream ids: 128 bits from the system's CSPRNG (getrandom(2) on Linux, arc4random on Darwin), base64url
+/// without padding: 22 characters.
+enum StreamIDs {
+    static let length = 22
+
+    static func make() -> String {
+        var random = SystemRandomNumberGenerator()
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(16)
+        for _ in 0..<2 {
+            let n = random.next() as UInt64
+            for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: n >> UInt64(shift))) }
+        }
+        return Base64URL.encode(bytes)
+    }
+
+    /// Whether `text` is spelled as an id can be: 22 base64url characters that decode to 16 bytes.
+    static func isWellFormed(_ text: Substring) -> Bool {
+        text.utf8.count == length && Base64URL.decode(bytes: text.utf8)?.count == 16
+    }
+}

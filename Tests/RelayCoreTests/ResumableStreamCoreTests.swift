@@ -1,0 +1,191 @@
+// The pure parts of resumable streams: the replay buffer's offsets and bounds, the request's id and offset.
+@testable import Relay
+import Testing
+import Transport
+
+private extension ReplayBuffer {
+    mutating func append(_ text: String) -> Int { Array(text.utf8).withUnsafeBytes { append($0) } }
+}
+
+@Suite struct ReplayBufferTests {
+    @Test func everyOffsetUpToWhatWasWrittenReplaysTheRest() {
+        var b = ReplayBuffer(maxBytes: 1024)
+        #expect(b.append("data: é\n\n") == 10)
+        #expect(b.append(": keep-alive\n\n") == 14)
+        let all = Array("data: é\n\n: keep-alive\n\n".utf8)
+        for offset in 0...all.count {
+            #expect(b.position(offset) == .replay(offset))
+            #expect(Array(b.read(from: offset, limit: 1 << 20)) == Array(all[offset...]))
+        }
+        #expect(b.position(all.count + 1) == .beyondWritten)
+        #expect(Array(b.read(from: 3, limit: 4)) == Array(all[3..<7]))
+    }
+
+    @Test func outgrowingTheBufferDropsItAndEveryResumeIsExpired() {
+        var b = ReplayBuffer(maxBytes: 10)
+        #expect(b.append("12345678") == 8)
+        #expect(b.append("abc") == -8, "the bytes held are freed")
+        #expect(b.overflowed && b.heldBytes == 0 && b.written == 11)
+        #expect(b.append("more") == 0)
+        #expect(b.position(0) == .expired)
+        #expect(b.position(15) == .expired)
+        #expect(b.position(16) == .beyondWritten)
+        #expect(b.read(from: 0, limit: 100).isEmpty)
+    }
+}
+
+@Suite struct StreamRequestTests {
+    static let id = StreamIDs.make()
+
+    @Test func idsAre128RandomBitsInBase64URL() {
+        var seen = Set<String>()
+        for _ in 0..<1000 {
+            let id = StreamIDs.make()
+            #expect(id.utf8.count == 22)
+            #expect(StreamIDs.isWellFormed(Substring(id)))
+            #expect(id.utf8.allSatisfy { b in (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b) || (0x30...0x39).contains(b) || b == 0x2D || b == 0x5F })
+            seen.insert(id)
+        }
+        #expect(seen.count == 1000)
+    }
+
+    @Test func aResumeAndAStop() {
+        let path = StreamRequest.pathPrefix + Self.id
+        #expect(StreamRequest.parse(method: "GET", path: path, query: "offset=0") == .resume(id: Self.id, offset: 0))
+        #expect(StreamRequest.parse(method: "GET", path: path, query: "x=1&offset=123456789012345") == .resume(id: Self.id, offset: 123_456_789_012_345))
+        #expect(StreamRequest.parse(method: "DELETE", path: path, query: nil) == .stop(id: Self.id))
+    }
+
+    @Test(arguments: ["", "abc", String(repeating: "A", count: 21), String(repeating: "A", count: 23),
+                      String(repeating: "A", count: 21) + "+", String(repeating: "A", count: 21) + "=",
+                      String(repeating: "A", count: 21) + "/", String(repeating: "A", count: 20) + "%41",
+                      "AAAAAAAAAAAAAAAAAAAAAB", "../../../../etc/passwd", "AAAAAAAAAAAAAAAAAAAAA\u{e9}"])
+    func idsNotSpelledAsIdsAreNotFound(id: String) {
+        #expect(StreamRequest.parse(method: "GET", path: StreamRequest.pathPrefix + id, query: "offset=0")
+                == .invalid(StreamRequest.streamNotFound, result: "not_found"))
+        #expect(StreamRequest.parse(method: "DELETE", path: StreamRequest.pathPrefix + id, query: nil)
+                == .invalid(StreamRequest.streamNotFound, result: "not_found"))
+    }
+
+    @Test(arguments: [nil, "", "offset=", "offset=-1", "offset=+1", "offset=1e3", "offset=%31", "offset= 1", "offset=0x10",
+                      "offset=1234567890123456", "offset=99999999999999999999999", "offset=1&offset=1", "Offset=1", "offset"])
+    func offsetsNotSpelledAsDecimalDigitsAreRefused(query: String?) {
+        #expect(StreamRequest.parse(method: "GET", path: StreamRequest.pathPrefix + Self.id, query: query)
+                == .invalid(StreamRequest.invalidOffset, result: "invalid"))
+    }
+
+    @Test func otherMethodsGet405() {
+        let r = StreamRequest.parse(method: "POST", path: StreamRequest.pathPrefix + Self.id, query: "offset=0")
+        guard case .invalid(let error, _) = r else { Issue.record("\(r)"); return }
+        #expect(error.status == 405)
+    }
+}
+
+/// `ResumableStream` and its registry without sockets: a reader that records what it is told, an owner whose
+/// notices are counted on its loop.
+@Suite struct ResumableStreamStateTests {
+    final class Reader: StreamReader, @unchecked Sendable {
+        // Invariant: touched on the test's thread only (the stream calls it synchronously, outside its lock).
+        var wakes = 0
+        var takenOvers = 0
+        func wake() { wakes += 1 }
+        func takenOver() { takenOvers += 1 }
+    }
+
+    final class Owner: StreamOwner, @unchecked Sendable {
+        // Invariant: `notices` is touched on `ownerLoop.queue` only.
+        let ownerLoop = EventLoop(index: 0)
+        var notices: [String] = []
+        func readerAttached() { notices.append("attached") }
+        func readerLeft() { notices.append("left") }
+        func originalTakenOver() { notices.append("originalTakenOver") }
+        func stopRequested() { notices.append("stop") }
+        var seen: [String] { ownerLoop.queue.sync { notices } }
+    }
+
+    static func stream(maxBytes: Int = 1024, cap: Int = 1 << 20) -> (ResumableStreams, ResumableStream, Owner) {
+        let registry = ResumableStreams(capBytes: cap)
+        let owner = Owner()
+        let stream = registry.open(identity: "static:a", route: .init(prefix: "/v1/", upstream: "u"),
+                                   resume: RouteResume(maxBufferBytes: maxBytes), owner: owner)!
+        return (registry, stream, owner)
+    }
+
+    static func append(_ stream: ResumableStream, _ text: String) -> Bool { Array(text.utf8).withUnsafeBytes { stream.append($0) } }
+
+    @Test func aResumeTakesOverAndTheOneBeforeIsClosed() {
+        let (registry, stream, owner) = Self.stream()
+        #expect(!Self.append(stream, "data: a\n\n"))
+        #expect(registry.totalHeldBytes == 9)
+        let first = Reader(), second = Reader()
+        guard case .failed(.beyondWritten) = stream.attach(first, offset: 10) else { Issue.record("416 expected"); return }
+        guard case .attached = stream.attach(first, offset: 3) else { Issue.record("attach"); return }
+        #expect(stream.read(first, from: 3, limit: 100).bytes == Array("a: a\n\n".utf8))
+        guard case .attached = stream.attach(second, offset: 9) else { Issue.record("attach"); return }
+        #expect(first.takenOvers == 1)
+        #expect(!stream.read(first, from: 9, limit: 100).current, "the first reader no longer reads")
+        #expect(owner.seen == ["originalTakenOver", "attached", "attached"])
+    }
+
+    @Test func wakesAreCoalescedUntilTheReaderReads() {
+        let (_, stream, _) = Self.stream()
+        let reader = Reader()
+        _ = stream.attach(reader, offset: 0)
+        _ = Self.append(stream, "a")
+        _ = Self.append(stream, "b")
+        #expect(reader.wakes == 1)
+        let r = stream.read(reader, from: 0, limit: 100)
+        #expect(r.bytes == Array("ab".utf8) && r.end == nil && r.current)
+        _ = Self.append(stream, "c")
+        #expect(reader.wakes == 2)
+        stream.finish(.completed)
+        let end = stream.read(reader, from: 3, limit: 100)
+        #expect(end.bytes.isEmpty && end.end == .completed)
+    }
+
+    @Test func outgrowingTheBufferClosesTheReaderAndFreesTheBytes() {
+        let (registry, stream, _) = Self.stream(maxBytes: 1024)
+        let reader = Reader()
+        _ = stream.attach(reader, offset: 0)
+        #expect(!Self.append(stream, String(repeating: "x", count: 1000)))
+        #expect(Self.append(stream, String(repeating: "y", count: 100)), "nobody reads it now, nobody ever can")
+        #expect(reader.takenOvers == 1)
+        #expect(registry.totalHeldBytes == 0)
+        guard case .failed(.expired) = stream.attach(Reader(), offset: 0) else { Issue.record("410 expected"); return }
+    }
+
+    @Test func aStopClosesTheReaderAndTellsTheOwner() {
+        let (registry, stream, owner) = Self.stream()
+        let reader = Reader()
+        _ = stream.attach(reader, offset: 0)
+        stream.stop()
+        registry.remove(stream)
+        #expect(reader.takenOvers == 1)
+        guard case .gone = stream.attach(Reader(), offset: 0) else { Issue.record("gone expected"); return }
+        #expect(registry.lookup(stream.id) == nil)
+        #expect(owner.seen == ["originalTakenOver", "attached", "stop"])
+    }
+
+    @Test func theDetachWindowEndsOnlyWhenNobodyReads() {
+        let (_, stream, _) = Self.stream()
+        #expect(stream.originalLeft() == .detached)
+        let reader = Reader()
+        _ = stream.attach(reader, offset: 0)
+        #expect(!stream.abandonIfUnread(), "a resume came in time")
+        stream.readerLeft(reader)
+        #expect(stream.abandonIfUnread())
+        guard case .failed = stream.attach(Reader(), offset: 1) else { Issue.record("416 expected"); return }
+    }
+
+    @Test func pastTheCapNewStreamsAreNotResumable() {
+        let registry = ResumableStreams(capBytes: 10)
+        let owner = Owner()
+        let route = RelayConfiguration.Route(prefix: "/v1/", upstream: "u")
+        let a = registry.open(identity: nil, route: route, resume: RouteResume(), owner: owner)!
+        #expect(!Self.append(a, "0123456789"))
+        #expect(registry.open(identity: nil, route: route, resume: RouteResume(), owner: owner) == nil)
+        registry.remove(a)
+        #expect(registry.totalHeldBytes == 0)
+        #expect(registry.open(identity: nil, route: route, resume: RouteResume(), owner: owner) != nil)
+    }
+}

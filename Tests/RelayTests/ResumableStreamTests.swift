@@ -1,0 +1,389 @@
+import Foundation
+import Relay
+import RelayTestSupport
+import Support
+import TestHarness
+import Testing
+import TestSupportCore
+
+/// Resumable streams end to end (README, "Resumable streams"): a real relay, a scripted provider that writes the
+/// answer in two parts (the second when the test says), clients that drop and resume.
+@Suite("Resumable streams")
+struct ResumableStreamTests {
+    static let tokenA = "resume-token-A-0c1d2e3f"
+    static let tokenB = "resume-token-B-4a5b6c7d"
+    /// The first part: multi-byte characters, so offsets fall inside them.
+    static let part1 = Array("data: {\"t\":\"héllo\"}\n\ndata: {\"t\":\"wörld €\"}\n\n".utf8)
+    static let part2 = Array("data: {\"t\":\"😀 end\"}\n\ndata: [DONE]\n\n".utf8)
+    static var provider: [UInt8] { part1 + part2 }
+
+    /// A provider that writes `first`, waits for `next`, writes `second`, and ends; `closed` gets its peer's close
+    /// when the relay cancels instead.
+    static func upstream(_ first: [UInt8] = part1, _ second: [UInt8] = part2, next: Mailbox<Int>,
+                         closed: Mailbox<PeerClose>? = nil) throws -> ScriptedUpstream {
+        try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: sseHead)
+            try connection.writeChunk(first)
+            if let closed {
+                closed.put(try connection.waitForPeerClose(timeout: 10))
+                return
+            }
+            _ = try next.take(timeout: 10)
+            try connection.writeChunk(second)
+            try connection.writeLastChunk()
+        }
+    }
+
+    static func relay(_ upstream: ScriptedUpstream, clock: any Clock = MonotonicClock(), resume: RouteResume = RouteResume(),
+                      configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
+        try RelayFixture(upstream: upstream, clock: clock) { config in
+            config.clients.tokens = [.init(id: "app-a", sha256Hex: ClientAuthTests.sha256Hex(tokenA)),
+                                     .init(id: "app-b", sha256Hex: ClientAuthTests.sha256Hex(tokenB))]
+            config.routes = [.init(prefix: "/v1/", upstream: "test", auth: .token)]
+            config.routes[0].resume = resume
+            config.routes[0].heartbeatSeconds = 0
+            configure(&config)
+        }
+    }
+
+    static func auth(_ token: String?) -> [(String, String)] { token.map { [("Authorization", "Bearer \($0)")] } ?? [] }
+
+    /// Starts a stream and reads its head; returns the client and the stream's id.
+    static func start(_ relay: RelayFixture, token: String? = tokenA) throws -> (client: TestClient, id: String) {
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/chat/completions", headers: auth(token), body: chatBody)
+        let head = try client.readHead()
+        #expect(head.status == 200)
+        let ids = head.headerValues("X-Relay-Stream")
+        #expect(ids.count == 1)
+        return (client, ids.first ?? "")
+    }
+
+    /// The usual provider and relay, and a stream started on them.
+    static func startedStream() throws -> (Mailbox<Int>, ScriptedUpstream, RelayFixture, TestClient, String) {
+        let next = Mailbox<Int>()
+        let upstream = try upstream(next: next)
+        let relay = try relay(upstream)
+        let (client, id) = try start(relay)
+        return (next, upstream, relay, client, id)
+    }
+
+    /// A resume (or another method) on a new connection: its head.
+    static func call(_ relay: RelayFixture, _ method: String = "GET", id: String, offset: Int? = nil, query: String? = nil,
+                     token: String? = tokenA) throws -> (client: TestClient, head: ResponseHeadResult) {
+        let client = try relay.client()
+        let q = query ?? offset.map { "?offset=\($0)" } ?? ""
+        try client.sendRequest(method: method, path: "/v1/relay/streams/\(id)\(q)", headers: auth(token))
+        return (client, try client.readHead())
+    }
+
+    static func errorCode(_ client: TestClient, _ head: ResponseHeadResult) throws -> String {
+        let body = String(decoding: try client.readBody(head: head), as: UTF8.self)
+        let json = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+        return ((json?["error"] as? [String: Any])?["code"] as? String) ?? body
+    }
+
+    enum Leave: String, CaseIterable, Sendable { case fin, rst }
+
+    /// K across the first part: the start, mid-line, inside "é" (its second byte), inside "€", between the two
+    /// LFs of a blank line, and the end.
+    static let offsets: [Int] = {
+        let text = part1
+        let e = text.firstIndex(of: 0xC3)!          // é
+        let euro = text.firstIndex(of: 0xE2)!       // €
+        return [0, 1, 9, e + 1, euro + 2, 20, text.count - 1, text.count]
+    }()
+
+    @Test("a drop after K bytes, then a resume at K: the bytes before K and the resumed ones are the provider's",
+          arguments: offsets, Leave.allCases)
+    func resumeAtK(k: Int, leave: Leave) throws {
+        let (next, upstream, relay, client, id) = try Self.startedStream()
+        let seen = try client.readChunkedBody(until: "€\"}\n\n")
+        let before = Array(seen.prefix(k))
+        if leave == .fin { client.close() } else { client.reset() }
+        next.put(1)
+        let (resumed, head) = try Self.call(relay, id: id, offset: k)
+        #expect(head.status == 200)
+        #expect(head.header("Content-Type") == "text/event-stream")
+        #expect(head.header("X-Relay-Stream") == id)
+        let rest = try resumed.readBody(head: head)
+        #expect(before + rest == Self.provider, "K=\(k)")
+        try relay.waitUntilIdle()
+        #expect(upstream.requests.count == 1, "the provider saw one request")
+        // The provider may have finished before the resume came (then the exchange's line counts no resume): the
+        // resume has its own line.
+        #expect(relay.logs.lines.contains { $0.contains(#""outcome":"completed""#) && $0.contains(#""detached_ms""#) })
+        #expect(relay.logs.lines.contains { $0.contains(#""result":"resumed""#) && $0.contains(#""resume_offset":\#(k)"#) })
+        relay.assertNoSecretLeaks(clients: [client, resumed], secrets: [Self.tokenA])
+    }
+
+    @Test("two drops in one answer")
+    func twoDrops() throws {
+        let (next, upstream, relay, client, id) = try Self.startedStream()
+        let first = Array(try client.readChunkedBody(until: "€\"}\n\n").prefix(5))
+        client.reset()
+        let (second, head) = try Self.call(relay, id: id, offset: 5)
+        #expect(head.status == 200)
+        let middle = Array(try second.readChunkedBody(until: "€\"}\n\n").prefix(20))
+        second.close()
+        let (third, head3) = try Self.call(relay, id: id, offset: 25)
+        #expect(head3.status == 200)
+        next.put(1)   // after the resume attached: the exchange, still running, counts it
+        #expect(first + middle + (try third.readBody(head: head3)) == Self.provider)
+        try relay.waitUntilIdle()
+        #expect(upstream.requests.count == 1)
+        let lines = relay.logs.lines.filter { $0.contains(#""resumes":"#) }
+        #expect(lines.count == 1, "one access-log line for the exchange: its usage and budget settle once")
+        #expect(lines.first?.contains(#""resumes":2"#) == true)
+    }
+
+    @Test("a resume after the provider finished replays the rest and ends cleanly")
+    func afterTheProviderFinished() throws {
+        let (next, _, relay, client, id) = try Self.startedStream()
+        let seen = try client.readChunkedBody(until: "€\"}\n\n")
+        client.close()
+        next.put(1)
+        try relay.waitUntilIdle()   // the exchange ended; the bytes wait
+        #expect(relay.server.resumableStreamCounts.streams == 1)
+        let (resumed, head) = try Self.call(relay, id: id, offset: seen.count)
+        #expect(try resumed.readBody(head: head) == Self.part2)
+        #expect(relay.logs.lines.contains { $0.contains(#""outcome":"completed""#) && $0.contains(#""resumes":0"#) })
+        // And again, from the start: the buffer is kept for the whole window.
+        let (again, head2) = try Self.call(relay, id: id, offset: 0)
+        #expect(try again.readBody(head: head2) == Self.provider)
+    }
+
+    @Test("no resume: the upstream is cancelled when the window ends, not before")
+    func windowEnds() throws {
+        let clock = ManualClock()
+        let next = Mailbox<Int>()
+        let closed = Mailbox<PeerClose>()
+        let relay = try Self.relay(Self.upstream(next: next, closed: closed), clock: clock, resume: RouteResume(windowSeconds: 2))
+        let (client, id) = try Self.start(relay)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        client.close()
+        try eventually("detached") { relay.server.detachedStreamCount() == 1 }
+        clock.advance(bySeconds: 1.9)
+        relay.server.runDueTimers()
+        #expect(relay.server.detachedStreamCount() == 1, "still waiting for a resume")
+        #expect(relay.server.liveCounts().transfers == 1)
+        clock.advance(bySeconds: 0.2)
+        relay.server.runDueTimers()
+        _ = try closed.take(timeout: 2)
+        try relay.waitUntilIdle()
+        #expect(relay.logs.lines.contains { $0.contains(#""outcome":"client_cancelled""#) && $0.contains(#""detached_ms":2"#) })
+        let (late, head) = try Self.call(relay, id: id, offset: 0)
+        #expect(head.status == 404)
+        #expect(try Self.errorCode(late, head) == "stream_not_found")
+        #expect(relay.server.resumableStreamCounts == (0, 0))
+    }
+
+    @Test("DELETE cancels the upstream at once and answers 204")
+    func stop() throws {
+        let next = Mailbox<Int>()
+        let closed = Mailbox<PeerClose>()
+        let relay = try Self.relay(Self.upstream(next: next, closed: closed))
+        let (client, id) = try Self.start(relay)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        let sentAt = monotonicNanoseconds()
+        let (_, head) = try Self.call(relay, "DELETE", id: id)
+        #expect(head.status == 204)
+        let close = try closed.take(timeout: 2)
+        let ms = Double(close.atNanoseconds - min(close.atNanoseconds, sentAt)) / 1e6
+        #expect(ms < 1000, "upstream closed \(ms) ms after the DELETE")
+        #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }   // no clean end
+        try relay.waitUntilIdle()
+        #expect(relay.logs.lines.contains { $0.contains(#""outcome":"client_cancelled""#) })
+        let (_, after) = try Self.call(relay, id: id, offset: 0)
+        #expect(after.status == 404)
+        let metrics = try TestClient.get(port: relay.port, path: "/metrics").body
+        #expect(metrics.contains(#"sse_relay_stream_resumes_total{result="stopped"} 1"#))
+        #expect(metrics.contains(#"sse_relay_stream_resumes_total{result="not_found"} 1"#))
+    }
+
+    @Test("another identity, or none, gets 404 for a resume and for a stop")
+    func otherIdentity() throws {
+        let (next, _, relay, client, id) = try Self.startedStream()
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        for token in [Self.tokenB, nil, "not-a-token"] {
+            let (c, head) = try Self.call(relay, id: id, offset: 0, token: token)
+            #expect(head.status == 404)
+            #expect(try Self.errorCode(c, head) == "stream_not_found")
+            let (d, stop) = try Self.call(relay, "DELETE", id: id, token: token)
+            #expect(stop.status == 404)
+            #expect(try Self.errorCode(d, stop) == "stream_not_found")
+        }
+        next.put(1)
+        var body = Self.part1
+        while let chunk = try client.readChunk() { body += chunk.isEmpty ? [] : chunk }
+        #expect(body.count >= Self.part1.count)
+        #expect(try client.readChunk() == nil, "the stream ran on, untouched")
+    }
+
+    @Test("416 past what was written, 200 at its end, and the first connection closed by the second")
+    func offsetEdges() throws {
+        let next = Mailbox<Int>()
+        let relay = try Self.relay(Self.upstream(next: next))
+        let (client, id) = try Self.start(relay)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        let (c416, h416) = try Self.call(relay, id: id, offset: Self.part1.count + 1)
+        #expect(h416.status == 416)
+        #expect(try Self.errorCode(c416, h416) == "offset_out_of_range")
+        let (c, head) = try Self.call(relay, id: id, offset: Self.part1.count)
+        #expect(head.status == 200)
+        #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }   // taken over: closed, no clean end
+        next.put(1)
+        #expect(try c.readBody(head: head) == Self.part2)
+    }
+
+    @Test("a stream past maxBufferBytes is no longer resumable: 410, and a detached one is cancelled at once")
+    func maxBufferBytes() throws {
+        let next = Mailbox<Int>()
+        let closed = Mailbox<PeerClose>()
+        let big = Array(("data: " + String(repeating: "x", count: 1100) + "\n\n").utf8)
+        let relay = try Self.relay(Self.upstream(big, next: next, closed: closed), resume: RouteResume(maxBufferBytes: 1024))
+        let (client, id) = try Self.start(relay)
+        _ = try client.readChunkedBody(until: "x\n\n")
+        for offset in [0, 500, big.count] {
+            let (c, head) = try Self.call(relay, id: id, offset: offset)
+            #expect(head.status == 410)
+            #expect(try Self.errorCode(c, head) == "stream_expired")
+        }
+        let (c416, h416) = try Self.call(relay, id: id, offset: big.count + 1)
+        #expect(h416.status == 416)
+        _ = try Self.errorCode(c416, h416)
+        #expect(relay.server.resumableStreamCounts.bytes == 0, "the overflowed buffer is freed")
+        client.close()
+        _ = try closed.take(timeout: 2)   // nobody can resume it: no window
+        try relay.waitUntilIdle()
+    }
+
+    @Test("past limits.resumeBufferBytes new streams are not resumable; running ones run on")
+    func resumeBufferBytes() throws {
+        let next = Mailbox<Int>()
+        let big = Array(("data: " + String(repeating: "y", count: 1200) + "\n\n").utf8)
+        let relay = try Self.relay(Self.upstream(big, next: next), resume: RouteResume(maxBufferBytes: 4096)) { config in
+            config.limits.resumeBufferBytes = 1000
+        }
+        let (first, id) = try Self.start(relay)
+        _ = try first.readChunkedBody(until: "y\n\n")
+        #expect(relay.server.resumableStreamCounts.bytes == big.count)
+        let second = try relay.client()
+        try second.sendRequest(path: "/v1/chat/completions", headers: Self.auth(Self.tokenA), body: chatBody)
+        let head = try second.readHead()
+        #expect(head.status == 200)
+        #expect(head.header("X-Relay-Stream") == nil)
+        next.put(1)
+        next.put(2)
+        #expect(try first.readChunkedBody(until: "[DONE]\n\n").count == big.count + Self.part2.count)
+        #expect(try first.readChunk() == nil)
+        _ = try second.readBody(head: head)
+        let (c, h) = try Self.call(relay, id: id, offset: 0)
+        #expect(h.status == 200)
+        #expect(try c.readBody(head: h) == big + Self.part2)
+    }
+
+    @Test("bad ids and offsets get clear answers; a stream of a non-resumable route has no id")
+    func badInput() throws {
+        let next = Mailbox<Int>()
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: sseHead + [("X-Relay-Stream", "from-the-provider")])
+            try connection.writeChunk("data: a\n\n")
+            _ = try next.take(timeout: 10)
+            try connection.writeLastChunk()
+        }
+        let relay = try Self.relay(upstream) { config in
+            config.routes.append(.init(prefix: "/plain/", upstream: "test", auth: .token))
+        }
+        let (client, id) = try Self.start(relay)
+        #expect(id != "from-the-provider" && id.utf8.count == 22, "the provider's header never passes")
+        _ = try client.readChunkedBody(until: "data: a\n\n")
+        for bad in ["abc", String(id.dropLast()), id + "A", String(id.dropLast()) + "+", String(id.dropLast()) + "%2F"] {
+            let (c, head) = try Self.call(relay, id: bad, offset: 0)
+            #expect(head.status == 404, "\(bad)")
+            #expect(try Self.errorCode(c, head) == "stream_not_found")
+        }
+        for query in ["", "?offset=-1", "?offset=99999999999999999999", "?offset=abc", "?offset=1&offset=2", "?offset=%30"] {
+            let (c, head) = try Self.call(relay, id: id, query: query)
+            #expect(head.status == 400, "\(query)")
+            #expect(try Self.errorCode(c, head) == "invalid_offset")
+        }
+        let (c405, h405) = try Self.call(relay, "POST", id: id, offset: 0)
+        #expect(h405.status == 405)
+        _ = try Self.errorCode(c405, h405)
+
+        let plain = try relay.client()
+        try plain.sendRequest(path: "/plain/chat", headers: Self.auth(Self.tokenA), body: chatBody)
+        let head = try plain.readHead()
+        #expect(head.status == 200)
+        #expect(head.header("X-Relay-Stream") == nil, "not resumable, and the provider's header is dropped")
+        next.put(1)
+        next.put(2)
+    }
+
+    @Test("streams live in the replica that started them: another replica answers 404 (state.backend redis too)")
+    func anotherReplica() throws {
+        let next = Mailbox<Int>()
+        let a = try Self.relay(Self.upstream(next: next))
+        let b = try Self.relay(Self.upstream(next: next))
+        let (client, id) = try Self.start(a)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        let (c, head) = try Self.call(b, id: id, offset: 0)
+        #expect(head.status == 404)
+        #expect(try Self.errorCode(c, head) == "stream_not_found")
+        let (_, stop) = try Self.call(b, "DELETE", id: id)
+        #expect(stop.status == 404)
+        next.put(1)
+        #expect(try client.readChunkedBody(until: "[DONE]\n\n") == Self.provider, "the stream on A is untouched")
+    }
+
+    @Test("a dropped and resumed stream settles its budget once, with the provider's usage")
+    func budgetsSettleOnce() throws {
+        let next = Mailbox<Int>()
+        let usage = Array(#"data: {"id":"c","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":11,"total_tokens":18}}"#.utf8) + [0x0A, 0x0A]
+        let relay = try Self.relay(Self.upstream(Self.part1, Self.part2 + usage, next: next)) { config in
+            config.budgets = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: 100_000))
+            config.admin = .init(host: "127.0.0.1", port: 0)
+        }
+        let (client, id) = try Self.start(relay)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        client.reset()
+        let (resumed, head) = try Self.call(relay, id: id, offset: Self.part1.count)
+        #expect(head.status == 200)
+        next.put(1)
+        _ = try resumed.readBody(head: head)
+        try relay.waitUntilIdle()
+        let (status, body, _) = try TestClient.get(port: relay.server.adminPort ?? 0, path: "/usage?identity=static%3Aapp-a")
+        #expect(status == 200)
+        #expect(body.contains(#""openStreams":0"#))
+        #expect(body.contains(#""used":18,"reserved":0"#), "\(body)")
+        #expect(relay.logs.lines.filter { $0.contains(#""prompt_tokens":7"#) && $0.contains(#""completion_tokens":11"#) }.count == 1)
+    }
+
+    @Test("a stream whose provider failed replays what it had, then a resume at its end gets 502 stream_broken")
+    func providerFailed() throws {
+        let fail = Gate()
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: sseHead)
+            try connection.writeChunk(Self.part1)
+            try fail.wait(timeout: 10)
+            connection.reset()
+        }
+        let relay = try Self.relay(upstream)
+        let (client, id) = try Self.start(relay)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        fail.signal()
+        #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }   // truncated, no clean end
+        try relay.waitUntilIdle()
+        let (replay, head) = try Self.call(relay, id: id, offset: 0)
+        #expect(head.status == 200)
+        #expect(throws: (any Error).self) { _ = try replay.readBody(head: head) }
+        #expect(replay.receivedBytes.count > Self.part1.count, "the bytes it had, then a close without a clean end")
+        let (end, endHead) = try Self.call(relay, id: id, offset: Self.part1.count)
+        #expect(endHead.status == 502)
+        #expect(try Self.errorCode(end, endHead) == "stream_broken")
+    }
+}
