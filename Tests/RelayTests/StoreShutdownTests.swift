@@ -1,6 +1,5 @@
 import Relay
 import Support
-import Support
 import Testing
 import Transport
 
