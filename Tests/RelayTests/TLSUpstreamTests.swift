@@ -217,6 +217,14 @@ struct TLSUpstreamTests {
         try client.sendRequest(path: "/v1/drop", body: withBody ? chatBody : [])
         #expect(try client.readHead(timeout: 10).status == 502)
         try relay.waitUntilIdle()
+        // The provider's events arrive through a pipe a reader thread drains: wait for the request to be seen, then
+        // for a later request's, so that a resend (made before the 502 was answered) would have been read too.
+        try upstream.waitFor(timeout: 10, "the dropped request") { $0.kind == "request" && $0.detail == "/v1/drop" }
+        let marker = try relay.client()
+        try marker.sendRequest(path: "/v1/marker", body: chatBody)
+        #expect(try marker.readHead(timeout: 10).status == 200)
+        try upstream.waitFor(timeout: 10, "the marker request") { $0.kind == "request" && $0.detail == "/v1/marker" }
+        marker.close()
         let sent = upstream.allEvents.filter { $0.kind == "request" && $0.detail == "/v1/drop" }
         #expect(sent.count == 1, "the POST reached the provider \(sent.count) times: \(upstream.allEvents)")
         relay.assertNoSecretLeaks(clients: [first, client])

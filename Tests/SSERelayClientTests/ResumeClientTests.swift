@@ -1,4 +1,5 @@
 import Foundation
+import Relay
 import RelayTestSupport
 import RelayWire
 import SSERelayClient
@@ -255,5 +256,46 @@ struct ResumeClientTests {
         #expect(!StreamWire.isValidID("AAECAwQFBgcICQoLDA0OD%2F"))
         #expect(!StreamWire.isValidID("AAECAwQFBgcICQoLDA0O..x"))
         #expect(!StreamWire.isValidID(String(repeating: "A", count: 65)))
+    }
+}
+
+/// The client library and the real relay on a resumable route, in front of the dev fake provider.
+@Suite("Client: resumable streams through the relay", .serialized)
+struct ResumeThroughRelayTests {
+    @Test("the client drops its connection mid-answer and resumes through the relay: identical text, one provider call")
+    func resumesThroughTheRelay() async throws {
+        let dev = try ClientThroughRelayTests.DevRelay { config in
+            config.routes[0].resume = RouteResume(windowSeconds: 30)
+        }
+        let whole = try await ResumeClientTests.answer(ClientThroughRelayTests.client(dev.relay.port))
+        #expect(whole == FakeProvider.answer)
+        for drop in [1, 3, 7] {
+            let client = ClientThroughRelayTests.client(dev.relay.port) { $0.dropAfterEvents = drop }
+            #expect(try await ResumeClientTests.answer(client) == FakeProvider.answer, "dropped after \(drop) events")
+        }
+        // Each dropped answer was resumed once, from the relay's log; the provider answered 4 requests in all.
+        try await eventually("four exchanges logged", timeout: 10) {
+            dev.relay.logs.lines.filter { $0.contains(#""path":"/v1/chat/completions""#) }.count == 4
+        }
+        let resumed = dev.relay.logs.lines.filter { $0.contains(#""result":"resumed""#) }
+        #expect(resumed.count == 3)
+    }
+
+    @Test("the app's stop on a resumable route: the relay cancels the provider at once (client_cancelled, no wait)")
+    func stopThroughTheRelay() async throws {
+        let dev = try ClientThroughRelayTests.DevRelay(paceSeconds: 0.05) { config in
+            config.routes[0].resume = RouteResume(windowSeconds: 600)
+        }
+        let client = ClientThroughRelayTests.client(dev.relay.port)
+        try await client.withChat(ResumeClientTests.question) { stream in
+            for try await event in stream {
+                if case .chunk = event { break }
+            }
+        }
+        // With a 600 s window only the DELETE can end the exchange this soon.
+        try await eventually("the exchange ended as cancelled", timeout: 10) {
+            dev.relay.logs.lines.contains { $0.contains(#""path":"/v1/chat/completions""#) && $0.contains("client_cancelled") }
+        }
+        #expect(dev.relay.logs.lines.contains { $0.contains(#""result":"stopped""#) })
     }
 }
