@@ -19,7 +19,7 @@ help:
 	@echo "make build        - debug build"
 	@echo "make release      - optimised build at .build/release/sse-relay"
 	@echo "make blackbox     - the black-box checks against the built binary"
-	@echo "make bench        - relay vs nginx vs direct benchmark (BENCH_QUICK=1 for a short run; BENCH_INSTRUCTIONS=1 adds instruction counts, =only runs just those, ~35 s)"
+	@echo "make bench        - relay vs nginx vs HAProxy vs direct benchmark (BENCH_QUICK=1 for a short run; BENCH_INSTRUCTIONS=1 adds instruction counts, =only runs just those, ~35 s)"
 	@echo "make bench-tls    - cancel latency to an HTTPS upstream over HTTP/1.1 and HTTP/2"
 	@echo "make fuzz         - libFuzzer on the request parser (FUZZ_SECONDS=60)"
 	@echo "make fuzz-cbor    - libFuzzer on the App Attest CBOR reader and verifier (FUZZ_SECONDS=60)"
@@ -59,7 +59,7 @@ test: deps
 blackbox: build
 	bash Tests/blackbox/run.sh .build/debug/sse-relay
 
-# Performance benchmark (relay vs nginx vs direct), not part of `make test`; BENCH_QUICK=1 for a short run.
+# Performance benchmark (relay vs nginx vs HAProxy vs direct), not part of `make test`; BENCH_QUICK=1 for a short run.
 bench: deps
 	bash Tests/bench/run.sh
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SSE Relay performance benchmark: the relay, nginx and the upstream directly, side by side, in one run.
+# SSE Relay performance benchmark: the relay, nginx, HAProxy and the upstream directly, side by side, in one run.
 #
 #   make bench                 # full run (about 5 minutes)
 #   BENCH_QUICK=1 make bench   # S1, S2 at 100 streams, S3 for 3 s, S4 (about 1 minute)
@@ -16,6 +16,7 @@
 # Targets, interleaved per scenario, each proxy started fresh for each measurement:
 #   relay   .build/release/sse-relay, "workers": 1 (Tests/bench/relay.json.template)
 #   nginx   Debian's nginx, one process, proxy_buffering off, HTTP/1.1 keep-alive upstream (nginx.conf.template)
+#   haproxy Debian's haproxy, one thread, option http-no-delay, http-reuse always (haproxy.cfg.template)
 #   direct  the client talks to the upstream itself: the floor
 # Pinning: the proxy under test on CPU $BENCH_PROXY_CPU (0), the client + upstream on CPU $BENCH_LOAD_CPU (1).
 #
@@ -58,6 +59,7 @@ die() { log "$*"; exit 1; }
 # --- Dependencies: nginx and wrk from Debian, only if missing ---------------------------------------------------
 missing=""
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing="$missing nginx"
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing="$missing haproxy"
 command -v wrk >/dev/null 2>&1 || missing="$missing wrk"
 INSTRUCTIONS=${BENCH_INSTRUCTIONS:-0}
 [ "$INSTRUCTIONS" != 0 ] && { command -v valgrind >/dev/null 2>&1 || missing="$missing valgrind"; }
@@ -68,6 +70,7 @@ if [ -n "$missing" ]; then
     || die "could not install$missing"
 fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
 command -v taskset >/dev/null || die "taskset (util-linux) is needed"
 [ "$(nproc)" -ge 2 ] || log "warning: fewer than 2 CPUs; proxy and load share a core"
 
@@ -147,7 +150,21 @@ sed "s/@UPSTREAM_PORT@/$UP_PORT/" "$HERE/relay.json.template" >"$WORK/relay.json
 mkdir -p "$WORK/nginx-tmp"
 RUN=0
 
-start_proxy() {   # relay|nginx|direct -> PROXY_PID, PORT
+# A proxy's configuration from its template: TEMPLATE LISTEN-PORT -> the text.
+fill_template() {
+  sed -e "s|@WORK@|$WORK|g" -e "s|@UPSTREAM_PORT@|$UP_PORT|g" -e "s|@PORT@|$2|g" -e "s|@NOFILE@|$(ulimit -n)|g" "$1"
+}
+
+# Waits until PORT accepts connections; NAME ERROR-LOG say what failed if PROXY_PID died instead.
+wait_for_listener() {
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
+    sleep 0.05
+  done
+  kill -0 "$PROXY_PID" 2>/dev/null || { cat "$2" >&2; die "$1 did not start"; }
+}
+
+start_proxy() {   # relay|nginx|haproxy|direct -> PROXY_PID, PORT
   RUN=$((RUN + 1))
   case $1 in
     relay)
@@ -157,15 +174,17 @@ start_proxy() {   # relay|nginx|direct -> PROXY_PID, PORT
       ;;
     nginx)
       PORT=$("$BENCH" free-port)
-      sed -e "s|@WORK@|$WORK|g" -e "s|@UPSTREAM_PORT@|$UP_PORT|g" -e "s|@PORT@|$PORT|g" -e "s|@NOFILE@|$(ulimit -n)|g" \
-        "${NGINX_TEMPLATE:-$HERE/nginx.conf.template}" >"$WORK/nginx.conf"
+      fill_template "${NGINX_TEMPLATE:-$HERE/nginx.conf.template}" "$PORT" >"$WORK/nginx.conf"
       "${PRIO[@]}" taskset -c "$PROXY_CPU" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" >"$WORK/nginx-$RUN.log" 2>&1 &
       PROXY_PID=$!
-      for _ in $(seq 1 100); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
-        sleep 0.05
-      done
-      kill -0 "$PROXY_PID" 2>/dev/null || { cat "$WORK/nginx-error.log" >&2; die "nginx did not start"; }
+      wait_for_listener nginx "$WORK/nginx-error.log"
+      ;;
+    haproxy)
+      PORT=$("$BENCH" free-port)
+      fill_template "$HERE/haproxy.cfg.template" "$PORT" >"$WORK/haproxy.cfg"
+      "${PRIO[@]}" taskset -c "$PROXY_CPU" "$HAPROXY" -db -f "$WORK/haproxy.cfg" >"$WORK/haproxy-$RUN.log" 2>&1 &
+      PROXY_PID=$!
+      wait_for_listener haproxy "$WORK/haproxy-$RUN.log"
       ;;
     direct)
       PROXY_PID=""; PORT=$UP_PORT ;;
@@ -251,7 +270,7 @@ wrk_run() {
   sleep 0.3
 }
 
-TARGETS=(relay nginx direct)
+TARGETS=(relay nginx haproxy direct)
 
 # IR: instructions per request and per relayed event under callgrind (see the header). valgrind 3.19 cannot read
 # the DWARF 5 of a Swift release build (it gives up), so the relay runs as a copy without debug sections (the
@@ -264,7 +283,7 @@ ir_dump() {   # PID OUTFILE-PREFIX -> Ir since the last zero
   for _ in $(seq 1 100); do after=$(ls "$2".* 2>/dev/null | wc -l); [ "$after" -gt "$before" ] && break; sleep 0.1; done
   awk '/^summary:/ { print $2 }' "$(ls -v "$2".* | tail -1)"
 }
-ir_run() {   # relay|nginx
+ir_run() {   # relay|nginx|haproxy
   local target=$1 out="$WORK/callgrind-$1" pid port
   RUN=$((RUN + 1))
   case $target in
@@ -279,10 +298,17 @@ ir_run() {   # relay|nginx
       ;;
     nginx)
       port=$("$BENCH" free-port)
-      sed -e "s|@WORK@|$WORK|g" -e "s|@UPSTREAM_PORT@|$UP_PORT|g" -e "s|@PORT@|$port|g" -e "s|@NOFILE@|$(ulimit -n)|g" \
-        "$HERE/nginx.conf.template" >"$WORK/nginx.conf"
+      fill_template "$HERE/nginx.conf.template" "$port" >"$WORK/nginx.conf"
       taskset -c "$PROXY_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" \
         >"$WORK/nginx-$RUN.log" 2>"$WORK/valgrind-$RUN.log" &
+      pid=$!
+      for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+      ;;
+    haproxy)
+      port=$("$BENCH" free-port)
+      fill_template "$HERE/haproxy.cfg.template" "$port" >"$WORK/haproxy.cfg"
+      taskset -c "$PROXY_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" "$HAPROXY" -db -f "$WORK/haproxy.cfg" \
+        >"$WORK/haproxy-$RUN.log" 2>"$WORK/valgrind-$RUN.log" &
       pid=$!
       for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
       ;;
@@ -314,7 +340,7 @@ ir_run() {   # relay|nginx
 }
 
 if [ "$INSTRUCTIONS" != 0 ]; then
-  for t in relay nginx; do ir_run "$t"; done
+  for t in relay nginx haproxy; do ir_run "$t"; done
 fi
 if [ "$INSTRUCTIONS" = only ]; then TARGETS=(); fi
 
@@ -381,8 +407,9 @@ fi
 upstream_stats=$(curl -s "http://127.0.0.1:$UP_PORT/_bench/stats" 2>/dev/null || true)
 header="SSE Relay benchmark $(date -u +%Y-%m-%dT%H:%MZ)$([ "$QUICK" = 1 ] && echo ' (quick)')
 machine: $(nproc) CPUs, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), kernel $(uname -r)
-proxy on CPU $PROXY_CPU (relay \"workers\": 1; nginx one process), client + upstream on CPU $LOAD_CPU; $(nginx -v 2>&1 | sed 's/.*: //')
+proxy on CPU $PROXY_CPU (relay \"workers\": 1; nginx one process; haproxy one thread), client + upstream on CPU $LOAD_CPU; $(nginx -v 2>&1 | sed 's/.*: //'); $("$HAPROXY" -v 2>/dev/null | head -1 | cut -d' ' -f1-3)
 latency = client receive time - upstream send stamp (CLOCK_MONOTONIC); relay/nginx < 1 means the relay is lower
+target = issue 24's goal for the row (relay against nginx, or an absolute bound): met / not met
 upstream totals: ${upstream_stats:-n/a}"
 "$BENCH" report "$RESULTS" --header "$header"
 grep -h "relay-bench load:" "$WORK/load.log" 2>/dev/null | head -20 | sed 's/^/note: /'
