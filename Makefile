@@ -1,7 +1,7 @@
 # SSE Relay: the two commands a newcomer needs are `make run` and `make test`.
 SHELL := /bin/bash
 SWIFT ?= swift
-APT_PACKAGES := libcurl4-openssl-dev libssl-dev curl openssl python3-h2 redis-server
+APT_PACKAGES := libcurl4-openssl-dev libssl-dev curl openssl python3-h2 python3-venv redis-server nginx
 # macOS ships libcurl; OpenSSL (for the auth module) comes from Homebrew: `brew install openssl@3`.
 ifeq ($(shell uname),Darwin)
 OPENSSL_PREFIX ?= $(shell brew --prefix openssl@3 2>/dev/null)
@@ -52,6 +52,7 @@ run: release
 test: deps
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	bash Tests/blackbox/run.sh .build/debug/sse-relay
+	bash Tests/blackbox/heartbeats.sh .build/debug/sse-relay
 	.build/debug/relay-fuzz Tests/fuzz/corpus
 	.build/debug/relay-fuzz --cbor Tests/fuzz/cbor-corpus
 	$(SWIFT) test --skip-build $(SWIFT_FLAGS)

@@ -248,6 +248,28 @@ struct ResumeClientTests {
         #expect(seen.map(\.target) == ["/v1/chat/completions", "/v1/relay/streams/\(Self.id)?offset=\(three)"])
     }
 
+    @Test("heartbeat comments between events (the relay's `: keep-alive`) change nothing the app sees")
+    func heartbeatsAreInvisible() async throws {
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest(timeout: 30)
+            try connection.writeHead(status: 200, headers: sseHead)
+            try connection.writeChunk(": keep-alive\n\n")
+            for (i, piece) in Self.pieces.enumerated() {
+                try connection.writeChunk(ClientThroughRelayTests.chunk(piece, finish: i == Self.pieces.count - 1 ? "stop" : nil))
+                try connection.writeChunk(": keep-alive\n\n: keep-alive\n\n")
+            }
+            try connection.writeChunk("data: [DONE]\n\n")
+            try connection.writeLastChunk()
+        }
+        var texts: [String] = []
+        try await Self.client(upstream).withChat(Self.question) { stream in
+            for try await event in stream {
+                if case .chunk(let chunk) = event { texts.append(chunk.text ?? "") }
+            }
+        }
+        #expect(texts == Self.pieces, "one chunk per event, none for a heartbeat")
+    }
+
     @Test("stream ids the client will not put into a path")
     func idAlphabet() {
         #expect(StreamWire.isValidID(Self.id))
