@@ -50,7 +50,7 @@ enum Report {
                     Row(title: "client close -> upstream sees close max (us)", key: "cancel_max_us", proxyOnly: false),
                     Row(title: "cancels reaching upstream / client closes", key: "cancel_summary", proxyOnly: false),
                     Row(title: "errors", key: "errors", proxyOnly: false)]
-        case "IR":
+        case "IR", Self.featuresScenario:
             return [Row(title: "instructions per request (S3 POST)", key: "ir_per_request", proxyOnly: true),
                     Row(title: "instructions per relayed event (S2)", key: "ir_per_event", proxyOnly: true),
                     Row(title: "instructions per stream set-up + teardown", key: "ir_per_stream", proxyOnly: true)]
@@ -127,10 +127,13 @@ enum Report {
     static let stateRPSScenario = "S3state"
     static let stateTTFBScenario = "S1tstate"
     static let stateTargets = ["relay-mem", "relay-redis"]
+    /// Instruction counts of the relay with a feature on beside the plain relay (Tests/bench/run.sh, `ir_run`).
+    static let featuresScenario = "IRfeatures"
+    static let featuresTargets = ["relay", "relay-resume"]
 
     static func render(_ results: [Result], header: String) -> String {
         var out = header.isEmpty ? "" : header + "\n"
-        let own: Set<String?> = [tlsScenario, stateRPSScenario, stateTTFBScenario]
+        let own: Set<String?> = [tlsScenario, stateRPSScenario, stateTTFBScenario, featuresScenario]
         out += table(results.filter { !own.contains($0["scenario"]) }, targets: ["relay", "nginx", "haproxy", "direct"],
                      ratios: [("relay/nginx", "relay", "nginx"), ("relay/haproxy", "relay", "haproxy")], goals: true)
         let tls = results.filter { $0["scenario"] == tlsScenario }
@@ -143,6 +146,11 @@ enum Report {
         if !state.isEmpty {
             out += "\nshared state: relay-mem = per-address limits in memory, relay-redis = the same limits in Redis (on the load CPU)\n"
             out += table(state, targets: stateTargets, ratios: [("redis/memory", "relay-redis", "relay-mem")])
+        }
+        let features = results.filter { $0["scenario"] == featuresScenario }
+        if !features.isEmpty {
+            out += "\nfeatures: relay-resume = the same route with routes[].resume (replay buffer in memory); heartbeats are on in both (15 s)\n"
+            out += table(features, targets: featuresTargets, ratios: [("resume/plain", "relay-resume", "relay")])
         }
         return out
     }

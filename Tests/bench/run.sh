@@ -283,16 +283,19 @@ ir_dump() {   # PID OUTFILE-PREFIX -> Ir since the last zero
   for _ in $(seq 1 100); do after=$(ls "$2".* 2>/dev/null | wc -l); [ "$after" -gt "$before" ] && break; sleep 0.1; done
   awk '/^summary:/ { print $2 }' "$(ls -v "$2".* | tail -1)"
 }
-ir_run() {   # relay|nginx|haproxy
+ir_run() {   # relay|relay-resume|nginx|haproxy
   local target=$1 out="$WORK/callgrind-$1" pid port
   RUN=$((RUN + 1))
   case $target in
-    relay)
+    relay|relay-resume)
+      # relay-resume: the same route kept resumable (routes[].resume, memory): what a replay buffer costs.
+      sed 's/"auth": "none" }/"auth": "none", "resume": { "windowSeconds": 30, "maxBufferBytes": 4194304 } }/' \
+        "$WORK/relay.json" >"$WORK/relay-resume.json"
       [ -f "$WORK/relay-nodebug" ] || { cp "$RELAY" "$WORK/relay-nodebug" && strip -g "$WORK/relay-nodebug"; }
       [ -f "$WORK/sigsuspend.so" ] || "${CC:-cc}" -shared -fPIC -O2 -o "$WORK/sigsuspend.so" "$HERE/valgrind_sigsuspend.c" \
         || { log "IR: cannot build the sigsuspend shim (cc)"; return; }
       LD_PRELOAD="$WORK/sigsuspend.so" taskset -c "$PROXY_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
-        "$WORK/relay-nodebug" --config "$WORK/relay.json" >"$WORK/relay-$RUN.log" 2>"$WORK/valgrind-$RUN.log" &
+        "$WORK/relay-nodebug" --config "$WORK/$target.json" >"$WORK/relay-$RUN.log" 2>"$WORK/valgrind-$RUN.log" &
       pid=$!
       port=$(wait_for_port "$WORK/relay-$RUN.log" '"message":"relay listening"') || { log "IR: relay under valgrind did not start"; kill $pid; return; }
       ;;
@@ -336,11 +339,13 @@ ir_run() {   # relay|nginx|haproxy
     if (np > 0) line = line sprintf(" ir_per_request=%d", ip / np)
     if (eb > ea) { pe = (b - a) / (eb - ea); line = line sprintf(" ir_per_event=%d ir_per_stream=%d", pe, (a - pe * ea) / 10) }
     line = line " posts=" np " events=" ea "/" eb
-    print line }' >>"$RESULTS"
+    if (t != "relay-resume") print line
+    # The features table: the plain relay beside the same relay with the feature on.
+    if (t ~ /^relay/) { sub("scenario=IR ", "scenario=IRfeatures ", line); print line } }' >>"$RESULTS"
 }
 
 if [ "$INSTRUCTIONS" != 0 ]; then
-  for t in relay nginx haproxy; do ir_run "$t"; done
+  for t in relay relay-resume nginx haproxy; do ir_run "$t"; done
 fi
 if [ "$INSTRUCTIONS" = only ]; then TARGETS=(); fi
 
