@@ -129,9 +129,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-wait_for_port() {   # FILE PATTERN -> the port number logged in FILE
+wait_for_port() {   # FILE PATTERN [TRIES] -> the port number logged in FILE (TRIES x 50 ms, default 10 s)
   local file=$1 pattern=$2 port=""
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 "${3:-200}"); do
     port=$(grep -o "$pattern[^}]*\"port\":[0-9]*" "$file" 2>/dev/null | head -1 | grep -o '"port":[0-9]*' | cut -d: -f2)
     [ -n "$port" ] && { echo "$port"; return 0; }
     sleep 0.05
@@ -297,7 +297,8 @@ ir_run() {   # relay|relay-resume|nginx|haproxy
       LD_PRELOAD="$WORK/sigsuspend.so" taskset -c "$PROXY_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" \
         "$WORK/relay-nodebug" --config "$WORK/$target.json" >"$WORK/relay-$RUN.log" 2>"$WORK/valgrind-$RUN.log" &
       pid=$!
-      port=$(wait_for_port "$WORK/relay-$RUN.log" '"message":"relay listening"') || { log "IR: relay under valgrind did not start"; kill $pid; return; }
+      # Valgrind starts slowly, and more so on a busy machine: a minute.
+      port=$(wait_for_port "$WORK/relay-$RUN.log" '"message":"relay listening"' 1200) || { log "IR: relay under valgrind did not start"; kill $pid; return; }
       ;;
     nginx)
       port=$("$BENCH" free-port)
