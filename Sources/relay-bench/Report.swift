@@ -129,7 +129,7 @@ enum Report {
     static let stateTargets = ["relay-mem", "relay-redis"]
     /// Instruction counts of the relay with a feature on beside the plain relay (Tests/bench/run.sh, `ir_run`).
     static let featuresScenario = "IRfeatures"
-    static let featuresTargets = ["relay", "relay-resume"]
+    static let featuresTargets = ["relay", "resume"]
 
     static func render(_ results: [Result], header: String) -> String {
         var out = header.isEmpty ? "" : header + "\n"
@@ -149,8 +149,8 @@ enum Report {
         }
         let features = results.filter { $0["scenario"] == featuresScenario }
         if !features.isEmpty {
-            out += "\nfeatures: relay-resume = the same route with routes[].resume (replay buffer in memory); heartbeats are on in both (15 s)\n"
-            out += table(features, targets: featuresTargets, ratios: [("resume/plain", "relay-resume", "relay")])
+            out += "\nfeatures: resume = the same route with routes[].resume (replay buffer in memory); heartbeats are on in both (15 s)\n"
+            out += table(features, targets: featuresTargets, ratios: [("resume/plain", "resume", "relay")])
         }
         return out
     }

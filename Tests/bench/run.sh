@@ -306,7 +306,7 @@ ir_run() {   # relay|relay-resume|nginx|haproxy
       taskset -c "$PROXY_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" "$NGINX" -p "$WORK" -c "$WORK/nginx.conf" \
         >"$WORK/nginx-$RUN.log" 2>"$WORK/valgrind-$RUN.log" &
       pid=$!
-      for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+      for _ in $(seq 1 1200); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
       ;;
     haproxy)
       port=$("$BENCH" free-port)
@@ -314,7 +314,7 @@ ir_run() {   # relay|relay-resume|nginx|haproxy
       taskset -c "$PROXY_CPU" valgrind --tool=callgrind --callgrind-out-file="$out" "$HAPROXY" -db -f "$WORK/haproxy.cfg" \
         >"$WORK/haproxy-$RUN.log" 2>"$WORK/valgrind-$RUN.log" &
       pid=$!
-      for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+      for _ in $(seq 1 1200); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
       ;;
   esac
   log "IR: $target under callgrind (pid $pid)"
@@ -342,7 +342,7 @@ ir_run() {   # relay|relay-resume|nginx|haproxy
     line = line " posts=" np " events=" ea "/" eb
     if (t != "relay-resume") print line
     # The features table: the plain relay beside the same relay with the feature on.
-    if (t ~ /^relay/) { sub("scenario=IR ", "scenario=IRfeatures ", line); print line } }' >>"$RESULTS"
+    if (t ~ /^relay/) { sub("scenario=IR ", "scenario=IRfeatures ", line); sub("target=relay-resume", "target=resume", line); print line } }' >>"$RESULTS"
 }
 
 if [ "$INSTRUCTIONS" != 0 ]; then
