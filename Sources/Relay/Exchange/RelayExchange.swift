@@ -37,7 +37,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private var timer = LazyTimer()
     private let onEnd: (RelayExchange) -> Void
     private let metrics: RelayMetrics
-    let record: ExchangeRecord
+    var record: ExchangeRecord
     /// The key injected into this request: masked out of a non-2xx response body, where a provider may echo it.
     var providerKey: Secret?
     private var masker: SecretMasker?
@@ -100,7 +100,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             attestationGate = nil   // this runs again once the gate has answered
             return gate.check(body: body, on: writer.loop) { verdict in
                 guard self.machine.phase == .awaitingUpstreamHead else { return }
-                if let error = verdict.apply(to: self.record, admission: &self.admission) { self.reject(error) } else { self.requestEnd() }
+                if let error = verdict.apply(to: &self.record, admission: &self.admission) { self.reject(error) } else { self.requestEnd() }
             }
         }
         pendingCall = nil
@@ -406,9 +406,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 }
 
-/// What the access log says about one exchange. Filled in on the loop as the exchange goes.
-final class ExchangeRecord: @unchecked Sendable {
-    // Invariant: touched on the exchange's loop queue only.
+/// What the access log says about one exchange: a value the exchange owns (`RelayExchange.record`) and fills in on
+/// its loop as it goes; the failover call writes its fields through the exchange.
+struct ExchangeRecord: Sendable {
     let requestID: String
     let method: String
     /// The endpoint (`RequestPath.endpoint`: unreserved escapes decoded, no trailing slash): what every endpoint
