@@ -16,11 +16,10 @@ import Darwin
 /// The composition root: what `main.swift` and the integration tests both build. Owns the event loops, one curl
 /// driver per loop, the listeners, the metrics, and the bookkeeping of live connections and exchanges.
 public final class RelayServer: @unchecked Sendable {
-    // Invariant for `@unchecked Sendable`: the two listeners live in `lifecycle` and are touched under its lock
-    // only: set in `start()`, the public one taken out in `beginDrain()`, both taken out in `shutdown()`.
-    // `jwksRefresher` is not under it: written once in `start()`, read in `shutdown()`, which callers run after
-    // `start()` returned. `draining` and `openConnections` are locked values; per-loop state lives in
-    // `LoopState`, touched on its loop's queue only; the other stored properties are constants.
+    // Invariant for `@unchecked Sendable`: the two listeners and the JWKS refresher live in `lifecycle` and are
+    // touched under its lock only: set in `start()`, the public listener taken out in `beginDrain()`, all taken out
+    // in `shutdown()`. `draining` and `openConnections` are locked values; per-loop state lives in `LoopState`,
+    // touched on its loop's queue only; the other stored properties are constants.
     public let configuration: RelayConfiguration
     public let logger: Logger
     public let metrics = RelayMetrics()
@@ -39,12 +38,17 @@ public final class RelayServer: @unchecked Sendable {
     let rejectionLog: RejectionLog
     /// Wall-clock seconds since 1970, for JWT `exp`/`nbf`/`iat` (tests inject a fixed one).
     let wallClock: @Sendable () -> Double
-    private var jwksRefresher: JWKSRefresher?
     /// Resumable streams (`routes[].resume`); nil when no route has them.
     let streams: ResumableStreams?
     let group: EventLoopGroup
     let loopStates: [LoopState]
-    private let lifecycle = Locked<(listener: Listener?, admin: Listener?)>((nil, nil))
+    /// What `start()` makes and `shutdown()` stops, under one lock.
+    private struct Lifecycle {
+        var listener: Listener?
+        var admin: Listener?
+        var jwksRefresher: JWKSRefresher?
+    }
+    private let lifecycle = Locked(Lifecycle())
     private let draining = Locked(false)
     private let openConnections = Locked(0)
 
@@ -118,13 +122,13 @@ public final class RelayServer: @unchecked Sendable {
         if let adminListen = configuration.admin {
             admin = try makeListener(adminListen, handler: RelayHandler(server: self, admin: .adminOnly))
         }
-        lifecycle.withLock { $0 = (listener, admin) }
+        var refresher: JWKSRefresher?
         if let jwt = configuration.clients.jwt, let url = jwt.jwksURL {
-            let refresher = JWKSRefresher(url: url, refreshSeconds: jwt.jwksRefreshSeconds, loop: group.loops[0],
-                                          driver: loopStates[0].driver, authenticator: authenticator, logger: logger)
-            jwksRefresher = refresher
-            refresher.start()
+            refresher = JWKSRefresher(url: url, refreshSeconds: jwt.jwksRefreshSeconds, loop: group.loops[0],
+                                      driver: loopStates[0].driver, authenticator: authenticator, logger: logger)
         }
+        lifecycle.withLock { $0 = Lifecycle(listener: listener, admin: admin, jwksRefresher: refresher) }
+        refresher?.start()
         attestation?.start(loop: group.loops[0], driver: loopStates[0].driver)
         // A route that requires a proof of the genuine app is not open to anyone, though its auth is "none".
         for (i, route) in configuration.routes.enumerated() where route.auth == .none && route.attestation != .required {
@@ -276,14 +280,14 @@ public final class RelayServer: @unchecked Sendable {
     /// Stops accepting, closes every connection (cancelling their upstream transfers) and releases curl.
     public func shutdown() {
         draining.store(true, ordering: .relaxed)
-        let (listener, admin) = lifecycle.withLock { state -> (Listener?, Listener?) in
-            let result = (state.listener, state.admin)
-            state = (nil, nil)
+        let stopping = lifecycle.withLock { state -> Lifecycle in
+            let result = state
+            state = Lifecycle()
             return result
         }
-        listener?.stop()
-        admin?.stop()
-        jwksRefresher?.stop()
+        stopping.listener?.stop()
+        stopping.admin?.stop()
+        stopping.jwksRefresher?.stop()
         attestation?.shutdown()
         rejectionLog.stop()
         for state in loopStates {
