@@ -18,8 +18,8 @@ import Darwin
 public final class RelayServer: @unchecked Sendable {
     // Invariant for `@unchecked Sendable`: the two listeners and the JWKS refresher live in `lifecycle` and are
     // touched under its lock only: set in `start()`, the public listener taken out in `beginDrain()`, all taken out
-    // in `shutdown()`. `draining` and `openConnections` are locked values; per-loop state lives in `LoopState`,
-    // touched on its loop's queue only; the other stored properties are constants.
+    // in `shutdown()`. `draining`, `openConnections` and `drainWait` are locked values; per-loop state lives in
+    // `LoopState`, touched on its loop's queue only; the other stored properties are constants.
     public let configuration: RelayConfiguration
     public let logger: Logger
     public let metrics = RelayMetrics()
@@ -190,6 +190,7 @@ public final class RelayServer: @unchecked Sendable {
             states[closed.loop.index].connections[ObjectIdentifier(closed)] = nil
             openConnections.wrappingSubtract(1, ordering: .relaxed)
             metrics.activeConnections.wrappingSubtract(1, ordering: .relaxed)
+            if isDraining { drainEvent() }
         })
     }
 
@@ -212,6 +213,7 @@ public final class RelayServer: @unchecked Sendable {
         }
         if let cost = r.cost { costEnded(cost, record: r) }
         logger.info("exchange", r.logFields)
+        if isDraining { drainEvent() }
     }
 
     /// The bound port (useful with port 0).
@@ -238,24 +240,56 @@ public final class RelayServer: @unchecked Sendable {
             }
         }
         logger.info("draining", [("deadline_seconds", .double(seconds)), ("in_flight", .int(liveCounts().exchanges))])
-        let queue = DispatchQueue(label: "sse-relay.drain")
-        let giveUpAt = DispatchTime.now() + seconds
-        queue.async { self.drainCheck(queue: queue, giveUpAt: giveUpAt, onDrained: onDrained) }
+        let wait = DrainWait(queue: DispatchQueue(label: "sse-relay.drain"), onDrained: onDrained)
+        drainWait.withLock { $0 = wait }
+        // The first look, then one after each exchange end and connection close (`drainEvent`), and the deadline.
+        wait.queue.async { self.drainCheck(wait) }
+        wait.queue.asyncAfter(deadline: .now() + seconds) { self.drainDeadline(wait) }
     }
 
-    private func drainCheck(queue: DispatchQueue, giveUpAt: DispatchTime, onDrained: @escaping @Sendable (Int) -> Void) {
-        let counts = liveCounts()
-        if counts.exchanges == 0 && connectionsStillSending() == 0 {
-            onDrained(0)
-        } else if DispatchTime.now() >= giveUpAt {
-            logger.warning("drain deadline passed; aborting the rest", [("aborted", .int(counts.exchanges))])
-            closeAllConnections()
-            onDrained(counts.exchanges)
-        } else {
-            queue.asyncAfter(deadline: min(giveUpAt, .now() + .milliseconds(20))) {
-                self.drainCheck(queue: queue, giveUpAt: giveUpAt, onDrained: onDrained)
-            }
+    /// A drain in progress: the queue its checks run on and what it calls once. Its state is touched on `queue`
+    /// only, but for `checkQueued`, a locked flag that folds a burst of events into one check.
+    private final class DrainWait: @unchecked Sendable {
+        // @unchecked Sendable: `finished` and `checks` are touched on `queue` only; the rest are constants or locked.
+        let queue: DispatchQueue
+        let onDrained: @Sendable (Int) -> Void
+        let checkQueued = Locked(false)
+        var finished = false
+        var checks = 0
+        init(queue: DispatchQueue, onDrained: @escaping @Sendable (Int) -> Void) {
+            self.queue = queue
+            self.onDrained = onDrained
         }
+    }
+    private let drainWait = Locked<DrainWait?>(nil)
+
+    /// An exchange ended or a connection closed: what a drain waits for. Called on a loop queue; the check runs on
+    /// the drain's queue (it visits every loop), at most one queued at a time.
+    private func drainEvent() {
+        guard let wait = drainWait.load(ordering: .relaxed), !wait.checkQueued.exchange(true, ordering: .relaxed) else { return }
+        wait.queue.async { self.drainCheck(wait) }
+    }
+
+    /// How many times the drain looked at what is left (tests: it follows events, not time).
+    var drainChecks: Int { drainWait.load(ordering: .relaxed).map { w in w.queue.sync { w.checks } } ?? 0 }
+
+    private func drainCheck(_ wait: DrainWait) {
+        // Cleared before looking: an event after this point queues another check.
+        wait.checkQueued.store(false, ordering: .relaxed)
+        guard !wait.finished else { return }
+        wait.checks += 1
+        guard liveCounts().exchanges == 0 && connectionsStillSending() == 0 else { return }
+        wait.finished = true
+        wait.onDrained(0)
+    }
+
+    private func drainDeadline(_ wait: DrainWait) {
+        guard !wait.finished else { return }
+        wait.finished = true
+        let counts = liveCounts()
+        logger.warning("drain deadline passed; aborting the rest", [("aborted", .int(counts.exchanges))])
+        closeAllConnections()
+        wait.onDrained(counts.exchanges)
     }
 
     /// Connections with response bytes still on their way to a (slow) client.
