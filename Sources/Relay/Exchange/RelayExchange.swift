@@ -80,6 +80,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// as received, after its `RequestBodyPlan` (made with `plan`) accepted it; the plan's edits (clamp, usage
     /// request, written ceiling) are applied in one pass.
     func start(_ request: UpstreamRequest, upstream: any UpstreamClient, plan: RequestBodyPlan.Settings) {
+        writer.loop.assertOnLoop()
         pendingCall = (request, upstream, plan)
     }
 
@@ -88,12 +89,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     // MARK: RequestResponder
 
     func requestBody(_ bytes: [UInt8]) {
+        writer.loop.assertOnLoop()
         record.bytesIn += bytes.count
         metrics.bytesToUpstream.wrappingAdd(bytes.count, ordering: .relaxed)
         body.append(contentsOf: bytes)
     }
 
     func requestEnd() {
+        writer.loop.assertOnLoop()
         machine.requestBodyComplete(now: clock.now())
         guard let call = pendingCall, machine.phase == .awaitingUpstreamHead else { return }
         if let gate = attestationGate {
@@ -184,12 +187,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func clientClosed() {
+        writer.loop.assertOnLoop()
         if streamClientClosed() { return }   // a resumable stream runs on, detached
         clientLeft()
     }
 
     /// The client is gone for good: the upstream is cancelled (or drained).
     func clientLeft() {
+        writer.loop.assertOnLoop()
         let phase = machine.phase
         let actions = machine.clientClosed(now: clock.now(), afterFinish: meter.awaitsUsageAfterFinish)
         // Only a call that was made can be cancelled: a client gone mid-body never reached the provider. A drained
@@ -201,12 +206,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func clientDrained() {
+        writer.loop.assertOnLoop()
         perform(machine.clientDrained(now: clock.now()))
     }
 
     // MARK: TransferDelegate
 
     func transfer(_ transfer: any UpstreamCall, didReceiveHead status: Int, headers: HTTPHeaders) {
+        writer.loop.assertOnLoop()
         record.upstreamHeadAt = clock.now()
         var headers = headers
         if let key = providerKey {
@@ -225,6 +232,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func transfer(_ transfer: any UpstreamCall, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool {
+        writer.loop.assertOnLoop()
         switch machine.upstreamBody(clientAboveHighWater: writer.isAboveHighWater && !keeping.originalGone, now: clock.now()) {
         case .forward:
             streamDelivered()
@@ -308,6 +316,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func transfer(_ transfer: any UpstreamCall, didCompleteWith result: Result<Void, UpstreamFailure>) {
+        writer.loop.assertOnLoop()
         if case .failure(let failure) = result {
             if case .connectFailed = failure { callReachedProvider = false }
             if case .connectTimeout = failure { callReachedProvider = false }
