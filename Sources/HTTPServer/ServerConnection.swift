@@ -53,6 +53,7 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
 
     /// Starts the connection's clock; call once, on the loop, when the connection starts reading.
     public func start() {
+        loop.assertOnLoop()
         armTimer()
     }
 
@@ -68,6 +69,7 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     // MARK: ConnectionDelegate
 
     public func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
+        loop.assertOnLoop()
         var bytes = bytes
         if machine.state == .awaitingProxyHeader {
             guard let rest = readProxyHeader(bytes) else { return }
@@ -79,10 +81,12 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     }
 
     public func connectionDidDrain(_ connection: Connection) {
+        loop.assertOnLoop()
         perform(machine.writeBufferDrained())
     }
 
     public func connection(_ connection: Connection, didCloseWith reason: ConnectionCloseReason) {
+        loop.assertOnLoop()
         timer.cancel()
         perform(machine.connectionClosed())
         onClose(self)
@@ -200,6 +204,7 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
 
     /// Sends a complete response with a Content-Length body (none for HEAD requests).
     public func respond(status: Int, headers: HTTPHeaders, body: [UInt8], keepAlive: Bool = true) {
+        loop.assertOnLoop()
         guard let response = machine.completeResponse(keepAlive: keepAlive) else { return }
         sendHead(ResponseHead.complete(status: status, headers: headers, contentLength: body.count, keepAlive: response.keepAlive),
                  mode: response.headOnly ? .none : .contentLength(body.count))
@@ -211,12 +216,14 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     /// and a connection between requests closes now, after what is still pending. A connection accepted while the
     /// server drains still answers the request it came with (`closeIfIdle: false`).
     public func drain(closeIfIdle: Bool = true) {
+        loop.assertOnLoop()
         machine.drain()
         guard closeIfIdle else { return }
         perform(machine.closeIfIdle(bufferedBytes: parser.bufferedByteCount, pendingBytes: connection.pendingByteCount))
     }
 
     public func sendHead(_ head: ResponseHead, mode: ResponseBodyMode) {
+        loop.assertOnLoop()
         guard machine.sendHead(mode: mode) else { return }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(512)
@@ -231,6 +238,7 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     /// Writes one body delivery; for chunked framing the size line, payload and CRLF leave in one syscall.
     @discardableResult
     public func sendBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        loop.assertOnLoop()
         guard let mode = machine.bodyMode, bytes.count > 0 else { return machine.state != .closed }
         switch mode {
         case .none:
@@ -261,11 +269,13 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     /// The response is complete. With chunked framing the last chunk goes out; the connection is then kept for
     /// the next request (if `keepAlive` and the request was read to its end) or closed after the flush.
     public func finish(keepAlive: Bool) {
+        loop.assertOnLoop()
         perform(machine.finish(keepAlive: keepAlive, bufferedBytes: parser.bufferedByteCount, now: loop.clock.now()))
     }
 
     /// Ends the response without a clean end: no terminal chunk, the connection closes after what is pending.
     public func abort() {
+        loop.assertOnLoop()
         perform(machine.abort())
     }
 

@@ -223,34 +223,21 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
     }
 
     private func connect(to address: SocketAddress) {
-        #if canImport(Glibc)
-        let fd = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        #else
-        let fd = socket(address.family, SOCK_STREAM, 0)
-        #endif
-        guard fd >= 0 else { return connectFailed("socket: errno \(errno)") }
+        let fd: Int32
+        switch Syscall.clientSocket(family: address.family) {
+        case .success(let socket): fd = socket
+        case .failure(let error): return connectFailed("socket: errno \(error.errno)")
+        }
         Syscall.setNonBlocking(fd)
         // Commands are small and latency is the point: no waiting for Nagle's ACK.
         Syscall.setNoDelay(fd)
-        #if canImport(Darwin)
-        var one: Int32 = 1
-        _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
-        #endif
-        var storage = address.storage
-        let result = withUnsafePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddrPointer in
-                // A non-blocking connect may not be retried after EINTR: it goes on in the background, like
-                // EINPROGRESS, and writability reports the outcome.
-                Glibc_connect(fd, sockaddrPointer, address.length)
-            }
-        }
-        if result == 0 {
+        switch Syscall.connect(fd, to: address.storage, length: address.length) {
+        case .connected:
             connected(fd)
-        } else if errno == EINPROGRESS || errno == EINTR {
+        case .inProgress:
             connectingFD = fd
             loop.poller.watch(fd, read: false, write: true, handler: self)
-        } else {
-            let err = errno
+        case .failed(let err):
             Syscall.close(fd)
             connectFailed("connect: \(String(cString: strerror(err)))")
         }
@@ -260,9 +247,7 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
     public func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
         guard fd == connectingFD else { return }
         connectingFD = -1
-        var error: Int32 = 0
-        var length = socklen_t(MemoryLayout<Int32>.size)
-        if getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 { error = errno }
+        let error = Syscall.socketError(fd)
         guard error == 0 else {
             loop.poller.remove(fd)
             Syscall.close(fd)
@@ -431,8 +416,3 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
     }
 }
 
-#if canImport(Glibc)
-@inline(__always) private func Glibc_connect(_ fd: Int32, _ a: UnsafePointer<sockaddr>, _ l: socklen_t) -> Int32 { Glibc.connect(fd, a, l) }
-#else
-@inline(__always) private func Glibc_connect(_ fd: Int32, _ a: UnsafePointer<sockaddr>, _ l: socklen_t) -> Int32 { Darwin.connect(fd, a, l) }
-#endif

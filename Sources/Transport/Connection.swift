@@ -57,10 +57,12 @@ public final class Connection: PollerHandler, @unchecked Sendable {
 
     /// Starts reading. Call once, on the loop, after setting the delegate.
     public func start() {
+        loop.assertOnLoop()
         loop.poller.watch(fd, read: true, write: false, handler: self)
     }
 
     public func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
+        loop.assertOnLoop()
         if readable { self.readable() }
         if writable && state != .closed { self.writable() }
     }
@@ -102,6 +104,7 @@ public final class Connection: PollerHandler, @unchecked Sendable {
     /// them behind bytes already pending. Returns false if the connection is closed or the peer is gone.
     @discardableResult
     public func write(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer? = nil, _ c: UnsafeRawBufferPointer? = nil) -> Bool {
+        loop.assertOnLoop()
         guard state == .open || state == .flushingThenClose else { return false }
         let parts = [a, b ?? UnsafeRawBufferPointer(start: nil, count: 0), c ?? UnsafeRawBufferPointer(start: nil, count: 0)]
         let total = a.count + (b?.count ?? 0) + (c?.count ?? 0)
@@ -145,10 +148,12 @@ public final class Connection: PollerHandler, @unchecked Sendable {
     /// Release it within the same turn of the loop (the caller schedules it): holding never delays a byte
     /// beyond the work already under way.
     public func hold() {
+        loop.assertOnLoop()
         held = true
     }
 
     public func releaseHold() {
+        loop.assertOnLoop()
         guard held else { return }
         held = false
         guard state == .open || state == .flushingThenClose, !pending.isEmpty else { return }
@@ -159,7 +164,8 @@ public final class Connection: PollerHandler, @unchecked Sendable {
 
     @discardableResult
     public func write(_ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBytes { write($0) }
+        loop.assertOnLoop()
+        return bytes.withUnsafeBytes { write($0) }
     }
 
     private func armWrite() {
@@ -208,6 +214,7 @@ public final class Connection: PollerHandler, @unchecked Sendable {
     /// A client that stops reading cannot hold the connection open: after `flushSeconds` with bytes still
     /// pending, it is reset.
     public func closeAfterFlush(flushSeconds: Double = 60, lingerSeconds: Double = 2) {
+        loop.assertOnLoop()
         guard state == .open else { return }
         state = .flushingThenClose
         if held { releaseHold() }
@@ -223,6 +230,7 @@ public final class Connection: PollerHandler, @unchecked Sendable {
 
     /// Closes at once, with RST if `reset` (abandons pending bytes).
     public func close(reset: Bool = false) {
+        loop.assertOnLoop()
         guard state != .closed else { return }
         if reset { Syscall.setLingerZero(fd) }
         teardown(reason: .local)

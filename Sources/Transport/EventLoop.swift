@@ -41,13 +41,18 @@ public final class EventLoop: @unchecked Sendable {
         readBuffer.deallocate()
     }
 
-    public func execute(_ work: @escaping @Sendable () -> Void) {
-        queue.async(execute: work)
+    /// Debug builds stop at once when called off this loop's queue: what turns the `@unchecked Sendable` of the
+    /// loop-confined types (`Connection`, `ServerConnection`, `Transfer`, `RelayExchange`) from a promise into a
+    /// check. Release builds do nothing.
+    @inlinable @inline(__always)
+    public func assertOnLoop() {
+        #if DEBUG
+        dispatchPrecondition(condition: .onQueue(queue))
+        #endif
     }
 
-    @inline(__always)
-    public func assertOnLoop() {
-        dispatchPrecondition(condition: .onQueue(queue))
+    public func execute(_ work: @escaping @Sendable () -> Void) {
+        queue.async(execute: work)
     }
 
     /// Runs `action` on this loop at `deadline` unless the returned timer is cancelled first. Call on the loop.

@@ -39,13 +39,8 @@ public final class Listener: Sendable {
         case .failure(let error):
             throw ListenerError(description: "\(error.step): \(error.message)")
         }
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &length) }
-        }
         self.fd = fd
-        self.port = Listener.port(of: storage)
+        self.port = Listener.port(of: Syscall.localAddress(fd))
         self.group = group
         self.onAccept = onAccept
         self.logger = logger

@@ -54,12 +54,11 @@ public final class Poller: @unchecked Sendable {
     public init(queue: DispatchQueue) {
         self.queue = queue
         #if canImport(Glibc)
-        pollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        pollFD = Syscall.epollCreate()
         precondition(pollFD >= 0, "cannot create the event loop's poller")
-        var pipeFDs: [Int32] = [-1, -1]
-        precondition(pipe(&pipeFDs) == 0, "cannot create the event loop's wake-up pipe")
-        wakeRead = pipeFDs[0]
-        wakeWrite = pipeFDs[1]
+        guard let wake = Syscall.wakePipe() else { preconditionFailure("cannot create the event loop's wake-up pipe") }
+        wakeRead = wake.read
+        wakeWrite = wake.write
         _ = Syscall.epollControl(pollFD, EPOLL_CTL_ADD, wakeRead, events: EPOLLIN.rawValue)
         // The thread holds the poller until it has stopped: it owns the descriptors' closing.
         let context = Unmanaged.passRetained(self).toOpaque()
@@ -72,7 +71,7 @@ public final class Poller: @unchecked Sendable {
         precondition(rc == 0, "cannot start the event loop's poller thread")
         pthread_detach(thread)
         #else
-        pollFD = kqueue()
+        pollFD = Syscall.kqueueCreate()
         precondition(pollFD >= 0, "cannot create the event loop's poller")
         source = DispatchSource.makeReadSource(fileDescriptor: pollFD, queue: queue)
         let fd = pollFD
@@ -88,8 +87,7 @@ public final class Poller: @unchecked Sendable {
     /// from any thread.
     public func stop() {
         #if canImport(Glibc)
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
+        Syscall.wake(wakeWrite)
         #else
         queue.async { [self] in entries.removeAll() }
         source.cancel()

@@ -195,6 +195,79 @@ public enum Syscall {
         _ = Glibc_close(fd)
     }
 
+    /// A new stream socket for an outgoing connection (close-on-exec; on Darwin, no SIGPIPE), or the errno.
+    public static func clientSocket(family: Int32) -> Result<Int32, SocketSetupError> {
+        #if canImport(Glibc)
+        let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        #else
+        let fd = socket(family, SOCK_STREAM, 0)
+        #endif
+        guard fd >= 0 else { return .failure(SocketSetupError(step: "socket", errno: errno)) }
+        #if canImport(Darwin)
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+        #endif
+        return .success(fd)
+    }
+
+    /// What a non-blocking connect came to.
+    public enum ConnectResult: Equatable, Sendable {
+        case connected
+        /// Going on in the background: writability reports the outcome (`socketError`).
+        case inProgress
+        case failed(errno: Int32)
+    }
+
+    /// A non-blocking connect. It is not retried after EINTR: the connect goes on in the background, as after
+    /// EINPROGRESS, and writability reports the outcome.
+    public static func connect(_ fd: Int32, to storage: sockaddr_storage, length: socklen_t) -> ConnectResult {
+        var storage = storage
+        let result = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc_connect(fd, $0, length) }
+        }
+        if result == 0 { return .connected }
+        let err = errno
+        return err == EINPROGRESS || err == EINTR ? .inProgress : .failed(errno: err)
+    }
+
+    /// The pending error of a socket (SO_ERROR): 0 once a background connect succeeded.
+    public static func socketError(_ fd: Int32) -> Int32 {
+        var error: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        return getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 ? errno : error
+    }
+
+    /// The address a socket is bound to (getsockname); zeroed if the call fails.
+    public static func localAddress(_ fd: Int32) -> sockaddr_storage {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &length) }
+        }
+        return storage
+    }
+
+    /// A pipe for waking a blocked poller: (read end, write end), or nil.
+    static func wakePipe() -> (read: Int32, write: Int32)? {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { return nil }
+        return (fds[0], fds[1])
+    }
+
+    /// Writes one byte to a wake-up pipe; EINTR is retried, a full pipe already means "wake up".
+    static func wake(_ fd: Int32) {
+        var byte: UInt8 = 1
+        while Glibc_write(fd, &byte, 1) < 0 && errno == EINTR {}
+    }
+
+    #if canImport(Glibc)
+    /// A new epoll set (close-on-exec), or -1.
+    static func epollCreate() -> Int32 { epoll_create1(Int32(EPOLL_CLOEXEC)) }
+    #else
+    /// A new kqueue, or -1.
+    static func kqueueCreate() -> Int32 { kqueue() }
+    #endif
+
     public static func ignoreSIGPIPE() {
         _ = signal(SIGPIPE, SIG_IGN)
     }
@@ -217,8 +290,12 @@ public struct SocketSetupError: Error, Sendable {
 typealias Glibc_linger = Glibc.linger
 @inline(__always) func Glibc_recv(_ fd: Int32, _ p: UnsafeMutableRawPointer?, _ n: Int, _ f: Int32) -> Int { Glibc.recv(fd, p, n, f) }
 @inline(__always) func Glibc_close(_ fd: Int32) -> Int32 { Glibc.close(fd) }
+@inline(__always) func Glibc_connect(_ fd: Int32, _ a: UnsafePointer<sockaddr>, _ l: socklen_t) -> Int32 { Glibc.connect(fd, a, l) }
+@inline(__always) func Glibc_write(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int) -> Int { Glibc.write(fd, p, n) }
 #else
 typealias Glibc_linger = Darwin.linger
 @inline(__always) func Glibc_recv(_ fd: Int32, _ p: UnsafeMutableRawPointer?, _ n: Int, _ f: Int32) -> Int { Darwin.recv(fd, p, n, f) }
 @inline(__always) func Glibc_close(_ fd: Int32) -> Int32 { Darwin.close(fd) }
+@inline(__always) func Glibc_connect(_ fd: Int32, _ a: UnsafePointer<sockaddr>, _ l: socklen_t) -> Int32 { Darwin.connect(fd, a, l) }
+@inline(__always) func Glibc_write(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int) -> Int { Darwin.write(fd, p, n) }
 #endif

@@ -68,10 +68,14 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
     }
 
     /// Stops the transfer now; its connection is closed. No delegate call follows. Idempotent.
-    public func cancel() { driver.cancel(self) }
+    public func cancel() {
+        driver.loop.assertOnLoop()
+        driver.cancel(self)
+    }
 
     /// The delegate can take body bytes again (it refused some earlier).
     public func resumeReceiving() {
+        driver.loop.assertOnLoop()
         guard receivePaused else { return }
         receivePaused = false
         driver.updatePause(self)
@@ -204,6 +208,7 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
     /// One header line as curl hands it over (status line, field, or the blank line ending a head), parsed on
     /// the bytes: this runs for every field of every response.
     fileprivate func onHeaderLine(_ line: UnsafeRawBufferPointer) {
+        driver.loop.assertOnLoop()
         respondedAtAll()
         guard state == .running, !headDelivered else { return }   // trailers after the body are ignored
         var end = line.count
@@ -242,6 +247,7 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
     }
 
     fileprivate func onBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        driver.loop.assertOnLoop()
         respondedAtAll()
         guard state == .running, let delegate else { return 0 }   // 0 aborts the transfer
         if !headDelivered {
@@ -266,6 +272,7 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
     }
 
     fileprivate func onRead(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
+        driver.loop.assertOnLoop()
         guard state == .running else { return ccurl_readfunc_abort }
         let n = min(bodyLength - bodyOffset, buffer.count)
         guard n > 0 else { return 0 }

@@ -46,7 +46,7 @@ extension AttestationVerdict {
     /// Writes the verdict into the exchange's log record and, for App Attest on an `auth: "none"` route, makes the
     /// device (`appattest:<keyId>`) the identity its limits and budget are kept under (App Check names the app,
     /// not the device: the address stays the key there). The error to answer, or nil to go on.
-    func apply(to record: ExchangeRecord, admission: inout ExchangeAdmission?) -> RelayError? {
+    func apply(to record: inout ExchangeRecord, admission: inout ExchangeAdmission?) -> RelayError? {
         switch self {
         case .pass(let kind, let keyID):
             record.attestation = kind.rawValue

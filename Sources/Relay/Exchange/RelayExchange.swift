@@ -37,7 +37,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private var timer = LazyTimer()
     private let onEnd: (RelayExchange) -> Void
     private let metrics: RelayMetrics
-    let record: ExchangeRecord
+    var record: ExchangeRecord
     /// The key injected into this request: masked out of a non-2xx response body, where a provider may echo it.
     var providerKey: Secret?
     private var masker: SecretMasker?
@@ -80,6 +80,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// as received, after its `RequestBodyPlan` (made with `plan`) accepted it; the plan's edits (clamp, usage
     /// request, written ceiling) are applied in one pass.
     func start(_ request: UpstreamRequest, upstream: any UpstreamClient, plan: RequestBodyPlan.Settings) {
+        writer.loop.assertOnLoop()
         pendingCall = (request, upstream, plan)
     }
 
@@ -88,19 +89,21 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     // MARK: RequestResponder
 
     func requestBody(_ bytes: [UInt8]) {
+        writer.loop.assertOnLoop()
         record.bytesIn += bytes.count
         metrics.bytesToUpstream.wrappingAdd(bytes.count, ordering: .relaxed)
         body.append(contentsOf: bytes)
     }
 
     func requestEnd() {
+        writer.loop.assertOnLoop()
         machine.requestBodyComplete(now: clock.now())
         guard let call = pendingCall, machine.phase == .awaitingUpstreamHead else { return }
         if let gate = attestationGate {
             attestationGate = nil   // this runs again once the gate has answered
             return gate.check(body: body, on: writer.loop) { verdict in
                 guard self.machine.phase == .awaitingUpstreamHead else { return }
-                if let error = verdict.apply(to: self.record, admission: &self.admission) { self.reject(error) } else { self.requestEnd() }
+                if let error = verdict.apply(to: &self.record, admission: &self.admission) { self.reject(error) } else { self.requestEnd() }
             }
         }
         pendingCall = nil
@@ -184,12 +187,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func clientClosed() {
+        writer.loop.assertOnLoop()
         if streamClientClosed() { return }   // a resumable stream runs on, detached
         clientLeft()
     }
 
     /// The client is gone for good: the upstream is cancelled (or drained).
     func clientLeft() {
+        writer.loop.assertOnLoop()
         let phase = machine.phase
         let actions = machine.clientClosed(now: clock.now(), afterFinish: meter.awaitsUsageAfterFinish)
         // Only a call that was made can be cancelled: a client gone mid-body never reached the provider. A drained
@@ -201,12 +206,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func clientDrained() {
+        writer.loop.assertOnLoop()
         perform(machine.clientDrained(now: clock.now()))
     }
 
     // MARK: TransferDelegate
 
     func transfer(_ transfer: any UpstreamCall, didReceiveHead status: Int, headers: HTTPHeaders) {
+        writer.loop.assertOnLoop()
         record.upstreamHeadAt = clock.now()
         var headers = headers
         if let key = providerKey {
@@ -225,6 +232,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func transfer(_ transfer: any UpstreamCall, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool {
+        writer.loop.assertOnLoop()
         switch machine.upstreamBody(clientAboveHighWater: writer.isAboveHighWater && !keeping.originalGone, now: clock.now()) {
         case .forward:
             streamDelivered()
@@ -308,6 +316,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func transfer(_ transfer: any UpstreamCall, didCompleteWith result: Result<Void, UpstreamFailure>) {
+        writer.loop.assertOnLoop()
         if case .failure(let failure) = result {
             if case .connectFailed = failure { callReachedProvider = false }
             if case .connectTimeout = failure { callReachedProvider = false }
@@ -406,9 +415,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 }
 
-/// What the access log says about one exchange. Filled in on the loop as the exchange goes.
-final class ExchangeRecord: @unchecked Sendable {
-    // Invariant: touched on the exchange's loop queue only.
+/// What the access log says about one exchange: a value the exchange owns (`RelayExchange.record`) and fills in on
+/// its loop as it goes; the failover call writes its fields through the exchange.
+struct ExchangeRecord: Sendable {
     let requestID: String
     let method: String
     /// The endpoint (`RequestPath.endpoint`: unreserved escapes decoded, no trailing slash): what every endpoint

@@ -7,7 +7,7 @@ import Upstream
 /// needs to build an attempt, and the shared pools. The exchange calls it as it would call the curl driver.
 ///
 /// Made per exchange by `RelayHandler.failoverClient`; immutable but for `exchange`, which is set on the loop
-/// queue before the call, and read there.
+/// queue before the call, and read there. The access-log fields of each attempt go to the exchange's record.
 final class FailoverClient: UpstreamClient {
     /// One upstream of the route, ready to be called: its URL for this request and its headers without the key.
     struct Target {
@@ -27,22 +27,28 @@ final class FailoverClient: UpstreamClient {
     let pools: UpstreamPools
     let driver: any UpstreamClient
     let loop: EventLoop
-    let record: ExchangeRecord
+    /// The exchange's request id, for the log lines of its attempts.
+    let requestID: String
     let maxAttempts: Int
     let firstByteSeconds: Double
     let wallClock: @Sendable () -> Double
     weak var exchange: RelayExchange?
 
-    init(targets: [Target], pools: UpstreamPools, driver: any UpstreamClient, loop: EventLoop, record: ExchangeRecord,
+    init(targets: [Target], pools: UpstreamPools, driver: any UpstreamClient, loop: EventLoop, requestID: String,
          maxAttempts: Int, firstByteSeconds: Double, wallClock: @escaping @Sendable () -> Double) {
         self.targets = targets
         self.pools = pools
         self.driver = driver
         self.loop = loop
-        self.record = record
+        self.requestID = requestID
         self.maxAttempts = maxAttempts
         self.firstByteSeconds = firstByteSeconds
         self.wallClock = wallClock
+    }
+
+    /// Writes into the exchange's access-log record; nothing once the exchange is gone. On `loop.queue`.
+    func updateRecord(_ edit: (inout ExchangeRecord) -> Void) {
+        if let exchange { edit(&exchange.record) }
     }
 
     func call(_ request: UpstreamRequest, delegate: any TransferDelegate) -> any UpstreamCall {
@@ -79,6 +85,8 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
     private var pending: [UInt8] = []
     private var pendingCompletion: Result<Void, UpstreamFailure>?
     private var sniffer: ErrorEventSniffer?
+    /// The upstream and key label of the current attempt, for its log lines.
+    private var attemptLabels: (upstream: String, key: String?) = ("", nil)
 
     init(client: FailoverClient, request: UpstreamRequest, delegate: any TransferDelegate) {
         self.client = client
@@ -115,11 +123,14 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
         request.httpVersion = target.httpVersion
         request.caFile = target.caFile
         request.idleConnectionSeconds = target.idleConnectionSeconds
-        let record = client.record
-        record.upstream = target.name
-        record.keyLabel = key.map { target.keys[$0].label }
-        record.attempts = plan.attempts
-        record.failover = plan.failoverField
+        let keyLabel = key.map { target.keys[$0].label }
+        attemptLabels = (target.name, keyLabel)
+        client.updateRecord { [plan] record in
+            record.upstream = target.name
+            record.keyLabel = keyLabel
+            record.attempts = plan.attempts
+            record.failover = plan.failoverField
+        }
         (delegate as? RelayExchange)?.providerKey = key.map { target.keys[$0].secret }
         held = nil
         headStatus = nil
@@ -230,8 +241,10 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
                 ("status", .int(headStatus ?? 0)), ("disabled_seconds", .double(target.keyDisabledSeconds)),
             ])
         }
-        client.record.attempts = plan.attempts
-        client.record.failover = plan.failoverField
+        client.updateRecord { [plan] record in
+            record.attempts = plan.attempts
+            record.failover = plan.failoverField
+        }
         switch step {
         case .call(let upstream, let key):
             attempt(upstream, key)
@@ -260,7 +273,7 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
         headers.add(name: "Content-Type", value: "application/json")
         headers.add(name: "Content-Length", value: String(body.count))
         headers.add(name: "Retry-After", value: String(max(1, Int((retryAfter ?? 1).rounded(.up)))))
-        client.record.failover = "no_key"
+        client.updateRecord { $0.failover = "no_key" }
         deliver(status: error.status, headers: headers, body: body)
     }
 
@@ -313,8 +326,8 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
         case .errorEvent:
             sniffer = nil
             client.pools.logger.warning("upstream_error_event", [
-                ("request_id", .string(client.record.requestID)), ("upstream", .string(client.record.upstream)),
-                ("key", .string(client.record.keyLabel ?? "none")),
+                ("request_id", .string(client.requestID)), ("upstream", .string(attemptLabels.upstream)),
+                ("key", .string(attemptLabels.key ?? "none")),
             ])
         case .content:
             sniffer = nil

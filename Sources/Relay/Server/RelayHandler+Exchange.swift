@@ -35,7 +35,7 @@ extension RelayHandler {
         let injects = route.injectsUsage(at: endpoint)
         let usage = UsageMeter.Settings(provider: endpoint.wireFormat ?? route.provider, injectsUsage: injects,
                                         modelAllowlist: route.bodyPolicy.models)
-        let record = ExchangeRecord(requestID: requestID, method: head.method, path: admitted.path.path, route: route.prefix,
+        var record = ExchangeRecord(requestID: requestID, method: head.method, path: admitted.path.path, route: route.prefix,
                                     upstream: upstream.name, clientAddress: writer.clientAddress, startedAt: now)
         record.identity = admitted.identity
         let server = self.server
@@ -56,7 +56,7 @@ extension RelayHandler {
         server.exchangeStarted(exchange, on: state)
         let plan = RequestBodyPlan.Settings(endpoint: endpoint, policy: route.bodyPolicy, injectsUsage: injects, budgets: nil)
         let failover = failoverClient(route: route, path: admitted.path, head: head, requestID: requestID, writer: writer,
-                                      record: record, driver: state.driver)
+                                      driver: state.driver)
         failover?.exchange = exchange
         exchange.start(request, upstream: failover ?? state.driver, plan: plan)
         return exchange

@@ -16,10 +16,9 @@ import Darwin
 /// The composition root: what `main.swift` and the integration tests both build. Owns the event loops, one curl
 /// driver per loop, the listeners, the metrics, and the bookkeeping of live connections and exchanges.
 public final class RelayServer: @unchecked Sendable {
-    // Invariant for `@unchecked Sendable`: the two listeners live in `lifecycle` and are touched under its lock
-    // only: set in `start()`, the public one taken out in `beginDrain()`, both taken out in `shutdown()`.
-    // `jwksRefresher` is not under it: written once in `start()`, read in `shutdown()`, which callers run after
-    // `start()` returned. `draining` and `openConnections` are locked values; per-loop state lives in
+    // Invariant for `@unchecked Sendable`: the two listeners and the JWKS refresher live in `lifecycle` and are
+    // touched under its lock only: set in `start()`, the public listener taken out in `beginDrain()`, all taken out
+    // in `shutdown()`. `draining`, `openConnections` and `drainWait` are locked values; per-loop state lives in
     // `LoopState`, touched on its loop's queue only; the other stored properties are constants.
     public let configuration: RelayConfiguration
     public let logger: Logger
@@ -39,12 +38,17 @@ public final class RelayServer: @unchecked Sendable {
     let rejectionLog: RejectionLog
     /// Wall-clock seconds since 1970, for JWT `exp`/`nbf`/`iat` (tests inject a fixed one).
     let wallClock: @Sendable () -> Double
-    private var jwksRefresher: JWKSRefresher?
     /// Resumable streams (`routes[].resume`); nil when no route has them.
     let streams: ResumableStreams?
     let group: EventLoopGroup
     let loopStates: [LoopState]
-    private let lifecycle = Locked<(listener: Listener?, admin: Listener?)>((nil, nil))
+    /// What `start()` makes and `shutdown()` stops, under one lock.
+    private struct Lifecycle {
+        var listener: Listener?
+        var admin: Listener?
+        var jwksRefresher: JWKSRefresher?
+    }
+    private let lifecycle = Locked(Lifecycle())
     private let draining = Locked(false)
     private let openConnections = Locked(0)
 
@@ -118,13 +122,13 @@ public final class RelayServer: @unchecked Sendable {
         if let adminListen = configuration.admin {
             admin = try makeListener(adminListen, handler: RelayHandler(server: self, admin: .adminOnly))
         }
-        lifecycle.withLock { $0 = (listener, admin) }
+        var refresher: JWKSRefresher?
         if let jwt = configuration.clients.jwt, let url = jwt.jwksURL {
-            let refresher = JWKSRefresher(url: url, refreshSeconds: jwt.jwksRefreshSeconds, loop: group.loops[0],
-                                          driver: loopStates[0].driver, authenticator: authenticator, logger: logger)
-            jwksRefresher = refresher
-            refresher.start()
+            refresher = JWKSRefresher(url: url, refreshSeconds: jwt.jwksRefreshSeconds, loop: group.loops[0],
+                                      driver: loopStates[0].driver, authenticator: authenticator, logger: logger)
         }
+        lifecycle.withLock { $0 = Lifecycle(listener: listener, admin: admin, jwksRefresher: refresher) }
+        refresher?.start()
         attestation?.start(loop: group.loops[0], driver: loopStates[0].driver)
         // A route that requires a proof of the genuine app is not open to anyone, though its auth is "none".
         for (i, route) in configuration.routes.enumerated() where route.auth == .none && route.attestation != .required {
@@ -186,6 +190,7 @@ public final class RelayServer: @unchecked Sendable {
             states[closed.loop.index].connections[ObjectIdentifier(closed)] = nil
             openConnections.wrappingSubtract(1, ordering: .relaxed)
             metrics.activeConnections.wrappingSubtract(1, ordering: .relaxed)
+            if isDraining { drainEvent() }
         })
     }
 
@@ -208,6 +213,7 @@ public final class RelayServer: @unchecked Sendable {
         }
         if let cost = r.cost { costEnded(cost, record: r) }
         logger.info("exchange", r.logFields)
+        if isDraining { drainEvent() }
     }
 
     /// The bound port (useful with port 0).
@@ -234,24 +240,56 @@ public final class RelayServer: @unchecked Sendable {
             }
         }
         logger.info("draining", [("deadline_seconds", .double(seconds)), ("in_flight", .int(liveCounts().exchanges))])
-        let queue = DispatchQueue(label: "sse-relay.drain")
-        let giveUpAt = DispatchTime.now() + seconds
-        queue.async { self.drainCheck(queue: queue, giveUpAt: giveUpAt, onDrained: onDrained) }
+        let wait = DrainWait(queue: DispatchQueue(label: "sse-relay.drain"), onDrained: onDrained)
+        drainWait.withLock { $0 = wait }
+        // The first look, then one after each exchange end and connection close (`drainEvent`), and the deadline.
+        wait.queue.async { self.drainCheck(wait) }
+        wait.queue.asyncAfter(deadline: .now() + seconds) { self.drainDeadline(wait) }
     }
 
-    private func drainCheck(queue: DispatchQueue, giveUpAt: DispatchTime, onDrained: @escaping @Sendable (Int) -> Void) {
-        let counts = liveCounts()
-        if counts.exchanges == 0 && connectionsStillSending() == 0 {
-            onDrained(0)
-        } else if DispatchTime.now() >= giveUpAt {
-            logger.warning("drain deadline passed; aborting the rest", [("aborted", .int(counts.exchanges))])
-            closeAllConnections()
-            onDrained(counts.exchanges)
-        } else {
-            queue.asyncAfter(deadline: min(giveUpAt, .now() + .milliseconds(20))) {
-                self.drainCheck(queue: queue, giveUpAt: giveUpAt, onDrained: onDrained)
-            }
+    /// A drain in progress: the queue its checks run on and what it calls once. Its state is touched on `queue`
+    /// only, but for `checkQueued`, a locked flag that folds a burst of events into one check.
+    private final class DrainWait: @unchecked Sendable {
+        // @unchecked Sendable: `finished` and `checks` are touched on `queue` only; the rest are constants or locked.
+        let queue: DispatchQueue
+        let onDrained: @Sendable (Int) -> Void
+        let checkQueued = Locked(false)
+        var finished = false
+        var checks = 0
+        init(queue: DispatchQueue, onDrained: @escaping @Sendable (Int) -> Void) {
+            self.queue = queue
+            self.onDrained = onDrained
         }
+    }
+    private let drainWait = Locked<DrainWait?>(nil)
+
+    /// An exchange ended or a connection closed: what a drain waits for. Called on a loop queue; the check runs on
+    /// the drain's queue (it visits every loop), at most one queued at a time.
+    private func drainEvent() {
+        guard let wait = drainWait.load(ordering: .relaxed), !wait.checkQueued.exchange(true, ordering: .relaxed) else { return }
+        wait.queue.async { self.drainCheck(wait) }
+    }
+
+    /// How many times the drain looked at what is left (tests: it follows events, not time).
+    var drainChecks: Int { drainWait.load(ordering: .relaxed).map { w in w.queue.sync { w.checks } } ?? 0 }
+
+    private func drainCheck(_ wait: DrainWait) {
+        // Cleared before looking: an event after this point queues another check.
+        wait.checkQueued.store(false, ordering: .relaxed)
+        guard !wait.finished else { return }
+        wait.checks += 1
+        guard liveCounts().exchanges == 0 && connectionsStillSending() == 0 else { return }
+        wait.finished = true
+        wait.onDrained(0)
+    }
+
+    private func drainDeadline(_ wait: DrainWait) {
+        guard !wait.finished else { return }
+        wait.finished = true
+        let counts = liveCounts()
+        logger.warning("drain deadline passed; aborting the rest", [("aborted", .int(counts.exchanges))])
+        closeAllConnections()
+        wait.onDrained(counts.exchanges)
     }
 
     /// Connections with response bytes still on their way to a (slow) client.
@@ -276,14 +314,14 @@ public final class RelayServer: @unchecked Sendable {
     /// Stops accepting, closes every connection (cancelling their upstream transfers) and releases curl.
     public func shutdown() {
         draining.store(true, ordering: .relaxed)
-        let (listener, admin) = lifecycle.withLock { state -> (Listener?, Listener?) in
-            let result = (state.listener, state.admin)
-            state = (nil, nil)
+        let stopping = lifecycle.withLock { state -> Lifecycle in
+            let result = state
+            state = Lifecycle()
             return result
         }
-        listener?.stop()
-        admin?.stop()
-        jwksRefresher?.stop()
+        stopping.listener?.stop()
+        stopping.admin?.stop()
+        stopping.jwksRefresher?.stop()
         attestation?.shutdown()
         rejectionLog.stop()
         for state in loopStates {

@@ -51,9 +51,7 @@ import Upstream
             }
             pools = UpstreamPools(upstreams: configured, redis: nil, logger: Logger(label: "test", level: .error, sink: MemoryLogSink()),
                                   clock: clock, wallClock: { 1_000_000 })
-            let record = ExchangeRecord(requestID: "r", method: "POST", path: "/v1/chat/completions", route: "/v1/", upstream: "u0",
-                                        clientAddress: "198.51.100.7", startedAt: clock.now())
-            let client = FailoverClient(targets: targets, pools: pools, driver: driver, loop: loop, record: record, maxAttempts: 3,
+            let client = FailoverClient(targets: targets, pools: pools, driver: driver, loop: loop, requestID: "r", maxAttempts: 3,
                                         firstByteSeconds: 120, wallClock: { 1_000_000 })
             run {
                 call = client.call(UpstreamRequest(url: "http://ignored.invalid", method: "POST", headers: HTTPHeaders(),

@@ -143,7 +143,7 @@ import Testing
     // MARK: Applying a verdict
 
     static func record(identity: String?) -> ExchangeRecord {
-        let r = ExchangeRecord(requestID: "r", method: "POST", path: "/v1/x", route: "/v1/", upstream: "u", clientAddress: "192.0.2.7",
+        var r = ExchangeRecord(requestID: "r", method: "POST", path: "/v1/x", route: "/v1/", upstream: "u", clientAddress: "192.0.2.7",
                                startedAt: Instant(nanoseconds: 0))
         r.identity = identity
         return r
@@ -155,9 +155,9 @@ import Testing
     }
 
     @Test func appAttestMakesTheDeviceTheIdentityOnAnAnonymousRoute() {
-        let record = Self.record(identity: nil)
+        var record = Self.record(identity: nil)
         var admission: ExchangeAdmission? = Self.admission(identity: nil, budgetKey: "192.0.2.7")
-        #expect(AttestationVerdict.pass(.appAttest, keyID: "K").apply(to: record, admission: &admission) == nil)
+        #expect(AttestationVerdict.pass(.appAttest, keyID: "K").apply(to: &record, admission: &admission) == nil)
         #expect(record.identity == "appattest:K")
         #expect(admission?.identity == "appattest:K")
         #expect(admission?.budgetKey == "appattest:K")
@@ -166,27 +166,28 @@ import Testing
     }
 
     @Test func anAuthenticatedIdentityStaysAndAppCheckKeepsTheAddress() {
-        let signedIn = Self.record(identity: "jwt:user-1")
+        var signedIn = Self.record(identity: "jwt:user-1")
         var a1: ExchangeAdmission? = Self.admission(identity: "jwt:user-1", budgetKey: "jwt:user-1")
-        _ = AttestationVerdict.pass(.appAttest, keyID: "K").apply(to: signedIn, admission: &a1)
+        _ = AttestationVerdict.pass(.appAttest, keyID: "K").apply(to: &signedIn, admission: &a1)
         #expect(signedIn.identity == "jwt:user-1" && a1?.identity == "jwt:user-1" && a1?.budgetKey == "jwt:user-1")
 
-        let anonymous = Self.record(identity: nil)
+        var anonymous = Self.record(identity: nil)
         var a2: ExchangeAdmission? = Self.admission(identity: nil, budgetKey: "192.0.2.7")
-        _ = AttestationVerdict.pass(.appCheck, keyID: nil).apply(to: anonymous, admission: &a2)
+        _ = AttestationVerdict.pass(.appCheck, keyID: nil).apply(to: &anonymous, admission: &a2)
         #expect(anonymous.identity == nil && a2?.identity == nil && a2?.budgetKey == "192.0.2.7")
         #expect(anonymous.attestation == "app_check")
 
         // No budgets: no budget key appears.
         var a3: ExchangeAdmission? = Self.admission(identity: nil, budgetKey: nil)
-        _ = AttestationVerdict.pass(.appAttest, keyID: "K").apply(to: Self.record(identity: nil), admission: &a3)
+        var fresh = Self.record(identity: nil)
+        _ = AttestationVerdict.pass(.appAttest, keyID: "K").apply(to: &fresh, admission: &a3)
         #expect(a3?.identity == "appattest:K" && a3?.budgetKey == nil)
     }
 
     @Test func aRefusalNamesTheStepInTheLogOnly() {
-        let record = Self.record(identity: nil)
+        var record = Self.record(identity: nil)
         var admission: ExchangeAdmission? = nil
-        let error = AttestationVerdict.refuse(.attestationInvalid, .appAttest, step: "signature").apply(to: record, admission: &admission)
+        let error = AttestationVerdict.refuse(.attestationInvalid, .appAttest, step: "signature").apply(to: &record, admission: &admission)
         #expect(error == .attestationInvalid)
         #expect(!String(decoding: error!.jsonBody, as: UTF8.self).contains("signature"))
         #expect(record.logFields.contains { $0.0 == "attestation_step" && $0.1 == .string("signature") })
