@@ -11,313 +11,320 @@ import TestSupportCore
 import FoundationNetworking
 #endif
 
-/// The client library's side of resumable streams, against a scripted relay: an answer that names its stream
-/// (`X-Relay-Stream`) goes on across dropped connections, asking `GET /v1/relay/streams/<id>?offset=N` for the
-/// rest, and the app sees every event once; the app's stop sends `DELETE` before it closes.
-@Suite("Client: resumable streams")
-struct ResumeClientTests {
-    static let id = "AAECAwQFBgcICQoLDA0ODw"   // 16 bytes, base64url
-    static let question = ChatRequest(model: "gpt-4o-mini", messages: [.user("hi")])
-    /// Multi-byte characters, so that a drop can fall inside one.
-    static let pieces = ["Grüße ", "aus ", "Köln ", "✓ ", "naïve ", "café ", "日本 ", "end"]
-    static var body: [UInt8] {
-        var out: [UInt8] = []
-        for (i, piece) in pieces.enumerated() {
-            out += Array(ClientThroughRelayTests.chunk(piece, finish: i == pieces.count - 1 ? "stop" : nil).utf8)
+// Nested in `ClientThroughRelayTests`, whose `.serialized` then covers these too: its tests count the client
+// library's live streams process-wide (`waitForNoLiveStreams`), which streams of these suites would disturb.
+extension ClientThroughRelayTests {
+    /// The client library's side of resumable streams, against a scripted relay: an answer that names its stream
+    /// (`X-Relay-Stream`) goes on across dropped connections, asking `GET /v1/relay/streams/<id>?offset=N` for the
+    /// rest, and the app sees every event once; the app's stop sends `DELETE` before it closes.
+    @Suite("Client: resumable streams")
+    struct ResumeClientTests {
+        static let id = "AAECAwQFBgcICQoLDA0ODw"   // 16 bytes, base64url
+        static let question = ChatRequest(model: "gpt-4o-mini", messages: [.user("hi")])
+        /// Multi-byte characters, so that a drop can fall inside one.
+        static let pieces = ["Grüße ", "aus ", "Köln ", "✓ ", "naïve ", "café ", "日本 ", "end"]
+        static var body: [UInt8] {
+            var out: [UInt8] = []
+            for (i, piece) in pieces.enumerated() {
+                out += Array(ClientThroughRelayTests.chunk(piece, finish: i == pieces.count - 1 ? "stop" : nil).utf8)
+            }
+            return out + Array("data: [DONE]\n\n".utf8)
         }
-        return out + Array("data: [DONE]\n\n".utf8)
-    }
-    static var text: String { pieces.joined() }
+        static var text: String { pieces.joined() }
 
-    /// What the scripted relay does with a request it reads.
-    enum Leg: Sendable {
-        /// The first answer: head with the stream id, the body's bytes up to `upTo`, then the connection ends.
-        case drop(upTo: Int, reset: Bool)
-        /// The whole rest from the requested offset.
-        case rest
-    }
+        /// What the scripted relay does with a request it reads.
+        enum Leg: Sendable {
+            /// The first answer: head with the stream id, the body's bytes up to `upTo`, then the connection ends.
+            case drop(upTo: Int, reset: Bool)
+            /// The whole rest from the requested offset.
+            case rest
+        }
 
-    /// A scripted relay: the first request gets `legs[0]`, each resume the next leg; resumes are answered from the
-    /// offset they ask for. Requests are recorded in order.
-    static func relay(_ legs: [Leg], requests: Mailbox<RecordedRequest>, stops: Mailbox<RecordedRequest>? = nil,
-                      streamHeader: Bool = true) throws -> ScriptedUpstream {
-        let counter = Counter()
-        return try ScriptedUpstream { connection in
-            while true {
+        /// A scripted relay: the first request gets `legs[0]`, each resume the next leg; resumes are answered from the
+        /// offset they ask for. Requests are recorded in order.
+        static func relay(_ legs: [Leg], requests: Mailbox<RecordedRequest>, stops: Mailbox<RecordedRequest>? = nil,
+                          streamHeader: Bool = true) throws -> ScriptedUpstream {
+            let counter = Counter()
+            return try ScriptedUpstream { connection in
+                while true {
+                    let request = try connection.readRequest(timeout: 30)
+                    if request.method == "DELETE" {
+                        stops?.put(request)
+                        try connection.writeHead(status: 204, headers: [("Content-Length", "0")])
+                        continue
+                    }
+                    requests.put(request)
+                    let n = counter.next()
+                    var offset = 0
+                    if request.method == "GET" {
+                        let query = request.target.split(separator: "?").last.map(String.init) ?? ""
+                        offset = Int(query.replacingOccurrences(of: "offset=", with: "")) ?? -1
+                    }
+                    guard (0...Self.body.count).contains(offset) else {
+                        try connection.writeHead(status: 416, headers: [("Content-Length", "0")])
+                        return
+                    }
+                    var head = sseHead
+                    if request.method == "POST" && streamHeader { head.append((StreamWire.streamHeader, Self.id)) }
+                    try connection.writeHead(status: 200, headers: head)
+                    switch n < legs.count ? legs[n] : .rest {
+                    case .drop(let upTo, let reset):
+                        let piece = Array(Self.body[offset..<upTo])
+                        if !piece.isEmpty { try connection.writeChunk(piece) }
+                        if reset { connection.reset() } else { connection.close() }
+                        return
+                    case .rest:
+                        let piece = Array(Self.body[offset...])
+                        if !piece.isEmpty { try connection.writeChunk(piece) }
+                        try connection.writeLastChunk()
+                    }
+                }
+            }
+        }
+
+        final class Counter: Sendable {
+            private let value = Locked(0)
+            func next() -> Int { value.withLock { v in defer { v += 1 }; return v } }
+        }
+
+        static func client(_ upstream: ScriptedUpstream, configure: (inout SSERelayClient.Configuration) -> Void = { _ in }) -> SSERelayClient {
+            var configuration = SSERelayClient.Configuration(baseURL: URL(string: upstream.baseURL)!) { _ in "tok-1" }
+            configure(&configuration)
+            return SSERelayClient(configuration: configuration)
+        }
+
+        static func answer(_ client: SSERelayClient) async throws -> String {
+            var text = ""
+            for try await snapshot in client.chatSnapshots(question) {
+                text = snapshot.text
+                if snapshot.isComplete { #expect(snapshot.finishReason == "stop") }
+            }
+            return text
+        }
+
+        @Test("a drop at any byte, FIN or reset, mid-line and mid-character: the app gets the whole answer once")
+        func dropAnywhere() async throws {
+            let total = Self.body.count
+            // Every split in the first two events (mid-line, mid-character, at a boundary), then a spread.
+            var cuts = Array(1...80)
+            cuts += stride(from: 81, to: total, by: 37)
+            // A cut inside "ü": its second byte.
+            let firstEvent = Array(ClientThroughRelayTests.chunk(Self.pieces[0]).utf8)
+            let umlaut = firstEvent.firstIndex(of: 0xC3)! + 1
+            cuts.append(umlaut)
+            for (i, cut) in cuts.enumerated() {
+                let requests = Mailbox<RecordedRequest>()
+                let upstream = try Self.relay([.drop(upTo: cut, reset: i % 2 == 1)], requests: requests)
+                let text = try await Self.answer(Self.client(upstream))
+                #expect(text == Self.text, "cut at \(cut)")
+                let seen = requests.drain()
+                #expect(seen.count == 2, "cut at \(cut)")
+                if seen.count == 2 {
+                    #expect(seen[1].method == "GET")
+                    #expect(seen[1].target == "/v1/relay/streams/\(Self.id)?offset=\(cut)")
+                    #expect(seen[1].header("Authorization") == "Bearer tok-1", "the resume carries the same credentials")
+                    #expect(seen[1].header("X-Request-Id") != seen[0].header("X-Request-Id"))
+                }
+            }
+        }
+
+        @Test("two drops in one answer: two resumes, each at the bytes received")
+        func twoDrops() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let upstream = try Self.relay([.drop(upTo: 50, reset: false), .drop(upTo: 170, reset: true)], requests: requests)
+            #expect(try await Self.answer(Self.client(upstream)) == Self.text)
+            #expect(requests.drain().map(\.target) == ["/v1/chat/completions", "/v1/relay/streams/\(Self.id)?offset=50",
+                                                      "/v1/relay/streams/\(Self.id)?offset=170"])
+        }
+
+        @Test("an answer that names no stream is not resumed: the drop reaches the app")
+        func noStreamNoResume() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let upstream = try Self.relay([.drop(upTo: 60, reset: false)], requests: requests, streamHeader: false)
+            await #expect(throws: (any Error).self) { _ = try await Self.answer(Self.client(upstream)) }
+            #expect(requests.drain().count == 1)
+        }
+
+        @Test("resuming turned off (resumeWindow 0): the drop reaches the app")
+        func resumeOff() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let upstream = try Self.relay([.drop(upTo: 60, reset: false)], requests: requests)
+            await #expect(throws: (any Error).self) {
+                _ = try await Self.answer(Self.client(upstream) { $0.resumeWindow = 0 })
+            }
+            #expect(requests.drain().count == 1)
+        }
+
+        @Test("a resume the relay refuses (410 stream_expired) ends the stream with that error")
+        func refusedResume() async throws {
+            let upstream = try ScriptedUpstream { connection in
+                let request = try connection.readRequest(timeout: 30)
+                if request.method == "POST" {
+                    try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
+                    try connection.writeChunk(Array(Self.body[0..<40]))
+                    connection.close()
+                    return
+                }
+                let body = #"{"error":{"message":"gone","type":"invalid_request_error","code":"stream_expired"}}"#
+                try connection.writeHead(status: 410, headers: [("Content-Type", "application/json"), ("Content-Length", "\(body.utf8.count)")])
+                try connection.write(body)
+            }
+            do {
+                _ = try await Self.answer(Self.client(upstream))
+                Issue.record("expected stream_expired")
+            } catch let error as RelayAPIError {
+                #expect(error.status == 410 && error.code == "stream_expired")
+            }
+        }
+
+        @Test("the app's stop on a resumable stream sends DELETE before the connection closes")
+        func stopSendsDelete() async throws {
+            let stops = Mailbox<RecordedRequest>()
+            let closedAfterStop = Mailbox<Bool>()
+            let upstream = try ScriptedUpstream { connection in
                 let request = try connection.readRequest(timeout: 30)
                 if request.method == "DELETE" {
-                    stops?.put(request)
+                    stops.put(request)
                     try connection.writeHead(status: 204, headers: [("Content-Length", "0")])
-                    continue
+                    _ = try? connection.waitForPeerClose(timeout: 10)
+                    return
                 }
+                try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
+                try connection.writeChunk(ClientThroughRelayTests.chunk("one"))
+                try connection.writeChunk(ClientThroughRelayTests.chunk("two"))
+                _ = try connection.waitForPeerClose(timeout: 10)
+                closedAfterStop.put(stops.count == 1)
+            }
+            let client = Self.client(upstream)
+            try await client.withChat(Self.question) { stream in
+                for try await event in stream {
+                    if case .chunk = event { break }
+                }
+            }
+            #expect(try closedAfterStop.take(timeout: 10) == true, "the DELETE came first")
+            let stop = try stops.take(timeout: 1)
+            #expect(stop.target == "/v1/relay/streams/\(Self.id)")
+            #expect(stop.header("Authorization") == "Bearer tok-1")
+        }
+
+        @Test("a finished answer sends no DELETE")
+        func finishedSendsNoDelete() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let stops = Mailbox<RecordedRequest>()
+            let upstream = try Self.relay([.rest], requests: requests, stops: stops)
+            let client = Self.client(upstream)
+            #expect(try await Self.answer(client) == Self.text)
+            // A second answer on the same connection: a DELETE sent after the first would be read before it.
+            #expect(try await Self.answer(client) == Self.text)
+            #expect(stops.count == 0)
+            #expect(requests.drain().count == 2)
+        }
+
+        @Test("dropAfterEvents (relay-chat --drop-after-events) drops once and resumes at the bytes parsed")
+        func clientSideDrop() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let upstream = try ScriptedUpstream { connection in
+                let request = try connection.readRequest(timeout: 30)
                 requests.put(request)
-                let n = counter.next()
                 var offset = 0
                 if request.method == "GET" {
-                    let query = request.target.split(separator: "?").last.map(String.init) ?? ""
-                    offset = Int(query.replacingOccurrences(of: "offset=", with: "")) ?? -1
-                }
-                guard (0...Self.body.count).contains(offset) else {
-                    try connection.writeHead(status: 416, headers: [("Content-Length", "0")])
+                    offset = Int(request.target.components(separatedBy: "offset=").last ?? "") ?? -1
+                    guard (0...Self.body.count).contains(offset) else {
+                        try connection.writeHead(status: 416, headers: [("Content-Length", "0")])
+                        return
+                    }
+                } else {
+                    try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
+                    // Event by event, so the client has parsed exactly three when it drops; then wait for the drop.
+                    for piece in Self.pieces.prefix(3) { try connection.writeChunk(ClientThroughRelayTests.chunk(piece)) }
+                    _ = try connection.waitForPeerClose(timeout: 10)
                     return
                 }
-                var head = sseHead
-                if request.method == "POST" && streamHeader { head.append((StreamWire.streamHeader, Self.id)) }
-                try connection.writeHead(status: 200, headers: head)
-                switch n < legs.count ? legs[n] : .rest {
-                case .drop(let upTo, let reset):
-                    let piece = Array(Self.body[offset..<upTo])
-                    if !piece.isEmpty { try connection.writeChunk(piece) }
-                    if reset { connection.reset() } else { connection.close() }
-                    return
-                case .rest:
-                    let piece = Array(Self.body[offset...])
-                    if !piece.isEmpty { try connection.writeChunk(piece) }
-                    try connection.writeLastChunk()
-                }
+                try connection.writeHead(status: 200, headers: sseHead)
+                try connection.writeChunk(Array(Self.body[offset...]))
+                try connection.writeLastChunk()
             }
-        }
-    }
-
-    final class Counter: Sendable {
-        private let value = Locked(0)
-        func next() -> Int { value.withLock { v in defer { v += 1 }; return v } }
-    }
-
-    static func client(_ upstream: ScriptedUpstream, configure: (inout SSERelayClient.Configuration) -> Void = { _ in }) -> SSERelayClient {
-        var configuration = SSERelayClient.Configuration(baseURL: URL(string: upstream.baseURL)!) { _ in "tok-1" }
-        configure(&configuration)
-        return SSERelayClient(configuration: configuration)
-    }
-
-    static func answer(_ client: SSERelayClient) async throws -> String {
-        var text = ""
-        for try await snapshot in client.chatSnapshots(question) {
-            text = snapshot.text
-            if snapshot.isComplete { #expect(snapshot.finishReason == "stop") }
-        }
-        return text
-    }
-
-    @Test("a drop at any byte, FIN or reset, mid-line and mid-character: the app gets the whole answer once")
-    func dropAnywhere() async throws {
-        let total = Self.body.count
-        // Every split in the first two events (mid-line, mid-character, at a boundary), then a spread.
-        var cuts = Array(1...80)
-        cuts += stride(from: 81, to: total, by: 37)
-        // A cut inside "ü": its second byte.
-        let firstEvent = Array(ClientThroughRelayTests.chunk(Self.pieces[0]).utf8)
-        let umlaut = firstEvent.firstIndex(of: 0xC3)! + 1
-        cuts.append(umlaut)
-        for (i, cut) in cuts.enumerated() {
-            let requests = Mailbox<RecordedRequest>()
-            let upstream = try Self.relay([.drop(upTo: cut, reset: i % 2 == 1)], requests: requests)
-            let text = try await Self.answer(Self.client(upstream))
-            #expect(text == Self.text, "cut at \(cut)")
+            let text = try await Self.answer(Self.client(upstream) { $0.dropAfterEvents = 3 })
+            #expect(text == Self.text)
             let seen = requests.drain()
-            #expect(seen.count == 2, "cut at \(cut)")
-            if seen.count == 2 {
-                #expect(seen[1].method == "GET")
-                #expect(seen[1].target == "/v1/relay/streams/\(Self.id)?offset=\(cut)")
-                #expect(seen[1].header("Authorization") == "Bearer tok-1", "the resume carries the same credentials")
-                #expect(seen[1].header("X-Request-Id") != seen[0].header("X-Request-Id"))
-            }
+            let three = Self.pieces.prefix(3).reduce(0) { $0 + ClientThroughRelayTests.chunk($1).utf8.count }
+            #expect(seen.map(\.target) == ["/v1/chat/completions", "/v1/relay/streams/\(Self.id)?offset=\(three)"])
         }
-    }
 
-    @Test("two drops in one answer: two resumes, each at the bytes received")
-    func twoDrops() async throws {
-        let requests = Mailbox<RecordedRequest>()
-        let upstream = try Self.relay([.drop(upTo: 50, reset: false), .drop(upTo: 170, reset: true)], requests: requests)
-        #expect(try await Self.answer(Self.client(upstream)) == Self.text)
-        #expect(requests.drain().map(\.target) == ["/v1/chat/completions", "/v1/relay/streams/\(Self.id)?offset=50",
-                                                  "/v1/relay/streams/\(Self.id)?offset=170"])
-    }
-
-    @Test("an answer that names no stream is not resumed: the drop reaches the app")
-    func noStreamNoResume() async throws {
-        let requests = Mailbox<RecordedRequest>()
-        let upstream = try Self.relay([.drop(upTo: 60, reset: false)], requests: requests, streamHeader: false)
-        await #expect(throws: (any Error).self) { _ = try await Self.answer(Self.client(upstream)) }
-        #expect(requests.drain().count == 1)
-    }
-
-    @Test("resuming turned off (resumeWindow 0): the drop reaches the app")
-    func resumeOff() async throws {
-        let requests = Mailbox<RecordedRequest>()
-        let upstream = try Self.relay([.drop(upTo: 60, reset: false)], requests: requests)
-        await #expect(throws: (any Error).self) {
-            _ = try await Self.answer(Self.client(upstream) { $0.resumeWindow = 0 })
-        }
-        #expect(requests.drain().count == 1)
-    }
-
-    @Test("a resume the relay refuses (410 stream_expired) ends the stream with that error")
-    func refusedResume() async throws {
-        let upstream = try ScriptedUpstream { connection in
-            let request = try connection.readRequest(timeout: 30)
-            if request.method == "POST" {
-                try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
-                try connection.writeChunk(Array(Self.body[0..<40]))
-                connection.close()
-                return
-            }
-            let body = #"{"error":{"message":"gone","type":"invalid_request_error","code":"stream_expired"}}"#
-            try connection.writeHead(status: 410, headers: [("Content-Type", "application/json"), ("Content-Length", "\(body.utf8.count)")])
-            try connection.write(body)
-        }
-        do {
-            _ = try await Self.answer(Self.client(upstream))
-            Issue.record("expected stream_expired")
-        } catch let error as RelayAPIError {
-            #expect(error.status == 410 && error.code == "stream_expired")
-        }
-    }
-
-    @Test("the app's stop on a resumable stream sends DELETE before the connection closes")
-    func stopSendsDelete() async throws {
-        let stops = Mailbox<RecordedRequest>()
-        let closedAfterStop = Mailbox<Bool>()
-        let upstream = try ScriptedUpstream { connection in
-            let request = try connection.readRequest(timeout: 30)
-            if request.method == "DELETE" {
-                stops.put(request)
-                try connection.writeHead(status: 204, headers: [("Content-Length", "0")])
-                _ = try? connection.waitForPeerClose(timeout: 10)
-                return
-            }
-            try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
-            try connection.writeChunk(ClientThroughRelayTests.chunk("one"))
-            try connection.writeChunk(ClientThroughRelayTests.chunk("two"))
-            _ = try connection.waitForPeerClose(timeout: 10)
-            closedAfterStop.put(stops.count == 1)
-        }
-        let client = Self.client(upstream)
-        try await client.withChat(Self.question) { stream in
-            for try await event in stream {
-                if case .chunk = event { break }
-            }
-        }
-        #expect(try closedAfterStop.take(timeout: 10) == true, "the DELETE came first")
-        let stop = try stops.take(timeout: 1)
-        #expect(stop.target == "/v1/relay/streams/\(Self.id)")
-        #expect(stop.header("Authorization") == "Bearer tok-1")
-    }
-
-    @Test("a finished answer sends no DELETE")
-    func finishedSendsNoDelete() async throws {
-        let requests = Mailbox<RecordedRequest>()
-        let stops = Mailbox<RecordedRequest>()
-        let upstream = try Self.relay([.rest], requests: requests, stops: stops)
-        let client = Self.client(upstream)
-        #expect(try await Self.answer(client) == Self.text)
-        // A second answer on the same connection: a DELETE sent after the first would be read before it.
-        #expect(try await Self.answer(client) == Self.text)
-        #expect(stops.count == 0)
-        #expect(requests.drain().count == 2)
-    }
-
-    @Test("dropAfterEvents (relay-chat --drop-after-events) drops once and resumes at the bytes parsed")
-    func clientSideDrop() async throws {
-        let requests = Mailbox<RecordedRequest>()
-        let upstream = try ScriptedUpstream { connection in
-            let request = try connection.readRequest(timeout: 30)
-            requests.put(request)
-            var offset = 0
-            if request.method == "GET" {
-                offset = Int(request.target.components(separatedBy: "offset=").last ?? "") ?? -1
-                guard (0...Self.body.count).contains(offset) else {
-                    try connection.writeHead(status: 416, headers: [("Content-Length", "0")])
-                    return
+        @Test("heartbeat comments between events (the relay's `: keep-alive`) change nothing the app sees")
+        func heartbeatsAreInvisible() async throws {
+            let upstream = try ScriptedUpstream { connection in
+                _ = try connection.readRequest(timeout: 30)
+                try connection.writeHead(status: 200, headers: sseHead)
+                try connection.writeChunk(": keep-alive\n\n")
+                for (i, piece) in Self.pieces.enumerated() {
+                    try connection.writeChunk(ClientThroughRelayTests.chunk(piece, finish: i == Self.pieces.count - 1 ? "stop" : nil))
+                    try connection.writeChunk(": keep-alive\n\n: keep-alive\n\n")
                 }
-            } else {
-                try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
-                // Event by event, so the client has parsed exactly three when it drops; then wait for the drop.
-                for piece in Self.pieces.prefix(3) { try connection.writeChunk(ClientThroughRelayTests.chunk(piece)) }
-                _ = try connection.waitForPeerClose(timeout: 10)
-                return
+                try connection.writeChunk("data: [DONE]\n\n")
+                try connection.writeLastChunk()
             }
-            try connection.writeHead(status: 200, headers: sseHead)
-            try connection.writeChunk(Array(Self.body[offset...]))
-            try connection.writeLastChunk()
+            var texts: [String] = []
+            try await Self.client(upstream).withChat(Self.question) { stream in
+                for try await event in stream {
+                    if case .chunk(let chunk) = event { texts.append(chunk.text ?? "") }
+                }
+            }
+            #expect(texts == Self.pieces, "one chunk per event, none for a heartbeat")
         }
-        let text = try await Self.answer(Self.client(upstream) { $0.dropAfterEvents = 3 })
-        #expect(text == Self.text)
-        let seen = requests.drain()
-        let three = Self.pieces.prefix(3).reduce(0) { $0 + ClientThroughRelayTests.chunk($1).utf8.count }
-        #expect(seen.map(\.target) == ["/v1/chat/completions", "/v1/relay/streams/\(Self.id)?offset=\(three)"])
+
+        @Test("stream ids the client will not put into a path")
+        func idAlphabet() {
+            #expect(StreamWire.isValidID(Self.id))
+            #expect(!StreamWire.isValidID("short"))
+            #expect(!StreamWire.isValidID("AAECAwQFBgcICQoLDA0OD/"))
+            #expect(!StreamWire.isValidID("AAECAwQFBgcICQoLDA0OD%2F"))
+            #expect(!StreamWire.isValidID("AAECAwQFBgcICQoLDA0O..x"))
+            #expect(!StreamWire.isValidID(String(repeating: "A", count: 65)))
+        }
     }
 
-    @Test("heartbeat comments between events (the relay's `: keep-alive`) change nothing the app sees")
-    func heartbeatsAreInvisible() async throws {
-        let upstream = try ScriptedUpstream { connection in
-            _ = try connection.readRequest(timeout: 30)
-            try connection.writeHead(status: 200, headers: sseHead)
-            try connection.writeChunk(": keep-alive\n\n")
-            for (i, piece) in Self.pieces.enumerated() {
-                try connection.writeChunk(ClientThroughRelayTests.chunk(piece, finish: i == Self.pieces.count - 1 ? "stop" : nil))
-                try connection.writeChunk(": keep-alive\n\n: keep-alive\n\n")
+    /// The client library and the real relay on a resumable route, in front of the dev fake provider.
+    @Suite("Client: resumable streams through the relay", .serialized)
+    struct ResumeThroughRelayTests {
+        @Test("the client drops its connection mid-answer and resumes through the relay: identical text, one provider call")
+        func resumesThroughTheRelay() async throws {
+            let dev = try ClientThroughRelayTests.DevRelay { config in
+                config.routes[0].resume = RouteResume(windowSeconds: 30)
             }
-            try connection.writeChunk("data: [DONE]\n\n")
-            try connection.writeLastChunk()
-        }
-        var texts: [String] = []
-        try await Self.client(upstream).withChat(Self.question) { stream in
-            for try await event in stream {
-                if case .chunk(let chunk) = event { texts.append(chunk.text ?? "") }
+            let whole = try await ResumeClientTests.answer(ClientThroughRelayTests.client(dev.relay.port))
+            #expect(whole == FakeProvider.answer)
+            for drop in [1, 3, 7] {
+                let client = ClientThroughRelayTests.client(dev.relay.port) { $0.dropAfterEvents = drop }
+                #expect(try await ResumeClientTests.answer(client) == FakeProvider.answer, "dropped after \(drop) events")
             }
+            // Each dropped answer was resumed once, from the relay's log; the provider answered 4 requests in all.
+            try await eventually("four exchanges logged", timeout: 10) {
+                dev.relay.logs.lines.filter { $0.contains(#""path":"/v1/chat/completions""#) }.count == 4
+            }
+            let resumed = dev.relay.logs.lines.filter { $0.contains(#""result":"resumed""#) }
+            #expect(resumed.count == 3)
         }
-        #expect(texts == Self.pieces, "one chunk per event, none for a heartbeat")
-    }
 
-    @Test("stream ids the client will not put into a path")
-    func idAlphabet() {
-        #expect(StreamWire.isValidID(Self.id))
-        #expect(!StreamWire.isValidID("short"))
-        #expect(!StreamWire.isValidID("AAECAwQFBgcICQoLDA0OD/"))
-        #expect(!StreamWire.isValidID("AAECAwQFBgcICQoLDA0OD%2F"))
-        #expect(!StreamWire.isValidID("AAECAwQFBgcICQoLDA0O..x"))
-        #expect(!StreamWire.isValidID(String(repeating: "A", count: 65)))
-    }
-}
-
-/// The client library and the real relay on a resumable route, in front of the dev fake provider.
-@Suite("Client: resumable streams through the relay", .serialized)
-struct ResumeThroughRelayTests {
-    @Test("the client drops its connection mid-answer and resumes through the relay: identical text, one provider call")
-    func resumesThroughTheRelay() async throws {
-        let dev = try ClientThroughRelayTests.DevRelay { config in
-            config.routes[0].resume = RouteResume(windowSeconds: 30)
-        }
-        let whole = try await ResumeClientTests.answer(ClientThroughRelayTests.client(dev.relay.port))
-        #expect(whole == FakeProvider.answer)
-        for drop in [1, 3, 7] {
-            let client = ClientThroughRelayTests.client(dev.relay.port) { $0.dropAfterEvents = drop }
-            #expect(try await ResumeClientTests.answer(client) == FakeProvider.answer, "dropped after \(drop) events")
-        }
-        // Each dropped answer was resumed once, from the relay's log; the provider answered 4 requests in all.
-        try await eventually("four exchanges logged", timeout: 10) {
-            dev.relay.logs.lines.filter { $0.contains(#""path":"/v1/chat/completions""#) }.count == 4
-        }
-        let resumed = dev.relay.logs.lines.filter { $0.contains(#""result":"resumed""#) }
-        #expect(resumed.count == 3)
-    }
-
-    @Test("the app's stop on a resumable route: the relay cancels the provider at once (client_cancelled, no wait)")
-    func stopThroughTheRelay() async throws {
-        let dev = try ClientThroughRelayTests.DevRelay(paceSeconds: 1) { config in
-            config.routes[0].resume = RouteResume(windowSeconds: 600)
-        }
-        let client = ClientThroughRelayTests.client(dev.relay.port)
-        try await client.withChat(ResumeClientTests.question) { stream in
-            for try await event in stream {
-                if case .chunk = event { break }
+        @Test("the app's stop on a resumable route: the relay cancels the provider at once (client_cancelled, no wait)")
+        func stopThroughTheRelay() async throws {
+            let dev = try ClientThroughRelayTests.DevRelay(paceSeconds: 1) { config in
+                config.routes[0].resume = RouteResume(windowSeconds: 600)
+            }
+            let client = ClientThroughRelayTests.client(dev.relay.port)
+            try await client.withChat(ResumeClientTests.question) { stream in
+                for try await event in stream {
+                    if case .chunk = event { break }
+                }
+            }
+            // The answer takes 18 s at this pace, and with a 600 s window only the DELETE can end the exchange sooner.
+            try await eventually("the exchange ended as cancelled", timeout: 10) {
+                dev.relay.logs.lines.contains { $0.contains(#""path":"/v1/chat/completions""#) && $0.contains("client_cancelled") }
+            }
+            // The stop's own line comes from the loop that answered the DELETE, not the exchange's.
+            try await eventually("the stop logged", timeout: 10) {
+                dev.relay.logs.lines.contains { $0.contains(#""result":"stopped""#) }
             }
         }
-        // The answer takes 18 s at this pace, and with a 600 s window only the DELETE can end the exchange sooner.
-        try await eventually("the exchange ended as cancelled", timeout: 10) {
-            dev.relay.logs.lines.contains { $0.contains(#""path":"/v1/chat/completions""#) && $0.contains("client_cancelled") }
-        }
-        #expect(dev.relay.logs.lines.contains { $0.contains(#""result":"stopped""#) })
     }
 }
