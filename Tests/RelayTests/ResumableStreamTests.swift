@@ -84,6 +84,29 @@ struct ResumableStreamTests {
         return ((json?["error"] as? [String: Any])?["code"] as? String) ?? body
     }
 
+    /// A DELETE of `id` at `relay`: 204, and the provider sees its connection closed within a bound (loose: the
+    /// suite shares two cores).
+    static func stopAndTimeTheCancel(_ relay: RelayFixture, id: String, closed: Mailbox<PeerClose>) throws {
+        let sentAt = monotonicNanoseconds()
+        let (_, head) = try call(relay, "DELETE", id: id)
+        #expect(head.status == 204)
+        let close = try closed.take(timeout: 2)
+        let ms = Double(close.atNanoseconds - min(close.atNanoseconds, sentAt)) / 1e6
+        #expect(ms < 1000, "upstream closed \(ms) ms after the DELETE")
+    }
+
+    /// Another identity, none, or a token that is not one: 404 `stream_not_found` for a resume and for a stop.
+    static func expectNotFoundForOtherIdentities(_ relay: RelayFixture, id: String) throws {
+        for token in [tokenB, nil, "not-a-token"] {
+            let (c, head) = try call(relay, id: id, offset: 0, token: token)
+            #expect(head.status == 404)
+            #expect(try errorCode(c, head) == "stream_not_found")
+            let (d, stop) = try call(relay, "DELETE", id: id, token: token)
+            #expect(stop.status == 404)
+            #expect(try errorCode(d, stop) == "stream_not_found")
+        }
+    }
+
     enum Leave: String, CaseIterable, Sendable { case fin, rst }
 
     /// K across the first part: the start, mid-line, inside "é" (its second byte), inside "€", between the two
@@ -186,12 +209,7 @@ struct ResumableStreamTests {
         let relay = try Self.relay(Self.upstream(next: next, closed: closed))
         let (client, id) = try Self.start(relay)
         _ = try client.readChunkedBody(until: "€\"}\n\n")
-        let sentAt = monotonicNanoseconds()
-        let (_, head) = try Self.call(relay, "DELETE", id: id)
-        #expect(head.status == 204)
-        let close = try closed.take(timeout: 2)
-        let ms = Double(close.atNanoseconds - min(close.atNanoseconds, sentAt)) / 1e6
-        #expect(ms < 1000, "upstream closed \(ms) ms after the DELETE")
+        try Self.stopAndTimeTheCancel(relay, id: id, closed: closed)
         #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }   // no clean end
         try relay.waitUntilIdle()
         #expect(relay.logs.lines.contains { $0.contains(#""outcome":"client_cancelled""#) })
@@ -206,14 +224,7 @@ struct ResumableStreamTests {
     func otherIdentity() throws {
         let (next, _, relay, client, id) = try Self.startedStream()
         _ = try client.readChunkedBody(until: "€\"}\n\n")
-        for token in [Self.tokenB, nil, "not-a-token"] {
-            let (c, head) = try Self.call(relay, id: id, offset: 0, token: token)
-            #expect(head.status == 404)
-            #expect(try Self.errorCode(c, head) == "stream_not_found")
-            let (d, stop) = try Self.call(relay, "DELETE", id: id, token: token)
-            #expect(stop.status == 404)
-            #expect(try Self.errorCode(d, stop) == "stream_not_found")
-        }
+        try Self.expectNotFoundForOtherIdentities(relay, id: id)
         next.put(1)
         var body = Self.part1
         while let chunk = try client.readChunk() { body += chunk.isEmpty ? [] : chunk }
@@ -323,7 +334,8 @@ struct ResumableStreamTests {
         next.put(2)
     }
 
-    @Test("streams live in the replica that started them: another replica answers 404 (state.backend redis too)")
+    /// With `state.backend: "redis"` another replica finds the stream (`ResumableStreamReplicaTests`).
+    @Test("with state.backend memory, streams live in the replica that started them: another replica answers 404")
     func anotherReplica() throws {
         let next = Mailbox<Int>()
         let a = try Self.relay(Self.upstream(next: next))

@@ -73,7 +73,6 @@ public final class RelayServer: @unchecked Sendable {
         self.wallClock = wallClock
         authenticator = try ClientAuthenticator(configuration: configuration.clients)
         authFailureLimiter = RateLimiter(limits: configuration.rateLimits.authFailuresPerAddress)
-        streams = configuration.routes.contains { $0.resume != nil } ? ResumableStreams(capBytes: configuration.limits.resumeBufferBytes) : nil
         rejectionLog = RejectionLog(logger: logger, clock: clock)
         let workers = configuration.workers > 0 ? configuration.workers : max(1, System.coreCount)
         group = EventLoopGroup(count: workers, clock: clock)
@@ -85,6 +84,7 @@ public final class RelayServer: @unchecked Sendable {
                                                   rejectionLog: rejectionLog, wallClock: wallClock)
         pools = UpstreamPools(upstreams: configuration.upstreams, redis: store as? RedisAdmissionStore, logger: logger,
                               clock: clock, wallClock: wallClock)
+        streams = ResumableStreams.make(configuration, redis: store as? RedisAdmissionStore, loop: group.loops[0], logger: logger)
     }
 
     /// The store `state.backend` names: this process's memory, or Redis shared by every replica (with a

@@ -14,6 +14,10 @@ import Transport
 /// otherwise 404, as for an id never issued, so ids cannot be probed (and each such miss costs the address a
 /// token of its failed-authentication bucket).
 ///
+/// A stream this replica does not hold is looked up in Redis (`state.backend: "redis"`, `RedisStreamMirror`): the
+/// same identity rule and offset edges, against the owner's record; a resume then polls the copy every
+/// `remotePollSeconds` while it has caught up, and a stop sets the flag the owner polls for.
+///
 /// Owned by its connection's loop queue; `wake` and `takenOver` come from any loop and hop there.
 final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable {
     // Invariant: every stored `var` is touched on `writer.loop.queue` only.
@@ -30,6 +34,20 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     private var bytesOut = 0
     /// The response is over (finished, aborted, taken over) or the client left.
     private var done = false
+    /// A stream owned by another replica, read from Redis.
+    private var remote: RemoteCursor?
+
+    struct RemoteCursor {
+        let id: String
+        /// This reader's token in the stream's reader key.
+        let token: String
+        let mirror: RedisStreamMirror
+        /// A poll is in flight or its wait is armed.
+        var busy = false
+    }
+
+    /// How long a caught-up reader of another replica's stream waits before polling Redis again.
+    static let remotePollSeconds = 0.025
 
     /// The most a resumed reader takes from the buffer per write.
     static let readLimit = 64 * 1024
@@ -66,22 +84,17 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         if let retryAfter = server.authFailureLimiter.retryAfterIfEmpty(key: address, now: now) {
             return refuse(.rateLimited(retryAfterSeconds: retryAfter), result: "rate_limited")
         }
-        guard let stream = server.streams?.lookup(id), sameIdentity(stream) else {
-            if case .allowed(let lease) = server.authFailureLimiter.acquire(key: address, now: now) {
-                server.authFailureLimiter.release(lease)
+        let local = server.streams?.lookup(id)
+        if local == nil, let mirror = server.streams?.mirror {
+            return mirror.lookup(id, on: writer.loop) { found in
+                self.remoteLookedUp(found, id: id, request: request, mirror: mirror, address: address, now: now)
             }
-            return refuse(StreamRequest.streamNotFound, result: "not_found")
         }
+        guard let stream = local, sameIdentity(stream) else { return notFound(address: address, now: now) }
         guard case .resume(_, let offset) = request else {
             stream.stop()
             server.streams?.remove(stream)
-            status = 204
-            result = "stopped"
-            server.metrics.streamResume(result: result)
-            var headers = HTTPHeaders()
-            headers.add(name: "X-Request-Id", value: requestID)
-            writer.respond(status: 204, headers: headers, body: [], keepAlive: head.keepAlive)
-            return log(outcome: "completed")
+            return answerStopped()
         }
         resumeOffset = offset
         switch stream.attach(self, offset: offset) {
@@ -93,17 +106,111 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         }
         self.stream = stream
         self.offset = offset
+        sendResumedHead(id: stream.id)
+        pump()
+    }
+
+    private func notFound(address: String, now: Instant) {
+        if case .allowed(let lease) = server.authFailureLimiter.acquire(key: address, now: now) {
+            server.authFailureLimiter.release(lease)
+        }
+        refuse(StreamRequest.streamNotFound, result: "not_found")
+    }
+
+    private func answerStopped() {
+        status = 204
+        result = "stopped"
+        server.metrics.streamResume(result: result)
+        var headers = HTTPHeaders()
+        headers.add(name: "X-Request-Id", value: requestID)
+        writer.respond(status: 204, headers: headers, body: [], keepAlive: head.keepAlive)
+        log(outcome: "completed")
+    }
+
+    private func sendResumedHead(id: String) {
         result = "resumed"
         server.metrics.streamResume(result: result)
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "text/event-stream")
-        headers.add(name: "X-Relay-Stream", value: stream.id)
+        headers.add(name: "X-Relay-Stream", value: id)
         let (response, mode, _) = ResponseRewriter.clientHead(
             status: 200, upstreamHeaders: headers, requestMethod: head.method, clientVersion: head.version,
             keepAlive: head.keepAlive && !server.isDraining, requestID: requestID)
         status = 200
         writer.sendHead(response, mode: mode)
-        pump()
+    }
+
+    // MARK: A stream owned by another replica (its copy in Redis)
+
+    private func remoteLookedUp(_ found: RedisStreamMirror.Lookup, id: String, request: StreamRequest, mirror: RedisStreamMirror,
+                                address: String, now: Instant) {
+        guard !done else { return }
+        guard case .found(let meta) = found, let routes = server.streams?.routes, meta.routeIndex < routes.count,
+              let resume = routes[meta.routeIndex].resume,
+              sameIdentity(route: routes[meta.routeIndex], identityHash: meta.identityHash) else {
+            if found == .unavailable {
+                server.logger.warning("redis unavailable: a stream not held by this replica cannot be found", [("request_id", .string(requestID))])
+            }
+            return notFound(address: address, now: now)
+        }
+        guard case .resume(_, let offset) = request else {
+            return mirror.requestStop(id, windowSeconds: resume.windowSeconds, on: writer.loop) { stored in
+                guard !self.done else { return }
+                if stored { self.answerStopped() } else { self.notFound(address: address, now: now) }
+            }
+        }
+        resumeOffset = offset
+        switch meta.position(offset) {
+        case .beyondWritten: return refuse(StreamRequest.offsetOutOfRange, result: "out_of_range")
+        case .expired: return refuse(StreamRequest.streamExpired, result: "expired")
+        case .replay: break
+        }
+        if meta.state == .broken && offset == meta.written { return refuse(StreamRequest.streamBroken, result: "broken") }
+        let token = StreamIDs.make()
+        mirror.claim(id, token: token, on: writer.loop)
+        remote = RemoteCursor(id: id, token: token, mirror: mirror)
+        self.offset = offset
+        sendResumedHead(id: id)
+        pollRemote()
+    }
+
+    /// One poll of the copy while the client keeps up: bytes written, a wait, or the end.
+    private func pollRemote() {
+        guard !done, let cursor = remote, !cursor.busy, !writer.isAboveHighWater else { return }
+        remote?.busy = true
+        cursor.mirror.poll(cursor.id, token: cursor.token, from: offset, limit: Self.readLimit, on: writer.loop) { poll in
+            guard !self.done else { return }
+            let step = poll.map {
+                RemoteFollow.step(meta: $0.meta, stopped: $0.stopped, claimed: $0.claimed, offset: self.offset, fetched: $0.bytes.count)
+            } ?? .wait   // Redis did not answer: try again (the owner's stream runs on regardless)
+            switch step {
+            case .write(let count):
+                self.remote?.busy = false
+                self.offset += count
+                self.bytesOut += count
+                self.server.metrics.bytesToClients.wrappingAdd(count, ordering: .relaxed)
+                poll!.bytes.withUnsafeBytes { _ = self.writer.sendBody(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                self.pollRemote()
+            case .wait:
+                _ = self.writer.loop.schedule(afterSeconds: Self.remotePollSeconds) {
+                    self.remote?.busy = false
+                    self.pollRemote()
+                }
+            case .end(let clean):
+                self.done = true
+                if clean {
+                    self.writer.finish(keepAlive: self.head.keepAlive && !self.server.isDraining)
+                    self.log(outcome: "completed")
+                } else {
+                    self.writer.abort()
+                    self.log(outcome: "upstream_error")
+                }
+            case .takenOver:
+                self.done = true
+                self.writer.abort()
+                self.log(outcome: "taken_over")
+            }
+        }
     }
 
     /// The credentials name the identity that started the stream, checked as its route checks them.
@@ -111,6 +218,13 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         guard case .success(let identity) = server.authenticator.authenticate(stream.route.auth, headers: head.headers,
                                                                              now: server.wallClock()) else { return false }
         return identity?.key == stream.identity
+    }
+
+    /// The same, against another replica's record, which holds a hash of the identity's key.
+    private func sameIdentity(route: RelayConfiguration.Route, identityHash: String) -> Bool {
+        guard case .success(let identity) = server.authenticator.authenticate(route.auth, headers: head.headers,
+                                                                             now: server.wallClock()) else { return false }
+        return StreamMeta.identityHash(identity?.key) == identityHash
     }
 
     private func refuse(_ error: RelayError, result: String) {
@@ -123,6 +237,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
 
     /// Takes what the buffer has past `offset`, one write per read, while the client keeps up; then the end.
     private func pump() {
+        if remote != nil { return pollRemote() }
         guard !done, let stream else { return }
         while !writer.isAboveHighWater {
             let (bytes, end, current) = stream.read(self, from: offset, limit: Self.readLimit)
@@ -169,6 +284,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
             ("duration_ms", .double(writer.loop.clock.now().seconds(since: startedAt) * 1000)),
         ]
         if let resumeOffset { fields.append(("resume_offset", .int(resumeOffset))) }
+        if remote != nil { fields.append(("from_redis", .bool(true))) }
         if let identity = stream?.identity { fields.append(("identity", .string(identity))) }
         server.logger.info("stream", fields)
     }

@@ -53,6 +53,8 @@ final class ResumableStream: @unchecked Sendable {
         case none
         case original
         case resumer(any StreamReader)
+        /// A reader on another replica, following the stream's copy in Redis (`RedisStreamMirror`).
+        case remote
     }
 
     struct State {
@@ -64,10 +66,16 @@ final class ResumableStream: @unchecked Sendable {
     }
 
     private let locked: Locked<State>
+    /// The stream's copy in Redis (`state.backend: "redis"`), written on the owner's loop.
+    let mirrored: MirroredStream?
 
     init(id: String, identity: String?, route: RelayConfiguration.Route, resume: RouteResume, owner: any StreamOwner,
          registry: ResumableStreams) {
         self.id = id
+        mirrored = registry.mirror.map { mirror in
+            MirroredStream(mirror: mirror, loop: owner.ownerLoop, id: id, identity: identity,
+                           routeIndex: registry.routes.firstIndex(of: route) ?? 0, windowSeconds: resume.windowSeconds)
+        }
         self.identity = identity
         self.route = route
         self.windowSeconds = resume.windowSeconds
@@ -83,7 +91,8 @@ final class ResumableStream: @unchecked Sendable {
     /// bytes it has not read are gone). True when the stream outgrew its buffer and nobody reads it: nobody ever
     /// can again, so the owner cancels the upstream.
     func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        let (delta, unread, wake, cut) = locked.withLock { s -> (Int, Bool, (any StreamReader)?, (any StreamReader)?) in
+        let (delta, unread, wake, cut, overflowed) = locked.withLock {
+            s -> (Int, Bool, (any StreamReader)?, (any StreamReader)?, Bool) in
             let delta = s.buffer.append(bytes)
             var wake: (any StreamReader)?, cut: (any StreamReader)?
             if case .resumer(let reader) = s.reader {
@@ -97,8 +106,9 @@ final class ResumableStream: @unchecked Sendable {
             }
             var unread = false
             if case .none = s.reader { unread = s.buffer.overflowed }
-            return (delta, unread, wake, cut)
+            return (delta, unread, wake, cut, s.buffer.overflowed)
         }
+        mirrored?.append(bytes, overflowed: overflowed)
         registry?.held(delta)
         wake?.wake()
         cut?.takenOver()
@@ -132,6 +142,7 @@ final class ResumableStream: @unchecked Sendable {
 
     /// The upstream is over. Wakes a reader to take the rest and the end.
     func finish(_ end: End) {
+        mirrored?.finish(clean: end == .completed && locked.withLock { $0.end == nil })
         let wake = locked.withLock { s -> (any StreamReader)? in
             guard s.end == nil else { return nil }
             s.end = end
@@ -166,10 +177,11 @@ final class ResumableStream: @unchecked Sendable {
             return (.attached, previous, s.end == nil ? s.owner : nil)
         }
         guard case .attached = result.0 else { return result.0 }
+        if let mirrored { mirrored.loop.execute { mirrored.claimedLocally() } }
         switch result.previous {
         case .original: notify(result.owner) { $0.originalTakenOver() }
         case .resumer(let old): old.takenOver()
-        case .none: break
+        case .none, .remote: break
         }
         notify(result.owner) { $0.readerAttached() }
         return .attached
@@ -209,6 +221,43 @@ final class ResumableStream: @unchecked Sendable {
         }
         reader?.takenOver()
         notify(owner) { $0.stopRequested() }
+        if let mirrored { mirrored.loop.execute { mirrored.stopped() } }
+    }
+
+    /// A stop asked at another replica (seen by `RedisStreamMirror`'s poll): as `stop`, and forgotten here.
+    func stopAndForget() {
+        stop()
+        registry?.remove(self)
+    }
+
+    // MARK: A reader on another replica (`RedisStreamMirror`'s poll)
+
+    /// A reader elsewhere took the stream: whoever read it here is closed; the stream is no longer detached.
+    func remoteAttached() {
+        let result = locked.withLock { s -> (previous: Reader, owner: (any StreamOwner)?)? in
+            guard s.end == nil else { return nil }
+            let previous = s.reader
+            s.reader = .remote
+            s.wakePending = false
+            return (previous, s.owner)
+        }
+        guard let result else { return }
+        switch result.previous {
+        case .original: notify(result.owner) { $0.originalTakenOver() }
+        case .resumer(let old): old.takenOver()
+        case .none, .remote: break
+        }
+        notify(result.owner) { $0.readerAttached() }
+    }
+
+    /// The reader elsewhere left (its token expired): the detach window starts again.
+    func remoteLeft() {
+        let owner = locked.withLock { s -> (any StreamOwner)? in
+            guard case .remote = s.reader else { return nil }
+            s.reader = .none
+            return s.end == nil ? s.owner : nil
+        }
+        notify(owner) { $0.readerLeft() }
     }
 
     /// Bytes the buffer holds (for the registry's total when the stream leaves it).
@@ -221,22 +270,35 @@ final class ResumableStream: @unchecked Sendable {
 }
 
 /// Every resumable stream of this process, by id, and the bytes their buffers hold together (capped by
-/// `limits.resumeBufferBytes`: past it new streams are not resumable; running ones are not cut). Streams are
-/// kept in this process's memory only, whatever `state.backend` says: a resume or a stop must reach the replica
-/// that started the stream (README, "Resumable streams").
+/// `limits.resumeBufferBytes`: past it new streams are not resumable; running ones are not cut). With
+/// `state.backend: "redis"` each stream is also copied to Redis (`mirror`), where a resume or a stop at another
+/// replica finds it; without, a resume or a stop must reach the replica that started the stream (README,
+/// "Resumable streams"). This replica's memory is always asked first, so a Redis outage leaves same-replica
+/// resumes working.
 final class ResumableStreams: @unchecked Sendable {
-    // Invariant: `streams` is touched only inside its lock; `heldBytes` is atomic.
+    // Invariant: `streams` is touched only inside its lock; `heldBytes` is atomic; the `let`s are set at init.
     let capBytes: Int
+    let mirror: RedisStreamMirror?
+    /// The configuration's routes: a stream's copy names its route by index.
+    let routes: [RelayConfiguration.Route]
     private let streams = Locked<[String: ResumableStream]>([:])
     private let heldBytes = Locked(0)
 
-    init(capBytes: Int) { self.capBytes = capBytes }
+    init(capBytes: Int, routes: [RelayConfiguration.Route] = [], mirror: RedisStreamMirror? = nil) {
+        self.capBytes = capBytes
+        self.routes = routes
+        self.mirror = mirror
+    }
 
     /// Starts keeping a stream, or nil when the buffers together are at the cap.
     func open(identity: String?, route: RelayConfiguration.Route, resume: RouteResume, owner: any StreamOwner) -> ResumableStream? {
         guard heldBytes.load(ordering: .relaxed) < capBytes else { return nil }
         let stream = ResumableStream(id: StreamIDs.make(), identity: identity, route: route, resume: resume, owner: owner, registry: self)
         streams.withLock { $0[stream.id] = stream }
+        if let mirrored = stream.mirrored {
+            mirrored.opened()   // on the owner's loop: `open` is called there, at the provider's head
+            mirrored.mirror.track(stream)
+        }
         return stream
     }
 

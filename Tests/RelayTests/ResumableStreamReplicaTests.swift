@@ -1,0 +1,138 @@
+import Foundation
+import Relay
+import RelayTestSupport
+import Support
+import TestHarness
+import Testing
+import TestSupportCore
+
+/// Resumable streams across replicas (README, "Resumable streams"): two relays on one real redis-server, the
+/// stream started on A, resumed or stopped on B. Each of these got 404 on B before the streams were copied to Redis.
+@Suite("Resumable streams across replicas", .serialized)
+struct ResumableStreamReplicaTests {
+    typealias R = ResumableStreamTests
+    static let prefix = "resume-replica-test:"
+
+    static func shared(_ redis: RedisServerProcess) -> (inout RelayConfiguration) -> Void {
+        { config in
+            var settings = StateConfiguration.Redis(host: "127.0.0.1", port: redis.port)
+            settings.keyPrefix = prefix
+            settings.timeoutMilliseconds = 2000
+            config.state.backend = .redis(settings)
+        }
+    }
+
+    /// Bytes written that the stream's record in Redis names (a sync point: a resume elsewhere can ask for them).
+    static func writtenInRedis(_ redis: RedisServerProcess, _ id: String) throws -> Int {
+        let script = #""local m = redis.call('GET', KEYS[1]) if not m then return -1 end return tonumber(string.match(m, '^v1 %S+ %S+ %d+ (%d+)'))""#
+        let reply = try redis.command("EVAL \(script) 1 \(prefix)stream:\(id):meta")
+        return Int(reply.dropFirst()) ?? -2
+    }
+
+    /// Two relays on one Redis and one provider; a stream started on A whose first part has reached Redis.
+    static func started(_ redis: RedisServerProcess, closed: Mailbox<PeerClose>? = nil)
+        throws -> (next: Mailbox<Int>, upstream: ScriptedUpstream, a: RelayFixture, b: RelayFixture, client: TestClient, id: String) {
+        let next = Mailbox<Int>()
+        let upstream = try R.upstream(next: next, closed: closed)
+        let a = try R.relay(upstream, configure: shared(redis))
+        let b = try R.relay(upstream, configure: shared(redis))
+        let (client, id) = try R.start(a)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        try eventually("part 1 in redis", timeout: 5) { try writtenInRedis(redis, id) == R.part1.count }
+        return (next, upstream, a, b, client, id)
+    }
+
+    @Test("start on A, drop after K bytes, resume on B at K: the bytes before K and B's are the provider's, one request",
+          arguments: [0, 9, R.offsets[3], R.part1.count])
+    func resumeOnAnotherReplica(k: Int) throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, upstream, a, b, client, id) = try Self.started(redis)
+        let before = Array(R.part1.prefix(k))
+        client.close()
+        let (resumed, head) = try R.call(b, id: id, offset: k)
+        #expect(head.status == 200)
+        #expect(head.header("X-Relay-Stream") == id)
+        next.put(1)
+        let rest = try resumed.readBody(head: head)
+        #expect(before + rest == R.provider, "K=\(k)")
+        try a.waitUntilIdle(timeout: 5)
+        #expect(upstream.requests.count == 1, "the provider saw one request")
+        #expect(a.logs.lines.contains { $0.contains(#""outcome":"completed""#) && $0.contains(#""detached_ms""#) })
+        try eventually("B's resume line", timeout: 5) {
+            b.logs.lines.contains { $0.contains(#""result":"resumed""#) && $0.contains(#""from_redis":true"#) }
+        }
+        a.assertNoSecretLeaks(clients: [client, resumed], secrets: [R.tokenA])
+        b.assertNoSecretLeaks(clients: [resumed], secrets: [R.tokenA])
+        // The record names the identity by a hash only.
+        #expect(try redis.command("EXISTS \(Self.prefix)stream:\(id):meta") == ":1")
+        let identityInRedis = try redis.command(#"EVAL "return string.find(redis.call('GET', KEYS[1]), 'app%-a') and 1 or 0" 1 "#
+                                                + "\(Self.prefix)stream:\(id):meta")
+        #expect(identityInRedis == ":0")
+    }
+
+    @Test("a resume on B while A's client still reads takes it over: A's connection closes, B reads on to the end")
+    func takeOverAcrossReplicas() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, _, a, b, client, id) = try Self.started(redis)
+        let (resumed, head) = try R.call(b, id: id, offset: R.part1.count)
+        #expect(head.status == 200)
+        #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }   // taken over: no clean end
+        next.put(1)
+        #expect(try resumed.readBody(head: head) == R.part2)
+        try a.waitUntilIdle(timeout: 5)
+    }
+
+    @Test("DELETE on B: A cancels the upstream within a bound, answers 204, and the stream is gone everywhere")
+    func stopOnAnotherReplica() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let closed = Mailbox<PeerClose>()
+        let (_, _, a, b, client, id) = try Self.started(redis, closed: closed)
+        // The owner polls every 25 ms; the helper's bound leaves room for a loaded machine.
+        try R.stopAndTimeTheCancel(b, id: id, closed: closed)
+        #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }   // A's client: no clean end
+        try a.waitUntilIdle(timeout: 5)
+        #expect(a.logs.lines.contains { $0.contains(#""outcome":"client_cancelled""#) })
+        for relay in [a, b] {
+            let (c, after) = try R.call(relay, id: id, offset: 0)
+            #expect(after.status == 404)
+            #expect(try R.errorCode(c, after) == "stream_not_found")
+        }
+    }
+
+    @Test("on B another identity, or none, gets 404 for a resume and a stop; the edges are A's; the owner's resume works")
+    func identityAndEdgesOnAnotherReplica() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, _, a, b, client, id) = try Self.started(redis)
+        defer { withExtendedLifetime(a) {} }   // a fixture's end stops the provider both share
+        try R.expectNotFoundForOtherIdentities(b, id: id)
+        let (c416, h416) = try R.call(b, id: id, offset: R.part1.count + 1)
+        #expect(h416.status == 416)
+        #expect(try R.errorCode(c416, h416) == "offset_out_of_range")
+        let (c, head) = try R.call(b, id: id, offset: 0)
+        #expect(head.status == 200, "the identity that started it resumes on B")
+        #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }
+        next.put(1)
+        #expect(try c.readBody(head: head) == R.provider)
+    }
+
+    @Test("Redis going away does not cut the stream; a resume on the owner replica still works, and it is logged")
+    func redisOutage() throws {
+        let redis = try RedisServerProcess()
+        let (next, upstream, a, b, client, id) = try Self.started(redis)
+        defer { withExtendedLifetime(b) {} }   // a fixture's end stops the provider both share
+        redis.stop()
+        client.close()
+        try eventually("A's stream detached", timeout: 5) { a.server.detachedStreamCount() == 1 }
+        let (resumed, head) = try R.call(a, id: id, offset: 10)
+        #expect(head.status == 200)
+        next.put(1)
+        #expect(try resumed.readBody(head: head) == Array(R.provider.dropFirst(10)))
+        try a.waitUntilIdle(timeout: 5)
+        #expect(upstream.requests.count == 1)
+        #expect(a.logs.lines.contains { $0.contains("resumable stream copy in redis lost") })
+    }
+}
