@@ -129,7 +129,7 @@ enum Report {
     static let stateTargets = ["relay-mem", "relay-redis"]
     /// Instruction counts of the relay with a feature on beside the plain relay (Tests/bench/run.sh, `ir_run`).
     static let featuresScenario = "IRfeatures"
-    static let featuresTargets = ["relay", "resume"]
+    static let featuresTargets = ["relay", "resume", "resume-redis"]
 
     static func render(_ results: [Result], header: String) -> String {
         var out = header.isEmpty ? "" : header + "\n"
@@ -149,8 +149,8 @@ enum Report {
         }
         let features = results.filter { $0["scenario"] == featuresScenario }
         if !features.isEmpty {
-            out += "\nfeatures: resume = the same route with routes[].resume (replay buffer in memory); heartbeats are on in both (15 s)\n"
-            out += table(features, targets: featuresTargets, ratios: [("resume/plain", "resume", "relay")])
+            out += "\nfeatures: resume = the same route with routes[].resume (replay buffer in memory), resume-redis = the same on the Redis backend (buffer copied to Redis); heartbeats on in all (15 s)\n"
+            out += table(features, targets: featuresTargets, ratios: [("resume/plain", "resume", "relay"), ("redis/plain", "resume-redis", "relay")])
         }
         return out
     }

@@ -287,10 +287,22 @@ ir_run() {   # relay|relay-resume|nginx|haproxy
   local target=$1 out="$WORK/callgrind-$1" pid port
   RUN=$((RUN + 1))
   case $target in
-    relay|relay-resume)
-      # relay-resume: the same route kept resumable (routes[].resume, memory): what a replay buffer costs.
+    relay|relay-resume|relay-resume-redis)
+      # relay-resume: the same route kept resumable (routes[].resume, memory): what a replay buffer costs;
+      # relay-resume-redis: the same on "state": {"backend": "redis"}, the buffer copied to a redis-server on the
+      # load CPU (admission and settle round trips included).
       sed 's/"auth": "none" }/"auth": "none", "resume": { "windowSeconds": 30, "maxBufferBytes": 4194304 } }/' \
         "$WORK/relay.json" >"$WORK/relay-resume.json"
+      if [ "$target" = relay-resume-redis ]; then
+        command -v redis-server >/dev/null || { log "IR: no redis-server, no relay-resume-redis row"; return; }
+        IR_REDIS_PORT=$("$BENCH" free-port)
+        taskset -c "$LOAD_CPU" redis-server --port "$IR_REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+          >"$WORK/ir-redis.log" 2>&1 &
+        IR_REDIS_PID=$!
+        for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$IR_REDIS_PORT") 2>/dev/null && break; sleep 0.05; done
+        sed 's|"workers": 1,|"workers": 1, "state": { "backend": "redis", "redis": { "url": "redis://127.0.0.1:'"$IR_REDIS_PORT"'/0", "timeoutMs": 1000 } },|' \
+          "$WORK/relay-resume.json" >"$WORK/relay-resume-redis.json"
+      fi
       [ -f "$WORK/relay-nodebug" ] || { cp "$RELAY" "$WORK/relay-nodebug" && strip -g "$WORK/relay-nodebug"; }
       [ -f "$WORK/sigsuspend.so" ] || "${CC:-cc}" -shared -fPIC -O2 -o "$WORK/sigsuspend.so" "$HERE/valgrind_sigsuspend.c" \
         || { log "IR: cannot build the sigsuspend shim (cc)"; return; }
@@ -335,18 +347,19 @@ ir_run() {   # relay|relay-resume|nginx|haproxy
     ev+=("$(grep -o ' events=[0-9]*' <<<"$r" | cut -d= -f2)")
   done
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  [ "$target" = relay-resume-redis ] && { kill "$IR_REDIS_PID" 2>/dev/null; wait "$IR_REDIS_PID" 2>/dev/null; }
   awk -v t="$target" -v ip="$ir_posts" -v np="$n_posts" -v a="${ir_s[0]}" -v b="${ir_s[1]}" -v ea="${ev[0]}" -v eb="${ev[1]}" 'BEGIN {
     line = "RESULT scenario=IR title=user-space_instructions_(callgrind_Ir),_proxy_only target=" t
     if (np > 0) line = line sprintf(" ir_per_request=%d", ip / np)
     if (eb > ea) { pe = (b - a) / (eb - ea); line = line sprintf(" ir_per_event=%d ir_per_stream=%d", pe, (a - pe * ea) / 10) }
     line = line " posts=" np " events=" ea "/" eb
-    if (t != "relay-resume") print line
+    if (t !~ /^relay-resume/) print line
     # The features table: the plain relay beside the same relay with the feature on.
     if (t ~ /^relay/) { sub("scenario=IR ", "scenario=IRfeatures ", line); sub("target=relay-resume", "target=resume", line); print line } }' >>"$RESULTS"
 }
 
 if [ "$INSTRUCTIONS" != 0 ]; then
-  for t in relay relay-resume nginx haproxy; do ir_run "$t"; done
+  for t in relay relay-resume relay-resume-redis nginx haproxy; do ir_run "$t"; done
 fi
 if [ "$INSTRUCTIONS" = only ]; then TARGETS=(); fi
 
