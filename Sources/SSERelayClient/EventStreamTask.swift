@@ -117,8 +117,12 @@ final class EventStreamTask: @unchecked Sendable {
     }
 
     private func startLeg(_ request: URLRequest) {
-        // The lock is held across the start so that a stop cannot miss the new task.
-        shared.withLock { $0.task = session.start(request, for: self) }
+        // The lock is held across the check and the start, so that a stop either sees the new task (and cancels
+        // it) or comes first (and no leg starts).
+        shared.withLock { state in
+            guard !state.ended else { return }
+            state.task = session.start(request, for: self)
+        }
     }
 
     /// Either side ended the stream: close the request (the relay then cancels the provider within milliseconds);
@@ -209,9 +213,7 @@ final class EventStreamTask: @unchecked Sendable {
         Task {
             do {
                 if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
-                let request = try await resume.request(id, offset)
-                guard !self.shared.withLock({ $0.ended }) else { return }
-                self.startLeg(request)
+                self.startLeg(try await resume.request(id, offset))
             } catch {
                 self.end(throwing: error)
             }
