@@ -192,7 +192,7 @@ extension ClientThroughRelayTests {
                 try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
                 try connection.writeChunk(ClientThroughRelayTests.chunk("one"))
                 try connection.writeChunk(ClientThroughRelayTests.chunk("two"))
-                _ = try connection.waitForPeerClose(timeout: 10)
+                _ = try connection.waitForPeerClose(timeout: 60)
                 closedAfterStop.put(stops.count == 1)
             }
             let client = Self.client(upstream)
@@ -201,7 +201,7 @@ extension ClientThroughRelayTests {
                     if case .chunk = event { break }
                 }
             }
-            #expect(try closedAfterStop.take(timeout: 10) == true, "the DELETE came first")
+            #expect(try closedAfterStop.take(timeout: 60) == true, "the DELETE came first")
             let stop = try stops.take(timeout: 1)
             #expect(stop.target == "/v1/relay/streams/\(Self.id)")
             #expect(stop.header("Authorization") == "Bearer tok-1")
