@@ -50,6 +50,7 @@ run: release
 	.build/release/sse-relay --dev --port $(PORT) --dev-pace-ms $(PACE_MS)
 
 test: deps
+	bash Tests/layout/core-imports.sh
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	bash Tests/blackbox/run.sh .build/debug/sse-relay
 	bash Tests/blackbox/heartbeats.sh .build/debug/sse-relay

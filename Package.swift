@@ -25,8 +25,9 @@ let package = Package(
             name: "CCurl",
             linkerSettings: [.linkedLibrary("curl")]
         ),
-        // HTTP/1.1 wire format: parser, headers, framing. Knows nothing of sockets.
-        .target(name: "HTTP1", swiftSettings: serverRelease),
+        // HTTP messages as values: the HTTP/1.1 parser, headers, framing, client addresses behind proxies, the
+        // server's error responses and the request sent upstream. Knows nothing of sockets.
+        .target(name: "HTTP1", dependencies: ["Support"], swiftSettings: serverRelease),
         // Logger, clock, small shared values.
         .target(name: "Support", swiftSettings: serverRelease),
         // epoll's header, which Glibc's Swift module does not export.
@@ -35,8 +36,8 @@ let package = Package(
         // high/low water marks, timers, and the one syscall wrapper every socket call goes through.
         .target(name: "Transport", dependencies: ["Support", "CSystem"], swiftSettings: serverRelease),
         // HTTP/1.1 server side: one connection's lifecycle (a pure state machine plus the socket shell that carries
-        // out its actions), the request-handler and response-writer seams, connection deadlines, client addresses
-        // behind proxies, and `serve`, which both the relay and the dev fake provider listen with. Knows no relay.
+        // out its actions), the request-handler and response-writer seams, connection deadlines, and `serve`,
+        // which both the relay and the dev fake provider listen with. Knows no relay.
         .target(name: "HTTPServer", dependencies: ["HTTP1", "Transport", "Support"], swiftSettings: serverRelease),
         // libcurl multi driver: one transfer per relayed request, driven on an event loop's queue; the
         // UpstreamClient / UpstreamCall seams it implements.
@@ -44,12 +45,25 @@ let package = Package(
         // A small RESP2 client on our own poller: pure parser and encoder, and one pipelined connection per event loop
         // with timeouts and reconnects. Knows nothing of the relay.
         .target(name: "Redis", dependencies: ["Transport", "Support"], swiftSettings: serverRelease),
-        // Configuration, routing, admission (auth, limits, policies), request rewriting, the exchange and its state
-        // machine, usage presets, the composition root (`RelayServer`) and the dev fake provider.
-        .target(name: "Relay", dependencies: ["HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "Usage", "SSE", "Redis", "JSON",
-                                              "RelayWire", "Attestation"],
+        // The relay's pure core: configuration values and their reader, routing and path rules, policies (auth
+        // decisions, CORS, model allowlist, attestation, rate-limit buckets), the request body plan, usage and price
+        // rules, the budget ledger, failover plans and the exchange state machine. Values in, decisions out: it
+        // imports no I/O module (no Dispatch, Glibc, Transport, HTTPServer, Upstream or Redis; Tests/layout/core-imports.sh).
+        .target(name: "RelayCore", dependencies: ["HTTP1", "Support", "JSON", "Usage", "SSE", "Auth", "Attestation", "RelayWire"],
                 swiftSettings: serverRelease),
-        .executableTarget(name: "sse-relay", dependencies: ["Relay", "Support", "Attestation"]),
+        // What replicas share: the admission and attestation store protocols, their memory and Redis stores, the
+        // resumable-stream registry and its Redis mirror, the key pools' cool-downs.
+        .target(name: "RelayState", dependencies: ["RelayCore", "HTTP1", "Transport", "Redis", "Support", "Auth"], swiftSettings: serverRelease),
+        // The shell: the server and its handler, the exchange's I/O (client writer, curl calls, failover), the
+        // attestation and stream endpoints, metrics and logs, and the composition root (`RelayServer`).
+        .target(name: "Relay", dependencies: ["RelayCore", "RelayState", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth",
+                                              "Usage", "SSE", "Redis", "JSON", "RelayWire", "Attestation"],
+                swiftSettings: serverRelease),
+        // The dev fake provider (`make run`, the tests, the bench): an OpenAI-style streaming upstream, no key.
+        .target(name: "RelayDev", dependencies: ["HTTP1", "HTTPServer", "Transport", "Support", "Usage"], swiftSettings: serverRelease),
+        // The command line: flags, configuration file and environment, signals, the dev fake provider.
+        .executableTarget(name: "sse-relay", dependencies: ["Relay", "RelayCore", "RelayDev", "Support", "Attestation", "Transport", "Upstream",
+                                                            "Usage", "HTTP1"]),
         // libFuzzer target for the request parser and, with `--cbor`, the App Attest CBOR reader and verifier
         // (`make fuzz`); a normal build replays a corpus instead.
         .executableTarget(name: "relay-fuzz", dependencies: ["HTTP1", "Attestation"]),
@@ -65,7 +79,7 @@ let package = Package(
         .target(name: "TestHarness", dependencies: ["TestSupportCore"], path: "Tests/TestHarness",
                 resources: [.copy("tls_upstream.py")]),
         // RelayFixture: the real relay on port 0 in front of the harness's upstream.
-        .target(name: "RelayTestSupport", dependencies: ["Relay", "Support", "TestHarness", "TestSupportCore", "Auth", "COpenSSL"],
+        .target(name: "RelayTestSupport", dependencies: ["Relay", "RelayCore", "RelayState", "RelayDev", "Support", "TestHarness", "TestSupportCore", "Auth", "COpenSSL"],
                 path: "Tests/RelayTestSupport"),
         // The harness against itself (client ↔ scripted upstream), so a relay test failure is the relay's.
         .testTarget(name: "TestHarnessTests", dependencies: ["TestHarness", "TestSupportCore"]),
@@ -73,10 +87,10 @@ let package = Package(
         // The connection state machine, deadlines and client-address rules, as values: no sockets, no sleeps.
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP1", "Support", "TestSupportCore"]),
         // Pure cores (state machine, rewriting, configuration, timers): no sockets, no sleeps.
-        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "TestSupportCore", "Usage",
+        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "RelayCore", "RelayState", "RelayDev", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "TestSupportCore", "Usage",
                                                           "JSON", "Auth", "AttestationTestSupport"]),
         // The real server on port 0 between a raw test client and a scripted test upstream.
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "COpenSSL",
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayCore", "RelayState", "RelayDev", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "COpenSSL",
                                                       "RelayTestSupport", "TestHarness", "TestSupportCore", "Usage", "Attestation",
                                                       "AttestationTestSupport", "RelayWire"]),
         // OpenSSL (libcrypto) behind one small C shim: hashing, HMAC, JWK public keys, RS256/ES256.
@@ -111,12 +125,12 @@ let package = Package(
         .target(name: "Usage", dependencies: ["SSE", "JSON"], swiftSettings: serverRelease),
         .testTarget(name: "UsageTests", dependencies: ["Usage", "SSE", "TestSupportCore"]),
         // The client library against the real relay (dev fake provider, scripted upstream) on port 0.
-        .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "Support", "Auth", "COpenSSL",
+        .testTarget(name: "SSERelayClientTests", dependencies: ["SSERelayClient", "SSE", "Relay", "RelayCore", "RelayDev", "Support", "Auth", "COpenSSL",
                                                                "RelayTestSupport", "TestHarness", "TestSupportCore", "AttestationTestSupport",
                                                                "RelayWire"]),
         // The RESP parser as a value; the Redis client and the Redis admission store against a real redis-server
         // (TestHarness's RedisServerProcess, on a free loopback port).
-        .testTarget(name: "RedisTests", dependencies: ["Redis", "Relay", "Transport", "Support", "TestHarness", "TestSupportCore"]),
+        .testTarget(name: "RedisTests", dependencies: ["Redis", "Relay", "RelayCore", "RelayState", "Transport", "Support", "TestHarness", "TestSupportCore"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "COpenSSL", "Support", "TestSupportCore"], resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]

@@ -2,7 +2,7 @@
 /// signature validation and RFC 7519 section 7.2 claim validation. Each case carries a short message that is safe
 /// to send to the client and a stable machine-readable `code`; no case holds any part of the token, so an error
 /// can be logged or returned as it is. Every case is a 401 for the client.
-public enum AuthError: Error, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+package enum AuthError: Error, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     /// No `Authorization: Bearer` credentials at all.
     case missing
     /// Not a compact JWS (three base64url segments of JSON), too long (over 16 KiB), not a bearer token, a
@@ -27,7 +27,7 @@ public enum AuthError: Error, Sendable, Hashable, CaseIterable, CustomStringConv
     case unknownToken
 
     /// Stable identifier for the JSON error body and logs.
-    public var code: String {
+    package var code: String {
         switch self {
         case .missing: "token_missing"
         case .malformed: "token_malformed"
@@ -47,7 +47,7 @@ public enum AuthError: Error, Sendable, Hashable, CaseIterable, CustomStringConv
     }
 
     /// One sentence for the client.
-    public var message: String {
+    package var message: String {
         switch self {
         case .missing: "The request has no bearer token."
         case .malformed: "The token is malformed."
@@ -68,18 +68,18 @@ public enum AuthError: Error, Sendable, Hashable, CaseIterable, CustomStringConv
 
     /// Value for the 401's `WWW-Authenticate` header (RFC 6750 section 3): no error attribute when the request
     /// carried no credentials, `invalid_token` otherwise.
-    public var wwwAuthenticate: String {
+    package var wwwAuthenticate: String {
         self == .missing ? "Bearer" : "Bearer error=\"invalid_token\""
     }
 
-    public var description: String { code }
+    package var description: String { code }
 }
 
 /// A problem in the authentication configuration (static token hashes; JWT settings per RFC 7519 section 7.2 and
 /// RFC 7518 section 3.2), found when a `TokenAuthenticator` or `JWTVerifier` is built,
 /// so a bad configuration stops start-up (or `--check-config`) instead of failing requests later. Messages name
 /// the offending id or setting, never a secret or a hash.
-public enum AuthConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum AuthConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
     case emptyTokenID
     case duplicateTokenID(String)
     /// `sha256` is not 64 hexadecimal digits.
@@ -99,7 +99,7 @@ public enum AuthConfigurationError: Error, Sendable, Hashable, CustomStringConve
     /// The HS256 secret is shorter than 32 bytes (RFC 7518 section 3.2 requires at least the hash size).
     case hmacSecretTooShort
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .emptyTokenID: "a static token has an empty id"
         case .duplicateTokenID(let id): "static token id \"\(id)\" appears more than once"

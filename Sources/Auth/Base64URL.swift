@@ -2,7 +2,7 @@
 /// appendix C; RFC 4648 section 5). Decoding is strict: any character outside `A-Z a-z 0-9 - _` (padding and
 /// whitespace included), an impossible length, or non-zero leftover bits make it fail, so each byte string has
 /// exactly one accepted spelling and no input can crash it.
-public enum Base64URL {
+package enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// 6-bit value of each byte, or 0xFF when the byte is not in the alphabet.
@@ -12,7 +12,7 @@ public enum Base64URL {
         return table
     }()
 
-    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+    package static func encode(_ bytes: some Sequence<UInt8>) -> String {
         var out: [UInt8] = []
         var accumulator: UInt32 = 0
         var bits = 0
@@ -29,10 +29,10 @@ public enum Base64URL {
         return String(decoding: out, as: UTF8.self)
     }
 
-    public static func decode(_ text: String) -> [UInt8]? { decode(bytes: text.utf8) }
+    package static func decode(_ text: String) -> [UInt8]? { decode(bytes: text.utf8) }
 
     /// Decodes base64url text given as its bytes; nil when it is not canonical unpadded base64url.
-    public static func decode<Bytes: Collection<UInt8>>(bytes: Bytes) -> [UInt8]? {
+    package static func decode<Bytes: Collection<UInt8>>(bytes: Bytes) -> [UInt8]? {
         let count = bytes.count
         if count % 4 == 1 { return nil } // one leftover character carries only 6 bits: never a whole byte
         var out: [UInt8] = []

@@ -3,13 +3,13 @@ import Support
 /// Takes the token out of an `Authorization` header value (RFC 6750 section 2.1:
 /// `Bearer 1*SP b64token`, scheme case-insensitive per RFC 9110 section 11.1). The token comes back as a
 /// `Secret`, so it cannot reach a log line by accident.
-public enum BearerToken {
+package enum BearerToken {
     /// Tokens longer than this are refused before any parsing or hashing.
-    public static let maxBytes = 16 * 1024
+    package static let maxBytes = 16 * 1024
 
     /// `.missing` when there is no header or it is not Bearer credentials; `.malformed` when the token is
     /// empty, too long, or has characters outside the b64token grammar.
-    public static func extract(authorization: String?) -> Result<Secret, AuthError> {
+    package static func extract(authorization: String?) -> Result<Secret, AuthError> {
         guard let authorization else { return .failure(.missing) }
         let bytes = Array(authorization.utf8)
         let scheme = Array("bearer".utf8)

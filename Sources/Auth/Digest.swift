@@ -1,5 +1,5 @@
 /// SHA-256 (FIPS 180-4) through OpenSSL, for modules that hash without linking OpenSSL themselves (the relay's
 /// attestation checks hash client data and challenges).
-public enum Digest {
-    public static func sha256(_ bytes: some Collection<UInt8>) -> [UInt8] { Crypto.sha256(bytes) }
+package enum Digest {
+    package static func sha256(_ bytes: some Collection<UInt8>) -> [UInt8] { Crypto.sha256(bytes) }
 }

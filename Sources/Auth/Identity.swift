@@ -1,20 +1,20 @@
 /// Who is calling, once authenticated: the configured id of a static token, or the `sub` claim of a JWT
 /// (RFC 7519 section 4.1.2), qualified by its issuer when more than one issuer is accepted, since a subject is
 /// only unique within one issuer (RFC 7519 section 4.1.2: "locally unique in the context of the issuer").
-public struct Identity: Sendable, Hashable, CustomStringConvertible {
+package struct Identity: Sendable, Hashable, CustomStringConvertible {
     /// Which mechanism authenticated the caller.
-    public enum Kind: String, Sendable, Hashable {
+    package enum Kind: String, Sendable, Hashable {
         case staticToken = "static"
         case jwt
     }
 
-    public var id: String
-    public var kind: Kind
+    package var id: String
+    package var kind: Kind
     /// The JWT's `iss` when several issuers are accepted, so two issuers' users never share a key; nil with a
     /// single issuer (the subject alone is unique) and for static tokens.
-    public var issuer: String?
+    package var issuer: String?
 
-    public init(id: String, kind: Kind, issuer: String? = nil) {
+    package init(id: String, kind: Kind, issuer: String? = nil) {
         self.id = id
         self.kind = kind
         self.issuer = issuer
@@ -22,10 +22,10 @@ public struct Identity: Sendable, Hashable, CustomStringConvertible {
 
     /// What rate limits count by and logs show: `static:<id>`, `jwt:<sub>`, or `jwt:<iss>|<sub>` with several
     /// issuers. Unambiguous, because a configured issuer cannot contain "|".
-    public var key: String {
+    package var key: String {
         if let issuer { return "\(kind.rawValue):\(issuer)|\(id)" }
         return "\(kind.rawValue):\(id)"
     }
 
-    public var description: String { key }
+    package var description: String { key }
 }

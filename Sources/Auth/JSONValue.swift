@@ -2,7 +2,7 @@ import JSON
 
 /// A JSON value (RFC 8259) as a Sendable tree: how the claims of a verified JWT (RFC 7519 section 4) are handed
 /// out. Numbers are Doubles; `true`/`false` stay booleans (never 1/0).
-public enum JSONValue: Sendable, Hashable {
+package enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
     case number(Double)
@@ -10,7 +10,7 @@ public enum JSONValue: Sendable, Hashable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+    package var stringValue: String? { if case .string(let s) = self { s } else { nil } }
 
     /// Parses a JSON object (nothing else at top level); nil on any error. Read by the relay's one strict reader
     /// (`JSONDocument`): nesting is capped, so hostile input fails instead of exhausting the stack, and a member

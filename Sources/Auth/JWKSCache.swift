@@ -15,16 +15,16 @@ import Support
 /// - A fetch that has not been reported within `fetchTimeout` counts as failed.
 ///
 /// A value type, not thread-safe by itself: keep it on one queue or behind a lock.
-public struct JWKSCache: Sendable {
+package struct JWKSCache: Sendable {
     /// Timing of fetches, in seconds.
-    public struct Policy: Sendable, Hashable {
-        public var refreshInterval: Double
-        public var minimumInterval: Double
-        public var retryDelay: Double
-        public var maxRetryDelay: Double
-        public var fetchTimeout: Double
+    package struct Policy: Sendable, Hashable {
+        package var refreshInterval: Double
+        package var minimumInterval: Double
+        package var retryDelay: Double
+        package var maxRetryDelay: Double
+        package var fetchTimeout: Double
 
-        public init(refreshInterval: Double = 3600, minimumInterval: Double = 60, retryDelay: Double = 5,
+        package init(refreshInterval: Double = 3600, minimumInterval: Double = 60, retryDelay: Double = 5,
                     maxRetryDelay: Double = 300, fetchTimeout: Double = 30) {
             self.refreshInterval = refreshInterval
             self.minimumInterval = minimumInterval
@@ -35,7 +35,7 @@ public struct JWKSCache: Sendable {
     }
 
     /// What `poll(now:)` asks the owner to do.
-    public enum Action: Sendable, Hashable {
+    package enum Action: Sendable, Hashable {
         /// Fetch the JWKS URL now; report with `receive` or `fetchFailed`.
         case fetch
         /// Nothing to do before this instant (call `poll` again then, or earlier after `keyNotFound`).
@@ -43,7 +43,7 @@ public struct JWKSCache: Sendable {
     }
 
     /// What became of a received document.
-    public enum Outcome: Sendable, Hashable {
+    package enum Outcome: Sendable, Hashable {
         /// The document replaced the key set.
         case replaced(JWKSetSummary)
         /// The document was refused; the previous key set (if any) stays.
@@ -51,33 +51,33 @@ public struct JWKSCache: Sendable {
     }
 
     /// What a new key set held, for the log line.
-    public struct JWKSetSummary: Sendable, Hashable {
-        public let keyIDs: [String?]
-        public let skipped: [SkippedKey]
+    package struct JWKSetSummary: Sendable, Hashable {
+        package let keyIDs: [String?]
+        package let skipped: [SkippedKey]
     }
 
-    public let policy: Policy
+    package let policy: Policy
     /// The last good key set; nil until the first good document.
-    public private(set) var keys: JWKSet?
-    public private(set) var lastSuccess: Instant?
-    public private(set) var consecutiveFailures = 0
+    package private(set) var keys: JWKSet?
+    package private(set) var lastSuccess: Instant?
+    package private(set) var consecutiveFailures = 0
     /// When the next fetch is due.
-    public private(set) var nextFetch: Instant
+    package private(set) var nextFetch: Instant
     /// When the fetch in progress began; nil when none is.
-    public private(set) var fetchStartedAt: Instant?
+    package private(set) var fetchStartedAt: Instant?
     private var lastFetchStart: Instant?
 
     /// An empty cache that wants its first fetch at once.
-    public init(policy: Policy = Policy(), now: Instant) {
+    package init(policy: Policy = Policy(), now: Instant) {
         self.policy = policy
         self.nextFetch = now
     }
 
     /// The key set, or an empty one before the first good document.
-    public var currentKeys: JWKSet { keys ?? .empty }
+    package var currentKeys: JWKSet { keys ?? .empty }
 
     /// Says whether to fetch now; `.fetch` marks a fetch as in progress.
-    public mutating func poll(now: Instant) -> Action {
+    package mutating func poll(now: Instant) -> Action {
         if let started = fetchStartedAt {
             let deadline = started.advanced(bySeconds: policy.fetchTimeout)
             guard now >= deadline else { return .wait(until: deadline) }
@@ -91,7 +91,7 @@ public struct JWKSCache: Sendable {
 
     /// A fetch returned a document (HTTP 200). `maxAge` is the response's Cache-Control max-age, if any.
     @discardableResult
-    public mutating func receive(document: Data, maxAge: Double? = nil, now: Instant) -> Outcome {
+    package mutating func receive(document: Data, maxAge: Double? = nil, now: Instant) -> Outcome {
         let set: JWKSet
         do {
             set = try JWKSet(json: document)
@@ -110,7 +110,7 @@ public struct JWKSCache: Sendable {
     }
 
     /// A fetch failed (network error, timeout, non-200). The key set stays; the next attempt backs off.
-    public mutating func fetchFailed(now: Instant) {
+    package mutating func fetchFailed(now: Instant) {
         fetchStartedAt = nil
         consecutiveFailures += 1
         let exponent = Double(min(consecutiveFailures - 1, 30))
@@ -119,7 +119,7 @@ public struct JWKSCache: Sendable {
     }
 
     /// A token named a `kid` the key set lacks: the provider may have rotated keys, so fetch soon.
-    public mutating func keyNotFound(now: Instant) {
+    package mutating func keyNotFound(now: Instant) {
         let earliest = lastFetchStart.map { $0.advanced(bySeconds: policy.minimumInterval) } ?? now
         nextFetch = min(nextFetch, max(earliest, now))
     }

@@ -3,27 +3,27 @@ import Foundation
 /// One usable public signing key from a JWKS (RFC 7517 section 4): an RSA key (RFC 7518 section 6.3, `n`/`e`)
 /// for RS256 or a P-256 key (RFC 7518 section 6.2, `x`/`y`) for ES256. The algorithm follows from the key type,
 /// never from the token, so a key can only ever verify its own algorithm.
-public struct JWK: Sendable, CustomStringConvertible {
+package struct JWK: Sendable, CustomStringConvertible {
     /// `kid`, matched exactly against the token header's `kid`.
-    public let keyID: String?
-    public let algorithm: JWTAlgorithm
+    package let keyID: String?
+    package let algorithm: JWTAlgorithm
     /// RSA modulus size, or 256 for P-256.
-    public let bits: Int
+    package let bits: Int
     let key: PublicKey
 
-    public var description: String { "\(keyID ?? "(no kid)") \(algorithm.rawValue) \(bits) bits" }
+    package var description: String { "\(keyID ?? "(no kid)") \(algorithm.rawValue) \(bits) bits" }
 }
 
 /// A member of a JWK Set that cannot be used (RFC 7517 section 5: such members are ignored), and why, for the
 /// operator's log.
-public struct SkippedKey: Sendable, Hashable, CustomStringConvertible {
-    public let keyID: String?
-    public let reason: String
-    public var description: String { "\(keyID ?? "(no kid)"): \(reason)" }
+package struct SkippedKey: Sendable, Hashable, CustomStringConvertible {
+    package let keyID: String?
+    package let reason: String
+    package var description: String { "\(keyID ?? "(no kid)"): \(reason)" }
 }
 
 /// Why a JWKS document (RFC 7517 section 5) gave no key set.
-public enum JWKSError: Error, Sendable, Hashable, CustomStringConvertible {
+package enum JWKSError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Larger than `JWKSet.maxDocumentBytes`.
     case tooLarge
     /// Not a JSON object.
@@ -33,7 +33,7 @@ public enum JWKSError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Every key was unusable (or there were none).
     case noUsableKeys(skipped: [SkippedKey])
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .tooLarge: "the JWKS document is larger than \(JWKSet.maxDocumentBytes) bytes"
         case .notJSON: "the JWKS document is not a JSON object"
@@ -50,19 +50,19 @@ public enum JWKSError: Error, Sendable, Hashable, CustomStringConvertible {
 /// `oct` keys, which never belong in a published set), `use` other than `sig`, `key_ops` without `verify`, an
 /// `alg` other than RS256/ES256 or one that does not fit the key type, curves other than P-256, coordinates that
 /// are not 32 bytes or not on the curve, RSA moduli under 2048 or over 8192 bits, and malformed base64url.
-public struct JWKSet: Sendable, CustomStringConvertible {
-    public static let maxDocumentBytes = 1 << 20
+package struct JWKSet: Sendable, CustomStringConvertible {
+    package static let maxDocumentBytes = 1 << 20
     /// Members beyond this many are skipped (bounds the work one document can cause).
-    public static let maxKeys = 64
+    package static let maxKeys = 64
 
-    public let keys: [JWK]
+    package let keys: [JWK]
     /// Members that were not usable, with the reason.
-    public let skipped: [SkippedKey]
+    package let skipped: [SkippedKey]
 
     /// No keys: for a verifier that only uses HS256, or before the first JWKS arrives.
-    public static let empty = JWKSet(keys: [], skipped: [])
+    package static let empty = JWKSet(keys: [], skipped: [])
 
-    public var isEmpty: Bool { keys.isEmpty }
+    package var isEmpty: Bool { keys.isEmpty }
 
     init(keys: [JWK], skipped: [SkippedKey]) {
         self.keys = keys
@@ -70,7 +70,7 @@ public struct JWKSet: Sendable, CustomStringConvertible {
     }
 
     /// Throws unless the document is a JWK Set with at least one usable key.
-    public init(json: Data) throws(JWKSError) {
+    package init(json: Data) throws(JWKSError) {
         guard json.count <= Self.maxDocumentBytes else { throw .tooLarge }
         guard let document = JSONValue.parseObject(Array(json)) else { throw .notJSON }
         guard case .array(let members)? = document["keys"] else { throw .noKeysArray }
@@ -105,7 +105,7 @@ public struct JWKSet: Sendable, CustomStringConvertible {
         return fitting.count == 1 ? fitting : []
     }
 
-    public var description: String {
+    package var description: String {
         "JWKSet(\(keys.count) keys: [\(keys.map(\.description).joined(separator: ", "))], \(skipped.count) skipped)"
     }
 

@@ -2,21 +2,21 @@ import Support
 
 /// The result of a successful verification: the registered claims SSE Relay checked (RFC 7519 section 4.1) and
 /// every claim of the payload. It never holds the token itself.
-public struct VerifiedToken: Sendable, Hashable {
-    public let subject: String
-    public let issuer: String
+package struct VerifiedToken: Sendable, Hashable {
+    package let subject: String
+    package let issuer: String
     /// `aud` as a list (a single string becomes one element).
-    public let audiences: [String]
+    package let audiences: [String]
     /// `exp`, `nbf`, `iat` in seconds since 1970.
-    public let expiresAt: Double
-    public let notBefore: Double?
-    public let issuedAt: Double?
-    public let algorithm: JWTAlgorithm
-    public let keyID: String?
+    package let expiresAt: Double
+    package let notBefore: Double?
+    package let issuedAt: Double?
+    package let algorithm: JWTAlgorithm
+    package let keyID: String?
     /// The whole payload.
-    public let claims: [String: JSONValue]
+    package let claims: [String: JSONValue]
     /// The caller: `sub`, qualified by `iss` when the verifier accepts more than one issuer.
-    public let identity: Identity
+    package let identity: Identity
 }
 
 /// Verifies a JWT in JWS compact serialization (RFC 7519 section 7.2, RFC 7515 section 5.2) signed with HS256,
@@ -28,25 +28,25 @@ public struct VerifiedToken: Sendable, Hashable {
 ///
 /// Pure: no clock reads (the caller passes `now`), no I/O, no shared mutable state; safe to use from any
 /// thread. Replace the keys with `replacingKeys(_:)` when `JWKSCache` has a new set.
-public struct JWTVerifier: Sendable, CustomStringConvertible {
+package struct JWTVerifier: Sendable, CustomStringConvertible {
     /// What a token must satisfy besides its signature (RFC 7519 section 4.1 claims, RFC 8725 section 3.1 alg).
-    public struct Settings: Sendable, Hashable {
-        public var algorithms: Set<JWTAlgorithm>
+    package struct Settings: Sendable, Hashable {
+        package var algorithms: Set<JWTAlgorithm>
         /// `iss` must equal one of these exactly.
-        public var issuers: [String]
+        package var issuers: [String]
         /// At least one `aud` value must equal one of these exactly.
-        public var audiences: [String]
+        package var audiences: [String]
         /// Leeway for `exp`, `nbf` and `iat` against `now`, in seconds.
-        public var skewSeconds: Double
+        package var skewSeconds: Double
         /// Longest accepted `exp - iat`, in seconds; a token without `iat` is refused, since its lifetime cannot
         /// be known. A stolen token is worth as much as it has left to live: this caps that at what the issuers
         /// we serve mint (Firebase and Cognito ID tokens live 1 h, Apple's 10 min), whatever a signer was
         /// talked into.
-        public var maxLifetimeSeconds: Double
+        package var maxLifetimeSeconds: Double
 
-        public static let defaultMaxLifetimeSeconds: Double = 86_400
+        package static let defaultMaxLifetimeSeconds: Double = 86_400
 
-        public init(algorithms: Set<JWTAlgorithm>, issuers: [String], audiences: [String], skewSeconds: Double = 60,
+        package init(algorithms: Set<JWTAlgorithm>, issuers: [String], audiences: [String], skewSeconds: Double = 60,
                     maxLifetimeSeconds: Double = Settings.defaultMaxLifetimeSeconds) {
             self.algorithms = algorithms
             self.issuers = issuers
@@ -57,16 +57,16 @@ public struct JWTVerifier: Sendable, CustomStringConvertible {
     }
 
     /// Tokens longer than this are `malformed` before any decoding.
-    public static let maxTokenBytes = BearerToken.maxBytes
+    package static let maxTokenBytes = BearerToken.maxBytes
 
-    public let settings: Settings
-    public let keys: JWKSet
+    package let settings: Settings
+    package let keys: JWKSet
     private let hmacSecret: Secret?
 
     /// Throws when the settings cannot work: no algorithm, issuer or audience (accepting any issuer would accept
     /// every project that shares a provider's JWKS), a negative or non-finite skew, HS256 allowed without a
     /// secret, or a secret under 32 bytes (RFC 7518 section 3.2). The secret is used as its UTF-8 bytes.
-    public init(settings: Settings, hmacSecret: Secret? = nil, keys: JWKSet = .empty) throws(AuthConfigurationError) {
+    package init(settings: Settings, hmacSecret: Secret? = nil, keys: JWKSet = .empty) throws(AuthConfigurationError) {
         guard !settings.algorithms.isEmpty else { throw .noAlgorithms }
         guard !settings.issuers.isEmpty else { throw .noIssuers }
         guard !settings.audiences.isEmpty else { throw .noAudiences }
@@ -91,17 +91,17 @@ public struct JWTVerifier: Sendable, CustomStringConvertible {
     }
 
     /// The same verifier with another key set (after a JWKS refresh).
-    public func replacingKeys(_ keys: JWKSet) -> JWTVerifier {
+    package func replacingKeys(_ keys: JWKSet) -> JWTVerifier {
         JWTVerifier(settings: settings, keys: keys, hmacSecret: hmacSecret)
     }
 
-    public func verify(_ token: Secret, now: Double) -> Result<VerifiedToken, AuthError> {
+    package func verify(_ token: Secret, now: Double) -> Result<VerifiedToken, AuthError> {
         verify(token.revealForHeader(), now: now)
     }
 
     /// Verifies `token` at wall-clock time `now` (seconds since 1970, the unit of `exp`/`nbf`/`iat`). The steps run
     /// in this order, and the first that fails gives the error: shape, header, signature, then the claims.
-    public func verify(_ token: String, now: Double) -> Result<VerifiedToken, AuthError> {
+    package func verify(_ token: String, now: Double) -> Result<VerifiedToken, AuthError> {
         do throws(AuthError) {
             let parts = try Self.split(token)
             let header = try parseHeader(parts.header)
@@ -281,7 +281,7 @@ public struct JWTVerifier: Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String {
+    package var description: String {
         let algorithms = settings.algorithms.map(\.rawValue).sorted().joined(separator: ",")
         return "JWTVerifier(algorithms: \(algorithms), issuers: \(settings.issuers), audiences: \(settings.audiences), "
             + "skew: \(settings.skewSeconds)s, maxLifetime: \(settings.maxLifetimeSeconds)s, hmacSecret: \(hmacSecret == nil ? "none" : "<redacted>"), \(keys))"

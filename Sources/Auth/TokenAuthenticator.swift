@@ -3,13 +3,13 @@ import Support
 /// Checks static bearer tokens (RFC 6750) against configured SHA-256 hashes. Only hashes are held, never the
 /// tokens; the presented token is hashed and compared with every configured hash in constant time
 /// (CRYPTO_memcmp), always all of them, so neither the timing nor an early exit tells how close a guess was.
-public struct TokenAuthenticator: Sendable, CustomStringConvertible, CustomReflectable {
+package struct TokenAuthenticator: Sendable, CustomStringConvertible, CustomReflectable {
     private let ids: [String]
     /// The hashes back to back, 32 bytes per id, in `ids` order.
     private let digests: [UInt8]
 
     /// `sha256Hex` is the SHA-256 of the token as 64 hex digits (`printf %s "$TOKEN" | sha256sum`).
-    public init(tokens: [(id: String, sha256Hex: String)]) throws(AuthConfigurationError) {
+    package init(tokens: [(id: String, sha256Hex: String)]) throws(AuthConfigurationError) {
         var ids: [String] = []
         var digests: [UInt8] = []
         var seenIDs = Set<String>()
@@ -27,16 +27,16 @@ public struct TokenAuthenticator: Sendable, CustomStringConvertible, CustomRefle
     }
 
     /// The configured ids, in configuration order.
-    public var tokenIDs: [String] { ids }
+    package var tokenIDs: [String] { ids }
 
     /// Authenticates a token taken from `Authorization: Bearer <token>` (see `BearerToken.extract`).
-    public func authenticate(bearer token: Secret) -> Result<Identity, AuthError> {
+    package func authenticate(bearer token: Secret) -> Result<Identity, AuthError> {
         authenticate(bearer: token.revealForHeader())
     }
 
     /// `.unknownToken` when no configured hash matches; `.missing` for an empty token; `.malformed` for one
     /// longer than `BearerToken.maxBytes`.
-    public func authenticate(bearer token: String) -> Result<Identity, AuthError> {
+    package func authenticate(bearer token: String) -> Result<Identity, AuthError> {
         let bytes = token.utf8
         guard !bytes.isEmpty else { return .failure(.missing) }
         guard bytes.count <= BearerToken.maxBytes else { return .failure(.malformed) }
@@ -52,9 +52,9 @@ public struct TokenAuthenticator: Sendable, CustomStringConvertible, CustomRefle
         return .success(Identity(id: ids[found], kind: .staticToken))
     }
 
-    public var description: String { "TokenAuthenticator(ids: \(ids))" }
+    package var description: String { "TokenAuthenticator(ids: \(ids))" }
     /// Shows the ids only: even hashes of tokens stay out of dumps.
-    public var customMirror: Mirror { Mirror(self, children: ["ids": ids]) }
+    package var customMirror: Mirror { Mirror(self, children: ["ids": ids]) }
 
     static func parseHex(_ text: String) -> [UInt8]? {
         let chars = Array(text.utf8)

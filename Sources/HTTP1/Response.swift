@@ -1,13 +1,13 @@
 /// A response's status line and header section, serialised for the wire (RFC 9112 §4 status line, §5 fields).
 /// The relay builds one per response and writes it before streaming the body.
-public struct ResponseHead: Sendable, Equatable {
-    public var status: Int
+package struct ResponseHead: Sendable, Equatable {
+    package var status: Int
     /// nil → the standard phrase for the status (RFC 9112 §4 lets the phrase be anything, clients ignore it).
-    public var reason: String?
-    public var version: HTTPVersion
-    public var headers: HTTPHeaders
+    package var reason: String?
+    package var version: HTTPVersion
+    package var headers: HTTPHeaders
 
-    public init(status: Int, reason: String? = nil, version: HTTPVersion = .http1_1, headers: HTTPHeaders = HTTPHeaders()) {
+    package init(status: Int, reason: String? = nil, version: HTTPVersion = .http1_1, headers: HTTPHeaders = HTTPHeaders()) {
         self.status = status
         self.reason = reason
         self.version = version
@@ -17,7 +17,7 @@ public struct ResponseHead: Sendable, Equatable {
     /// Appends "HTTP/1.1 200 OK\r\nName: value\r\n...\r\n" (blank line included) to `buffer`.
     /// CR, LF and NUL inside the reason, names or values are written as SP: values can come from upstream or
     /// configuration, and a stray line break would let them inject fields or a second response.
-    public func serialize(into buffer: inout [UInt8]) {
+    package func serialize(into buffer: inout [UInt8]) {
         buffer.reserveCapacity(buffer.count + 32 + headers.count * 48)
         buffer.append(contentsOf: version == .http1_1 ? Self.http11 : Self.http10)
         appendDecimal(status, to: &buffer)
@@ -62,8 +62,8 @@ private func appendDecimal(_ value: Int, to buffer: inout [UInt8]) {
 
 /// Standard reason phrases, from the status code registry of RFC 9110 §15 (plus 429/431 of RFC 6585 and 451 of
 /// RFC 7725). Used when a response has no explicit reason.
-public enum HTTPStatus {
-    public static func reasonPhrase(_ status: Int) -> String {
+package enum HTTPStatus {
+    package static func reasonPhrase(_ status: Int) -> String {
         switch status {
         case 100: return "Continue"
         case 101: return "Switching Protocols"
@@ -122,9 +122,9 @@ public enum HTTPStatus {
 
 /// Writes the chunked transfer coding of RFC 9112 §7.1 for responses whose length is not known in advance
 /// (every streamed SSE response).
-public enum ChunkedEncoding {
+package enum ChunkedEncoding {
     /// Writes the chunk-size line ("1a\r\n" for 26, lowercase hex) into `buffer`.
-    public static func appendSizeLine(_ count: Int, to buffer: inout [UInt8]) {
+    package static func appendSizeLine(_ count: Int, to buffer: inout [UInt8]) {
         precondition(count >= 0, "chunk size must not be negative")
         let digits = count == 0 ? 1 : (Int.bitWidth - count.leadingZeroBitCount + 3) / 4
         var shift = (digits - 1) * 4
@@ -137,15 +137,15 @@ public enum ChunkedEncoding {
     }
 
     /// "\r\n", ends each chunk's data.
-    public static let crlf: [UInt8] = [CR, LF]
+    package static let crlf: [UInt8] = [CR, LF]
 
     /// "0\r\n\r\n": the last chunk with no trailers, ending the body.
-    public static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
+    package static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
 
     /// Convenience: size line + payload + CRLF in one array.
     /// An empty payload gives an empty array, not "0\r\n\r\n": a zero-size chunk would end the whole body, and
     /// an empty read must never do that by accident. Use `lastChunk` to end it on purpose.
-    public static func frame(_ payload: UnsafeRawBufferPointer) -> [UInt8] {
+    package static func frame(_ payload: UnsafeRawBufferPointer) -> [UInt8] {
         guard !payload.isEmpty else { return [] }
         var out: [UInt8] = []
         out.reserveCapacity(payload.count + 20)
@@ -161,10 +161,10 @@ public enum ChunkedEncoding {
 
 /// Fields that describe one connection rather than the message, which a relay must not forward
 /// (RFC 9110 §7.6.1), including any field the sender named in `Connection`.
-public enum HopByHop {
+package enum HopByHop {
     /// connection, keep-alive, proxy-connection, transfer-encoding, te, trailer, upgrade, proxy-authenticate,
     /// proxy-authorization  (lowercase)
-    public static let standard: Set<String> = [
+    package static let standard: Set<String> = [
         "connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade",
         "proxy-authenticate", "proxy-authorization",
     ]
@@ -183,7 +183,7 @@ public enum HopByHop {
     }
 
     /// Removes the standard hop-by-hop fields and every field named in `Connection` tokens.
-    public static func strip(_ headers: inout HTTPHeaders) {
+    package static func strip(_ headers: inout HTTPHeaders) {
         let named = headers.tokens("connection")
         headers.removeAll { field in
             isStandard(field.name) || named.contains { asciiCaseInsensitiveEqual(field.name, $0) }

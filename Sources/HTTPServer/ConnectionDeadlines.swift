@@ -11,13 +11,13 @@ import Support
 /// | reading a body | the last body byte | 408, closed (`bodyReadSeconds`) |
 /// | responding | no limit of its own (the exchange has the upstream timeouts) | |
 /// | client not reading, buffer above high water | the moment it went above | closed, upstream cancelled (`clientWriteStallSeconds`) |
-public struct ConnectionDeadlines: Sendable, Equatable {
-    public struct Settings: Sendable, Equatable {
-        public var headerReadSeconds: Double
-        public var bodyReadSeconds: Double
-        public var keepAliveIdleSeconds: Double
-        public var clientWriteStallSeconds: Double
-        public init(headerReadSeconds: Double, bodyReadSeconds: Double, keepAliveIdleSeconds: Double, clientWriteStallSeconds: Double) {
+package struct ConnectionDeadlines: Sendable, Equatable {
+    package struct Settings: Sendable, Equatable {
+        package var headerReadSeconds: Double
+        package var bodyReadSeconds: Double
+        package var keepAliveIdleSeconds: Double
+        package var clientWriteStallSeconds: Double
+        package init(headerReadSeconds: Double, bodyReadSeconds: Double, keepAliveIdleSeconds: Double, clientWriteStallSeconds: Double) {
             self.headerReadSeconds = headerReadSeconds
             self.bodyReadSeconds = bodyReadSeconds
             self.keepAliveIdleSeconds = keepAliveIdleSeconds
@@ -25,7 +25,7 @@ public struct ConnectionDeadlines: Sendable, Equatable {
         }
     }
 
-    public enum Phase: Sendable, Equatable {
+    package enum Phase: Sendable, Equatable {
         case awaitingFirstRequest(since: Instant)
         case idle(since: Instant)
         case readingHead(since: Instant)
@@ -33,7 +33,7 @@ public struct ConnectionDeadlines: Sendable, Equatable {
         case responding
     }
 
-    public enum Expiry: Sendable, Equatable {
+    package enum Expiry: Sendable, Equatable {
         /// Nothing was asked: close without a word.
         case closeQuietly
         /// A request was coming too slowly: 408, then close.
@@ -42,17 +42,17 @@ public struct ConnectionDeadlines: Sendable, Equatable {
         case writeStall
     }
 
-    public let settings: Settings
-    public private(set) var phase: Phase
-    public private(set) var writeStalledSince: Instant?
+    package let settings: Settings
+    package private(set) var phase: Phase
+    package private(set) var writeStalledSince: Instant?
 
-    public init(settings: Settings, acceptedAt: Instant) {
+    package init(settings: Settings, acceptedAt: Instant) {
         self.settings = settings
         self.phase = .awaitingFirstRequest(since: acceptedAt)
     }
 
     /// Bytes of a new request arrived while idle.
-    public mutating func headBytesArrived(now: Instant) {
+    package mutating func headBytesArrived(now: Instant) {
         switch phase {
         case .awaitingFirstRequest(let since): phase = .readingHead(since: since)   // slowloris: from accept
         case .idle: phase = .readingHead(since: now)
@@ -60,34 +60,34 @@ public struct ConnectionDeadlines: Sendable, Equatable {
         }
     }
 
-    public mutating func headComplete(now: Instant, hasBody: Bool) {
+    package mutating func headComplete(now: Instant, hasBody: Bool) {
         phase = hasBody ? .readingBody(lastProgress: now) : .responding
     }
 
-    public mutating func bodyProgress(now: Instant) {
+    package mutating func bodyProgress(now: Instant) {
         if case .readingBody = phase { phase = .readingBody(lastProgress: now) }
     }
 
-    public mutating func bodyComplete() {
+    package mutating func bodyComplete() {
         if case .readingBody = phase { phase = .responding }
     }
 
     /// The response ended and the connection stays open for another request.
-    public mutating func responseComplete(now: Instant) {
+    package mutating func responseComplete(now: Instant) {
         phase = .idle(since: now)
         writeStalledSince = nil
     }
 
-    public mutating func writeBufferFull(now: Instant) {
+    package mutating func writeBufferFull(now: Instant) {
         if writeStalledSince == nil { writeStalledSince = now }
     }
 
-    public mutating func writeBufferDrained() {
+    package mutating func writeBufferDrained() {
         writeStalledSince = nil
     }
 
     /// The earliest deadline and what happens there.
-    public var next: (deadline: Instant, expiry: Expiry)? {
+    package var next: (deadline: Instant, expiry: Expiry)? {
         var best: (Instant, Expiry)?
         func consider(_ deadline: Instant, _ expiry: Expiry) {
             if best == nil || deadline < best!.0 { best = (deadline, expiry) }
@@ -106,7 +106,7 @@ public struct ConnectionDeadlines: Sendable, Equatable {
     }
 
     /// What is due at `now`, if anything. Early calls return nil, so a timer may fire late or spuriously.
-    public func expired(now: Instant) -> Expiry? {
+    package func expired(now: Instant) -> Expiry? {
         guard let next, now >= next.deadline else { return nil }
         return next.expiry
     }

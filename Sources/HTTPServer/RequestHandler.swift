@@ -2,7 +2,7 @@ import HTTP1
 
 /// Answers one request: the handler's side of an exchange. Called on the connection's loop only.
 /// `clientClosed` is terminal; after it nothing is called and writes are ignored.
-public protocol RequestResponder: AnyObject {
+package protocol RequestResponder: AnyObject {
     func requestBody(_ bytes: [UInt8])
     func requestEnd()
     func clientClosed()
@@ -11,7 +11,7 @@ public protocol RequestResponder: AnyObject {
 }
 
 /// Decides what to do with each request head. Called on the connection's loop.
-public protocol RequestHandler: Sendable {
+package protocol RequestHandler: Sendable {
     /// Returns the responder that will see the body and answer, or nil if the request was already answered
     /// through `writer` (an error, say).
     func handle(_ head: RequestHead, writer: ServerConnection) -> (any RequestResponder)?
@@ -25,7 +25,7 @@ public protocol RequestHandler: Sendable {
 }
 
 extension RequestHandler {
-    public func connectionRejected(_ error: ErrorResponse, writer: ServerConnection) {}
-    public func proxyHeaderRejected(_ reason: String, writer: ServerConnection) {}
-    public func untrustedProxyPeerRefused(_ peer: String) {}
+    package func connectionRejected(_ error: ErrorResponse, writer: ServerConnection) {}
+    package func proxyHeaderRejected(_ reason: String, writer: ServerConnection) {}
+    package func untrustedProxyPeerRefused(_ peer: String) {}
 }

@@ -7,7 +7,7 @@ import Transport
 ///
 /// Called on `loop.queue` only. Calls after the response ended (`finish`, `abort`, `respond`), or after the client
 /// left, are ignored; `sendHead` and `respond` are exclusive (one response per request).
-public protocol ResponseWriter: AnyObject {
+package protocol ResponseWriter: AnyObject {
     /// The loop that owns the connection: timers for the exchange are scheduled here.
     var loop: EventLoop { get }
     /// The client's address as rate limits key on it and logs show it.

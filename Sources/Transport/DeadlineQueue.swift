@@ -5,20 +5,20 @@ import Support
 /// moves (`moved`), so its owner can find it again. A cancelled timer therefore frees its entry at once: memory
 /// follows the timers that are armed, never the requests that came and went (issue 19: lazy deletion once kept
 /// every cancelled timer until its deadline, about 76 bytes a request for up to the longest timeout).
-public struct DeadlineQueue<Element> {
+package struct DeadlineQueue<Element> {
     private var heap: [(deadline: Instant, sequence: UInt64, element: Element)] = []
     private var nextSequence: UInt64 = 0
     /// Told an element's new index after every move, and -1 when it leaves the queue.
     private let moved: ((Element, Int) -> Void)?
 
-    public init(moved: ((Element, Int) -> Void)? = nil) {
+    package init(moved: ((Element, Int) -> Void)? = nil) {
         self.moved = moved
     }
 
-    public var count: Int { heap.count }
-    public var nextDeadline: Instant? { heap.first?.deadline }
+    package var count: Int { heap.count }
+    package var nextDeadline: Instant? { heap.first?.deadline }
 
-    public mutating func push(_ element: Element, at deadline: Instant) {
+    package mutating func push(_ element: Element, at deadline: Instant) {
         heap.append((deadline, nextSequence, element))
         nextSequence &+= 1
         moved?(element, heap.count - 1)
@@ -26,7 +26,7 @@ public struct DeadlineQueue<Element> {
     }
 
     /// Removes and returns every element due at `now`, earliest first (ties in push order).
-    public mutating func popDue(at now: Instant) -> [Element] {
+    package mutating func popDue(at now: Instant) -> [Element] {
         var due: [Element] = []
         while let first = heap.first, first.deadline <= now {
             due.append(remove(at: 0))
@@ -36,7 +36,7 @@ public struct DeadlineQueue<Element> {
 
     /// Removes the element at `index` (as last reported by `moved`).
     @discardableResult
-    public mutating func remove(at index: Int) -> Element {
+    package mutating func remove(at index: Int) -> Element {
         let removed = heap[index].element
         let last = heap.removeLast()
         if index < heap.count {

@@ -7,18 +7,18 @@ import Support
 /// once (`LoopTimer.cancel`).
 ///
 /// A value inside one loop-confined owner: used on that loop's queue only, like its owner.
-public struct LazyTimer {
+package struct LazyTimer {
     private var timer: LoopTimer?
     private var armedAt: Instant?
 
-    public init() {}
+    package init() {}
 
     /// The deadline the armed timer fires at; nil when none is armed.
-    public var armedDeadline: Instant? { timer == nil ? nil : armedAt }
+    package var armedDeadline: Instant? { timer == nil ? nil : armedAt }
 
     /// Arms for `deadline` unless an armed timer fires no later. `fire` runs on the loop when the timer fires; it
     /// must call `fired()` first.
-    public mutating func arm(at deadline: Instant, on loop: EventLoop, _ fire: @escaping () -> Void) {
+    package mutating func arm(at deadline: Instant, on loop: EventLoop, _ fire: @escaping () -> Void) {
         if let armed = armedAt, armed <= deadline, timer?.isCancelled == false { return }
         timer?.cancel()
         armedAt = deadline
@@ -26,13 +26,13 @@ public struct LazyTimer {
     }
 
     /// The timer fired: nothing is armed now.
-    public mutating func fired() {
+    package mutating func fired() {
         timer = nil
         armedAt = nil
     }
 
     /// Disarms: the loop forgets the timer at once.
-    public mutating func cancel() {
+    package mutating func cancel() {
         timer?.cancel()
         timer = nil
         armedAt = nil

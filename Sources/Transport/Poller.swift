@@ -7,7 +7,7 @@ import Darwin
 #endif
 
 /// Receives readiness for the descriptors it registered with a `Poller`. Called on the poller's loop queue.
-public protocol PollerHandler: AnyObject {
+package protocol PollerHandler: AnyObject {
     func pollerEvent(fd: Int32, readable: Bool, writable: Bool)
 }
 
@@ -29,7 +29,7 @@ public protocol PollerHandler: AnyObject {
 /// Darwin a Dispatch read source still watches the kqueue.
 ///
 /// Owned by the loop's queue: every method but `stop` is called there.
-public final class Poller: @unchecked Sendable {
+package final class Poller: @unchecked Sendable {
     // Invariant: `entries` and the epoll set are touched on `queue` only (the waiting thread touches `events`
     // and `entries` inside `queue.sync`).
     private let pollFD: Int32
@@ -51,7 +51,7 @@ public final class Poller: @unchecked Sendable {
     private let source: DispatchSourceRead
     #endif
 
-    public init(queue: DispatchQueue) {
+    package init(queue: DispatchQueue) {
         self.queue = queue
         #if canImport(Glibc)
         pollFD = Syscall.epollCreate()
@@ -85,7 +85,7 @@ public final class Poller: @unchecked Sendable {
 
     /// Stops watching everything and closes the poll descriptor (once the waiting thread has woken up). Safe
     /// from any thread.
-    public func stop() {
+    package func stop() {
         #if canImport(Glibc)
         Syscall.wake(wakeWrite)
         #else
@@ -112,18 +112,18 @@ public final class Poller: @unchecked Sendable {
     #endif
 
     /// The handler registered for `fd`, if any.
-    public func handler(of fd: Int32) -> (any PollerHandler)? { entries[fd]?.handler }
+    package func handler(of fd: Int32) -> (any PollerHandler)? { entries[fd]?.handler }
 
     /// Watches `fd` for the given directions on behalf of `handler` (replacing any previous registration of
     /// that number: a descriptor number belongs to whoever opened it last).
-    public func watch(_ fd: Int32, read: Bool, write: Bool, handler: any PollerHandler) {
+    package func watch(_ fd: Int32, read: Bool, write: Bool, handler: any PollerHandler) {
         let known = entries[fd] != nil
         entries[fd] = Entry(handler: handler, read: read, write: write)
         apply(fd, read: read, write: write, known: known)
     }
 
     /// Changes the directions of a registered descriptor.
-    public func update(_ fd: Int32, read: Bool, write: Bool) {
+    package func update(_ fd: Int32, read: Bool, write: Bool) {
         guard var entry = entries[fd] else { return }
         guard entry.read != read || entry.write != write else { return }
         entry.read = read
@@ -133,7 +133,7 @@ public final class Poller: @unchecked Sendable {
     }
 
     /// Stops watching `fd` (before it is closed, or when its owner no longer cares).
-    public func remove(_ fd: Int32) {
+    package func remove(_ fd: Int32) {
         guard entries.removeValue(forKey: fd) != nil else { return }
         #if canImport(Glibc)
         _ = Syscall.epollControl(pollFD, EPOLL_CTL_DEL, fd, events: 0)   // EBADF/ENOENT: already closed, which is fine

@@ -13,11 +13,11 @@ import Darwin
 /// Owned by its driver's loop queue. The driver holds it (strongly) from `start` until the handle has been
 /// removed and cleaned up, which is what keeps the `Unmanaged` pointers given to curl as WRITEDATA, HEADERDATA,
 /// READDATA, SEEKDATA, PREREQDATA valid for as long as curl can call back.
-public final class Transfer: UpstreamCall, @unchecked Sendable {
+package final class Transfer: UpstreamCall, @unchecked Sendable {
     // Invariant: everything is touched on the driver's loop queue only.
     enum State { case running, completed, cancelled }
     unowned let driver: CurlDriver
-    public weak var delegate: (any TransferDelegate)?
+    package weak var delegate: (any TransferDelegate)?
     let request: UpstreamRequest
     let easy: UnsafeMutableRawPointer
     var state = State.running
@@ -44,7 +44,7 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
     private var cleanedUp = false
 
     /// The response status once the head arrived, else 0.
-    public private(set) var status = 0
+    package private(set) var status = 0
 
     static let curlDefaultHeaders = ["Expect", "Accept", "Content-Type", "Transfer-Encoding"]
 
@@ -68,13 +68,13 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
     }
 
     /// Stops the transfer now; its connection is closed. No delegate call follows. Idempotent.
-    public func cancel() {
+    package func cancel() {
         driver.loop.assertOnLoop()
         driver.cancel(self)
     }
 
     /// The delegate can take body bytes again (it refused some earlier).
-    public func resumeReceiving() {
+    package func resumeReceiving() {
         driver.loop.assertOnLoop()
         guard receivePaused else { return }
         receivePaused = false

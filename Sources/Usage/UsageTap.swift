@@ -38,19 +38,19 @@ import SSE
 ///
 /// Memory is bounded: one event (`maxEventBytes`) or the JSON body (`maxJSONBytes`). Past either bound the tap
 /// gives up (`gaveUp`): what it read so far still counts, and the result is an estimate.
-public struct UsageTap: Sendable {
-    public static let defaultMaxJSONBytes = 1 << 20
-    public static let defaultMaxEventBytes = 1 << 20
+package struct UsageTap: Sendable {
+    package static let defaultMaxJSONBytes = 1 << 20
+    package static let defaultMaxEventBytes = 1 << 20
 
     /// How the body is read, from its content type.
-    public enum Format: Sendable, Equatable {
+    package enum Format: Sendable, Equatable {
         case eventStream
         case json
         case ignored
 
         /// Decided on the media type's bytes (before any `;`, spaces trimmed, ASCII case folded): once per
         /// response, on the hot path of every request, so no String is built.
-        public init(contentType: String?) {
+        package init(contentType: String?) {
             guard var type = contentType?.utf8[...] else {
                 self = .ignored
                 return
@@ -75,26 +75,26 @@ public struct UsageTap: Sendable {
         }
     }
 
-    public let provider: Provider
-    public let format: Format
-    public let maxJSONBytes: Int
+    package let provider: Provider
+    package let format: Format
+    package let maxJSONBytes: Int
     /// Content events seen so far (see the type's documentation).
-    public private(set) var contentEvents = 0
+    package private(set) var contentEvents = 0
     /// Bytes of content text seen so far (see the type's documentation).
-    public private(set) var contentBytes = 0
+    package private(set) var contentBytes = 0
     /// Base64 bytes of audio seen so far (see the type's documentation).
-    public private(set) var audioBytes = 0
+    package private(set) var audioBytes = 0
     /// An OpenAI chat chunk named its `finish_reason`: the answer is whole, the usage chunk may follow.
-    public private(set) var finishSeen = false
+    package private(set) var finishSeen = false
     /// Audio is counted one token per this many base64 bytes (see the type's documentation).
-    public static let audioBase64BytesPerToken = 1_000
+    package static let audioBase64BytesPerToken = 1_000
     /// The output so far, in tokens, as the relay estimates it: what a budget guard watches, and the completion of
     /// an estimate.
-    public var estimatedOutputTokens: Int { max(contentEvents, contentBytes / 4 + audioBytes / Self.audioBase64BytesPerToken) }
+    package var estimatedOutputTokens: Int { max(contentEvents, contentBytes / 4 + audioBytes / Self.audioBase64BytesPerToken) }
     /// A bound was passed; the tap stopped reading.
-    public private(set) var gaveUp = false
+    package private(set) var gaveUp = false
     /// The model the provider says answered (`ReportedModel`), when it said; what prices follow.
-    public var reportedModel: String? {
+    package var reportedModel: String? {
         if let streamModel { return streamModel }
         switch format {
         case .json where !body.isEmpty:
@@ -116,7 +116,7 @@ public struct UsageTap: Sendable {
     private var latestGeminiUsage: String?
     private var latestGeminiFinal = false
 
-    public init(provider: Provider, contentType: String?, maxJSONBytes: Int = UsageTap.defaultMaxJSONBytes,
+    package init(provider: Provider, contentType: String?, maxJSONBytes: Int = UsageTap.defaultMaxJSONBytes,
                 maxEventBytes: Int = UsageTap.defaultMaxEventBytes) {
         self.provider = provider
         self.format = Format(contentType: contentType)
@@ -125,13 +125,13 @@ public struct UsageTap: Sendable {
     }
 
     /// Feeds the next bytes of the response body, exactly as received.
-    public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func feed(_ bytes: UnsafeRawBufferPointer) {
         feed(bytes, scan: nil)
     }
 
     /// Feeds the next delivery with its line ends already found (`SSEBoundaryScanner`, once per delivery, shared
     /// with the usage-event filter and the budget cut). A stream is fed with scans or without, never both.
-    public mutating func feed(_ bytes: UnsafeRawBufferPointer, scan: SSEBoundaryScanner.Scan?) {
+    package mutating func feed(_ bytes: UnsafeRawBufferPointer, scan: SSEBoundaryScanner.Scan?) {
         guard !gaveUp, !bytes.isEmpty else { return }
         switch format {
         case .ignored:
@@ -164,7 +164,7 @@ public struct UsageTap: Sendable {
     /// Deliveries the tap's parser scanned for line ends itself (fed without scans).
     package var ownScans: Int { parser.ownScans }
 
-    public mutating func feed(_ bytes: [UInt8]) {
+    package mutating func feed(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { feed($0) }
     }
 
@@ -172,7 +172,7 @@ public struct UsageTap: Sendable {
     /// provider gave none. Complete provider counts are `.provider`; anything less is `.estimate`, with each
     /// missing count estimated (prompt: `estimatedPrompt`; completion: the larger of the provider's partial count
     /// and `estimatedOutputTokens`); with nothing at all to go on, `.none`.
-    public func usage(estimatedPrompt: Int? = nil) -> Usage {
+    package func usage(estimatedPrompt: Int? = nil) -> Usage {
         var c = counts
         switch format {
         case .json where !body.isEmpty:

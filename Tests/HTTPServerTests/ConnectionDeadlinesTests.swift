@@ -1,5 +1,6 @@
 // ConnectionDeadlines: every row of its table at the exact boundary (one nanosecond before → nil, at the deadline
 // → the expiry), slowloris from accept, keep-alive idle, body progress, and the write-stall clock.
+import HTTP1
 import HTTPServer
 import Support
 import Testing

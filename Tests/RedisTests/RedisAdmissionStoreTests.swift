@@ -1,5 +1,9 @@
 import Redis
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 import TestHarness

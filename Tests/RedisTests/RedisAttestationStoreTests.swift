@@ -2,7 +2,11 @@
 // TTL, keys registered once, counters raised by compare-and-set, so of two replicas handed one assertion at once
 // exactly one accepts it; and a Redis that does not answer is `.unavailable`, never an acceptance.
 import Redis
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 import TestHarness

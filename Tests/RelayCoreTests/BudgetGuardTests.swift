@@ -1,6 +1,10 @@
 // BudgetGuard as a value: when a stream asks for more budget and when it is cut (where events end:
 // SSEBoundaryScannerTests).
+import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Testing
 import Usage
 

@@ -1,6 +1,10 @@
 // The reservation a request asks for: what a client can write in its body must never crash the relay or buy
 // more output than it reserves.
+import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Testing
 import JSON
 import Usage

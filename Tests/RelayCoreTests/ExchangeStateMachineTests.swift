@@ -2,6 +2,9 @@
 // backpressure, keep-alive, and the rule that terminal phases ignore everything.
 import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 import TestSupportCore

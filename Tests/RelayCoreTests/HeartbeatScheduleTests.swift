@@ -1,5 +1,9 @@
 // HeartbeatSchedule as a value: when a quiet stream gets ": keep-alive", and never inside an event.
+import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Support
 import Testing
 

@@ -1,5 +1,9 @@
 // LogThrottle: at most `linesPerSecond` lines per reason per second, and one count of the rest.
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 

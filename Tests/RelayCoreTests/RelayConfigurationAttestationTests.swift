@@ -1,7 +1,11 @@
 // `attestation` (App Attest and App Check) and `routes[].attestation`: what is read, and every bad value named by
 // its key path at start-up.
 import Foundation
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Testing
 
 /// The test key set (Tests/AuthTests/Fixtures/jwks.json: three keys).

@@ -1,5 +1,9 @@
 // Where /metrics and the admin listener may be reached: never beyond the host the operator chose.
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Testing
 
 @Suite struct RelayConfigurationExposureTests {

@@ -2,7 +2,11 @@
 // qualified by their issuer.
 import Auth
 import Foundation
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Testing
 
 private let secret = String(repeating: "s", count: 40)

@@ -3,6 +3,9 @@
 import Foundation
 import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 import Upstream

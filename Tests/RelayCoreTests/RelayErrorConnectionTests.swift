@@ -1,6 +1,10 @@
 // The connection-level RelayErrors: 405 with Allow, 408 request timeout, 503 too many connections.
 import Foundation
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Testing
 
 /// Extra headers as "Name: value" lines (the tuple array is not Equatable).

@@ -2,6 +2,9 @@
 import Foundation
 import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 

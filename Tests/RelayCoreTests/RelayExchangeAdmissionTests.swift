@@ -1,7 +1,11 @@
 // Admission in RelayExchange, with the fakes of RelayExchangeTests and an admission store that answers when the
 // test says (as Redis would, later, on the loop): the wait, the client leaving meanwhile, refusals, the settle, and
 // a stream's reservation growing or the stream being cut at an event boundary.
+import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Support
 import Testing
 import Transport

@@ -3,7 +3,11 @@
 // reservation; and a client that leaves between OpenAI's finish chunk and its usage chunk leaves the relay reading
 // for that chunk, at most `ExchangeStateMachine.finishDrainSeconds`. The exchange harness's manual clock measures
 // the silence exactly.
+import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Support
 import Testing
 import Usage

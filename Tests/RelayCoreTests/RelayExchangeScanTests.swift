@@ -1,6 +1,10 @@
 // How often a relayed event stream is walked for its line and event ends: once per delivery, shared by the usage
 // tap, the usage-event filter and the budget guard (issue 19, "one SSE boundary scanner").
+import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import JSON
 import Testing
 import Usage

@@ -3,6 +3,9 @@
 import HTTP1
 import HTTPServer
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Support
 import Testing
 import Transport

@@ -2,6 +2,9 @@
 // and the strip of its event, the estimate on cancel, and the drain.
 import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Testing
 import Usage
 

@@ -3,7 +3,11 @@
 // binary is installed — `promtool check metrics` on the result.
 import Dispatch
 import Foundation
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 import TestSupportCore

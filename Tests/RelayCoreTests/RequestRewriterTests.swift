@@ -3,6 +3,9 @@
 import HTTP1
 import HTTPServer
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 

@@ -2,6 +2,9 @@
 import HTTP1
 import HTTPServer
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Testing
 
 private func clientHead(

@@ -1,5 +1,9 @@
 // The pure parts of resumable streams: the replay buffer's offsets and bounds, the request's id and offset.
+import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Testing
 import Transport
 

@@ -1,6 +1,9 @@
 // SecretMasker: the provider key never reaches the app in an error body, wherever the chunks split it.
 import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Testing
 
 @Suite struct SecretMaskerTests {

@@ -1,6 +1,9 @@
 // Secret never prints its value, however it is turned into text.
 import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 

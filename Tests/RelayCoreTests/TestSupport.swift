@@ -1,6 +1,9 @@
 // Shared helpers for the pure-core tests: fixed instants, header literals, machine builders.
 import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 import TestSupportCore

@@ -1,21 +1,25 @@
 // Test support for the targets that run the real relay: a relay on port 0 in front of the harness's upstream.
 import Foundation
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import TestHarness
 import TestSupportCore
 import Testing
 
 /// A relay on 127.0.0.1:0 in front of a scripted upstream, with its log captured in memory.
-public final class RelayFixture: Sendable {
-    public static let providerKey = "sk-test-PROVIDERKEY-7f3a9c2e41d8b6"
-    public static let clientToken = "client-token-SHOULD-NOT-TRAVEL-93ab"
+package final class RelayFixture: Sendable {
+    package static let providerKey = "sk-test-PROVIDERKEY-7f3a9c2e41d8b6"
+    package static let clientToken = "client-token-SHOULD-NOT-TRAVEL-93ab"
 
-    public let server: RelayServer
-    public let logs: MemoryLogSink
-    public let upstream: ScriptedUpstream?
+    package let server: RelayServer
+    package let logs: MemoryLogSink
+    package let upstream: ScriptedUpstream?
 
-    public init(upstream: ScriptedUpstream?, baseURL: String? = nil, fixedWallClock: Double? = nil, clock: any Clock = MonotonicClock(),
+    package init(upstream: ScriptedUpstream?, baseURL: String? = nil, fixedWallClock: Double? = nil, clock: any Clock = MonotonicClock(),
          configure: (inout RelayConfiguration) -> Void = { _ in }) throws {
         var configuration = RelayConfiguration()
         configuration.listen = .init(host: "127.0.0.1", port: 0)
@@ -30,30 +34,30 @@ public final class RelayFixture: Sendable {
         self.upstream = upstream
     }
 
-    public var port: Int { server.port }
+    package var port: Int { server.port }
 
-    public func client() throws -> TestClient { try TestClient(port: port) }
+    package func client() throws -> TestClient { try TestClient(port: port) }
 
     /// Waits (bounded) until the relay holds no exchange and no curl transfer: the end of every cleanup path.
-    public func waitUntilIdle(timeout: Double = 2) throws {
+    package func waitUntilIdle(timeout: Double = 2) throws {
         try waitUntil("idle", timeout: timeout) { $0.exchanges == 0 && $0.transfers == 0 }
     }
 
     /// Waits (bounded) until the relay's live counts satisfy `condition`.
-    public func waitUntil(_ what: String, timeout: Double = 2,
+    package func waitUntil(_ what: String, timeout: Double = 2,
                           _ condition: ((connections: Int, exchanges: Int, transfers: Int)) -> Bool) throws {
         try eventually("relay \(what): \(server.liveCounts())", timeout: timeout) { condition(server.liveCounts()) }
     }
 
     /// Waits (bounded) until the relay holds no client connection; the error names a few that are still open.
-    public func waitUntilNoConnections(timeout: Double = 2) throws {
+    package func waitUntilNoConnections(timeout: Double = 2) throws {
         try eventually("relay without connections: \(server.debugConnections().prefix(3))", timeout: timeout) {
             server.liveCounts().connections == 0
         }
     }
 
     /// Every byte a client could have seen and every log line: the provider key must be in none of them.
-    public func assertNoSecretLeaks(clients: [TestClient], secrets: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) {
+    package func assertNoSecretLeaks(clients: [TestClient], secrets: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) {
         let key = Array(Self.providerKey.utf8)
         for client in clients {
             #expect(!client.receivedBytes.contains(subsequence: key), "provider key in bytes sent to a client", sourceLocation: sourceLocation)
@@ -77,13 +81,13 @@ public final class RelayFixture: Sendable {
 }
 
 /// The head of a streaming upstream answer: what a scripted provider writes before its events.
-public let sseHead: [(String, String)] = [("Content-Type", "text/event-stream"), ("Transfer-Encoding", "chunked")]
+package let sseHead: [(String, String)] = [("Content-Type", "text/event-stream"), ("Transfer-Encoding", "chunked")]
 
 /// A minimal streaming chat request body.
-public let chatBody = Array(#"{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}"#.utf8)
+package let chatBody = Array(#"{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}"#.utf8)
 
 /// An upstream that answers one request with a one-event SSE stream (`data: x`, 9 bytes).
-public func oneEventUpstream() throws -> ScriptedUpstream {
+package func oneEventUpstream() throws -> ScriptedUpstream {
     try ScriptedUpstream { connection in
         _ = try connection.readRequest()
         try connection.writeHead(status: 200, headers: sseHead)

@@ -4,17 +4,17 @@ import COpenSSL
 import Foundation
 
 /// The test key files (`rsa-1.pem`, `rsa-2.pem`, `ec-1.pem`) and their public set (`jwks.json`).
-public let testKeyFixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+package let testKeyFixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .appendingPathComponent("AuthTests/Fixtures")
 
 /// The public keys of the test key files.
-public func testJWKS() -> JWKSet {
+package func testJWKS() -> JWKSet {
     try! JWKSet(json: Data(contentsOf: testKeyFixtures.appendingPathComponent("jwks.json")))
 }
 
 /// A compact JWS of `claims` signed with the private key in `keyFile` under `alg` (`RS256` or `ES256`), the
 /// header naming `kid`.
-public func signedTestJWT(_ claims: [String: Any], alg: String = "RS256", kid: String = "rsa-1", keyFile: String = "rsa-1.pem") -> String {
+package func signedTestJWT(_ claims: [String: Any], alg: String = "RS256", kid: String = "rsa-1", keyFile: String = "rsa-1.pem") -> String {
     func b64(_ object: [String: Any]) -> String {
         Base64URL.encode(try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
     }
@@ -32,7 +32,7 @@ public func signedTestJWT(_ claims: [String: Any], alg: String = "RS256", kid: S
 
 /// A Firebase App Check token for project `123456789012` as Firebase mints them (`aud` an array), claims
 /// overridden (NSNull removes one).
-public func testAppCheckToken(_ overrides: [String: Any] = [:], now: Double, alg: String = "RS256", kid: String = "rsa-1",
+package func testAppCheckToken(_ overrides: [String: Any] = [:], now: Double, alg: String = "RS256", kid: String = "rsa-1",
                               keyFile: String = "rsa-1.pem") -> String {
     var claims: [String: Any] = ["iss": "https://firebaseappcheck.googleapis.com/123456789012",
                                  "aud": ["projects/123456789012", "projects/demo-app"], "sub": "1:123456789012:ios:0a1b2c3d4e5f",

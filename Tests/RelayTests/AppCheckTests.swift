@@ -1,6 +1,10 @@
 import Auth
 import Foundation
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import RelayTestSupport
 import RelayWire
 import Support

@@ -3,6 +3,9 @@ import COpenSSL
 import Foundation
 import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import RelayTestSupport
 import Support
 import TestHarness

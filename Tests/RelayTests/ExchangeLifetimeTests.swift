@@ -1,5 +1,9 @@
 import Foundation
+import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import RelayTestSupport
 import TestHarness
 import Testing

@@ -2,7 +2,11 @@ import Attestation
 import AttestationTestSupport
 import Auth
 import Foundation
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import RelayTestSupport
 import RelayWire
 import Support

@@ -1,7 +1,11 @@
 // Key pools and failover through the real relay (README, "Key pools and failover"): scripted providers that
 // answer by key, a manual clock for cooldowns, a real redis-server for two relays sharing what they saw.
 import Foundation
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import RelayTestSupport
 import Support
 import TestHarness

@@ -1,6 +1,9 @@
 import Foundation
 import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import RelayTestSupport
 import Support
 import TestHarness

@@ -1,6 +1,10 @@
 import Dispatch
 import Foundation
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import RelayTestSupport
 import TestHarness
 import Testing

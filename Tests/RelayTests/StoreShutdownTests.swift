@@ -1,4 +1,8 @@
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 import Transport

@@ -1,7 +1,11 @@
 import Auth
 import COpenSSL
 import Foundation
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import RelayTestSupport
 import SSE
 import SSERelayClient

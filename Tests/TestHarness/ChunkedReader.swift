@@ -149,17 +149,17 @@ struct HarnessByteReader: Sendable {
 }
 
 /// Pure helpers for chunked framing, usable on bytes captured by `readUntilClose` or `receivedBytes`.
-public enum ChunkedReader {
-    public struct Decoded: Sendable {
-        public var chunks: [[UInt8]]
-        public var body: [UInt8]
-        public var trailers: [(name: String, value: String)]
+package enum ChunkedReader {
+    package struct Decoded: Sendable {
+        package var chunks: [[UInt8]]
+        package var body: [UInt8]
+        package var trailers: [(name: String, value: String)]
         /// Bytes after the end of the chunked body.
-        public var rest: [UInt8]
+        package var rest: [UInt8]
     }
 
     /// Strict chunk-size line: 1 to 16 hex digits (either case), nothing else (no extensions, no whitespace).
-    public static func parseSizeLine(_ line: [UInt8]) throws -> Int {
+    package static func parseSizeLine(_ line: [UInt8]) throws -> Int {
         guard !line.isEmpty, line.count <= 16 else {
             throw HarnessError.malformed("chunk size line \(String(decoding: line, as: UTF8.self).debugDescription)")
         }
@@ -184,7 +184,7 @@ public enum ChunkedReader {
 
     /// Decodes a complete chunked body. Throws `.truncated` if `bytes` end before the last chunk's final CRLF,
     /// `.malformed` on bad framing.
-    public static func decode(_ bytes: [UInt8]) throws -> Decoded {
+    package static func decode(_ bytes: [UInt8]) throws -> Decoded {
         var reader = HarnessByteReader(bytes: bytes)
         let deadline = HarnessDeadline(seconds: 0)
         var chunks: [[UInt8]] = []
@@ -200,12 +200,12 @@ public enum ChunkedReader {
     }
 
     /// `size CRLF bytes CRLF` (lowercase hex). `bytes` must not be empty (that would be the last chunk).
-    public static func encodeChunk(_ bytes: [UInt8]) -> [UInt8] {
+    package static func encodeChunk(_ bytes: [UInt8]) -> [UInt8] {
         Array(String(bytes.count, radix: 16).utf8) + [13, 10] + bytes + [13, 10]
     }
 
     /// The 0-size chunk, optional trailer fields, and the final CRLF.
-    public static func encodeLastChunk(trailers: [(String, String)] = []) -> [UInt8] {
+    package static func encodeLastChunk(trailers: [(String, String)] = []) -> [UInt8] {
         var text = "0\r\n"
         for (name, value) in trailers { text += "\(name): \(value)\r\n" }
         text += "\r\n"
@@ -213,7 +213,7 @@ public enum ChunkedReader {
     }
 
     /// A whole chunked body: each non-empty element as one chunk, then the last chunk.
-    public static func encode(_ chunks: [[UInt8]], trailers: [(String, String)] = []) -> [UInt8] {
+    package static func encode(_ chunks: [[UInt8]], trailers: [(String, String)] = []) -> [UInt8] {
         chunks.filter { !$0.isEmpty }.flatMap(encodeChunk) + encodeLastChunk(trailers: trailers)
     }
 }

@@ -8,7 +8,7 @@ import Darwin
 #endif
 
 /// A port on 127.0.0.1 with nothing listening: bound, then closed, so a connect gets ECONNREFUSED.
-public func closedPort() throws -> Int {
+package func closedPort() throws -> Int {
     let (fd, address) = try HarnessPOSIX.listenOnLoopback(backlog: 1)
     HarnessPOSIX.closeFD(fd)
     return Int(UInt16(bigEndian: address.sin_port))
@@ -16,13 +16,13 @@ public func closedPort() throws -> Int {
 
 /// A listening socket on 127.0.0.1 that never accepts, with its accept queue already full: a connect to it
 /// stays in progress (the SYN goes unanswered) for as long as the test wants.
-public final class FullBacklogListener {
-    public let port: Int
+package final class FullBacklogListener {
+    package let port: Int
     private let fd: Int32
     private var fillers: [Int32] = []
     private var isClosed = false
 
-    public init() throws {
+    package init() throws {
         let listening = try HarnessPOSIX.listenOnLoopback(backlog: 0)
         fd = listening.fd
         var address = listening.address
@@ -42,7 +42,7 @@ public final class FullBacklogListener {
     }
 
     /// Closes the listener and the fillers. Idempotent.
-    public func close() {
+    package func close() {
         guard !isClosed else { return }
         isClosed = true
         for filler in fillers { HarnessPOSIX.closeFD(filler) }
@@ -52,20 +52,20 @@ public final class FullBacklogListener {
 }
 
 /// One row of the kernel's TCP socket tables.
-public struct TCPSocketEntry: Sendable {
+package struct TCPSocketEntry: Sendable {
     /// The local address in hex, as the kernel prints it (127.0.0.1 is "0100007F").
-    public var localAddress: String
-    public var localPort: Int
-    public var remotePort: Int
-    public var isListening: Bool
+    package var localAddress: String
+    package var localPort: Int
+    package var remotePort: Int
+    package var isListening: Bool
     /// Whether a descriptor of this test process refers to the socket (other rows belong to other processes, or
     /// to sockets this process already closed).
-    public var isOpenInThisProcess: Bool
+    package var isOpenInThisProcess: Bool
 }
 
 /// Every IPv4 and IPv6 TCP socket of this network namespace, from /proc/self/net/tcp and tcp6; nil where there
 /// is no /proc (not Linux), so a test can skip the check.
-public func tcpSocketTable() -> [TCPSocketEntry]? {
+package func tcpSocketTable() -> [TCPSocketEntry]? {
     let fdDirectory = "/proc/self/fd"
     guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: fdDirectory) else { return nil }
     var inodes = Set<Substring>()

@@ -14,19 +14,19 @@ import Darwin
 /// the server exits at once and the next free port is tried.
 ///
 /// Shared by the threads of one test: the process handle is behind a lock.
-public final class RedisServerProcess: @unchecked Sendable {
+package final class RedisServerProcess: @unchecked Sendable {
     // Invariant: `process` is read and replaced only under `lock`.
-    public let port: Int
+    package let port: Int
     private let extraArguments: [String]
     private let lock = NSLock()
     private var process: Process
     private let logFile: String
 
-    public static let executable = "/usr/bin/redis-server"
+    package static let executable = "/usr/bin/redis-server"
 
     /// Starts a server and waits (bounded) until it answers PING. `extraArguments` go to the command line
     /// (e.g. `["--requirepass", "secret"]`).
-    public init(extraArguments: [String] = []) throws {
+    package init(extraArguments: [String] = []) throws {
         guard FileManager.default.isExecutableFile(atPath: Self.executable) else {
             throw HarnessError.socket("\(Self.executable) is missing (make deps installs redis-server)")
         }
@@ -54,10 +54,10 @@ public final class RedisServerProcess: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: logFile)
     }
 
-    public var processIdentifier: Int32 { lock.withLock { process.processIdentifier } }
+    package var processIdentifier: Int32 { lock.withLock { process.processIdentifier } }
 
     /// SIGKILL: the server vanishes without a word (its clients see their connections reset or closed).
-    public func kill() {
+    package func kill() {
         let process = lock.withLock { self.process }
         guard process.isRunning else { return }
         _ = Glibc_kill(process.processIdentifier, SIGKILL)
@@ -65,16 +65,16 @@ public final class RedisServerProcess: @unchecked Sendable {
     }
 
     /// SIGSTOP: the server keeps its connections but answers nothing (a stalled Redis) until `resume()`.
-    public func pause() {
+    package func pause() {
         _ = Glibc_kill(processIdentifier, SIGSTOP)
     }
 
-    public func resume() {
+    package func resume() {
         _ = Glibc_kill(processIdentifier, SIGCONT)
     }
 
     /// Kills the server if it runs, then starts a new one on the same port: empty data, empty script cache.
-    public func restart() throws {
+    package func restart() throws {
         kill()
         let deadline = HarnessDeadline(seconds: 10)
         while true {
@@ -90,7 +90,7 @@ public final class RedisServerProcess: @unchecked Sendable {
     }
 
     /// Ends the server (SIGCONT first, so a paused one can die) and waits for it. Idempotent.
-    public func stop() {
+    package func stop() {
         let process = lock.withLock { self.process }
         guard process.isRunning else { return }
         _ = Glibc_kill(process.processIdentifier, SIGCONT)
@@ -99,7 +99,7 @@ public final class RedisServerProcess: @unchecked Sendable {
 
     /// One command in Redis's inline form (`"SCRIPT FLUSH"`, `"ZCARD key"`: arguments without spaces) on a new
     /// connection; returns its single-line reply (`+OK`, `:3`, `-ERR …`), or throws on timeout.
-    public func command(_ inline: String, timeout: Double = 5) throws -> String {
+    package func command(_ inline: String, timeout: Double = 5) throws -> String {
         try Self.command(inline, port: port, password: Self.password(in: extraArguments), timeout: timeout)
     }
 

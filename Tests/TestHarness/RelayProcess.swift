@@ -13,16 +13,16 @@ import Darwin
 ///
 /// Invariant that justifies `@unchecked Sendable`: `process` and `directory` are set in `init` and only read
 /// afterwards; the log lines live in a `HarnessMonitor`.
-public final class RelayProcess: @unchecked Sendable {
-    public let port: Int
-    public let adminPort: Int?
+package final class RelayProcess: @unchecked Sendable {
+    package let port: Int
+    package let adminPort: Int?
     private let process: Process
     private let directory: URL
     private let lines = HarnessMonitor<[String]>([])
 
     /// The binary: `SSE_RELAY_BIN`, else `sse-relay` next to the test bundle (`swift build --build-tests` builds
     /// it there).
-    public static func binaryPath() throws -> String {
+    package static func binaryPath() throws -> String {
         if let path = ProcessInfo.processInfo.environment["SSE_RELAY_BIN"], !path.isEmpty { return path }
         var candidates: [URL] = []
         for start in [Bundle.main.bundleURL, URL(fileURLWithPath: CommandLine.arguments[0])] {
@@ -43,7 +43,7 @@ public final class RelayProcess: @unchecked Sendable {
     }
 
     /// Starts the relay with `configuration` (JSON text) and waits up to `timeout` seconds for it to listen.
-    public init(configuration: String, environment: [String: String] = [:], timeout: Double = 20) throws {
+    package init(configuration: String, environment: [String: String] = [:], timeout: Double = 20) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("relay-process-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let configPath = directory.appendingPathComponent("config.json").path
@@ -100,14 +100,14 @@ public final class RelayProcess: @unchecked Sendable {
         }
     }
 
-    public var baseURL: String { "http://127.0.0.1:\(port)" }
-    public var pid: Int32 { process.processIdentifier }
-    public var isRunning: Bool { process.isRunning }
-    public var log: [String] { lines.withLock { $0 } }
+    package var baseURL: String { "http://127.0.0.1:\(port)" }
+    package var pid: Int32 { process.processIdentifier }
+    package var isRunning: Bool { process.isRunning }
+    package var log: [String] { lines.withLock { $0 } }
 
     /// The first log line containing `text`, waiting up to `timeout` seconds for it.
     @discardableResult
-    public func waitForLog(_ text: String, timeout: Double = 5) throws -> String {
+    package func waitForLog(_ text: String, timeout: Double = 5) throws -> String {
         do {
             return try lines.wait(timeout: timeout) { lines in lines.first(where: { $0.contains(text) }) }
         } catch {
@@ -116,7 +116,7 @@ public final class RelayProcess: @unchecked Sendable {
     }
 
     /// SIGKILL: no drain, no clean-up, leases left behind (a replica lost to `kill -9` or the OOM killer).
-    public func kill() {
+    package func kill() {
         guard process.isRunning else { return }
         #if canImport(Glibc)
         _ = Glibc.kill(process.processIdentifier, SIGKILL)
@@ -127,7 +127,7 @@ public final class RelayProcess: @unchecked Sendable {
     }
 
     /// SIGTERM and wait: the relay drains and exits.
-    public func terminate() {
+    package func terminate() {
         guard process.isRunning else { return }
         process.terminate()
         process.waitUntilExit()
@@ -139,7 +139,7 @@ public final class RelayProcess: @unchecked Sendable {
     }
 
     /// `"name":123` from a JSON log line.
-    public static func intField(_ name: String, in line: String) -> Int? {
+    package static func intField(_ name: String, in line: String) -> Int? {
         guard let range = line.range(of: "\"\(name)\":") else { return nil }
         return Int(line[range.upperBound...].prefix(while: { $0.isNumber }))
     }

@@ -10,45 +10,45 @@ import Glibc
 import Darwin
 #endif
 
-public enum PeerCloseKind: Sendable, Equatable {
+package enum PeerCloseKind: Sendable, Equatable {
     case fin
     case reset
 }
 
-public struct PeerClose: Sendable, Equatable {
-    public var kind: PeerCloseKind
+package struct PeerClose: Sendable, Equatable {
+    package var kind: PeerCloseKind
     /// When it was observed: DispatchTime.now().uptimeNanoseconds (monotonic).
-    public var atNanoseconds: UInt64
+    package var atNanoseconds: UInt64
 }
 
 /// What `waitForBytesOrClose` saw first.
-public enum PeerActivity: Sendable, Equatable {
+package enum PeerActivity: Sendable, Equatable {
     case bytes([UInt8])
     case closed(PeerClose)
 }
 
-public struct RecordedRequest: Sendable, ReceivedHeaders {
-    public var method: String
-    public var target: String
-    public var version: String
+package struct RecordedRequest: Sendable, ReceivedHeaders {
+    package var method: String
+    package var target: String
+    package var version: String
     /// As received: order and case kept.
-    public var headers: [(name: String, value: String)]
+    package var headers: [(name: String, value: String)]
     /// Exact bytes of the request head, request line through the empty line's CRLF.
-    public var rawHead: [UInt8]
+    package var rawHead: [UInt8]
     /// Decoded (Content-Length or chunked).
-    public var body: [UInt8]
+    package var body: [UInt8]
     /// Index (accept order, from 0) of the connection it came on.
-    public var connection: Int
+    package var connection: Int
     /// Trailer fields of a chunked body.
-    public var trailers: [(name: String, value: String)] = []
+    package var trailers: [(name: String, value: String)] = []
 }
 
 /// One accepted connection, handed to the script. Writes are immediate (TCP_NODELAY, one send loop per call).
 /// Reads (readRequest, waitForPeerClose, waitForBytesOrClose) are serialised; close()/reset() may come from any
 /// thread and wake a blocked read.
-public final class UpstreamConnection: Sendable {
+package final class UpstreamConnection: Sendable {
     /// Accept order, from 0.
-    public let index: Int
+    package let index: Int
     private let socket: HarnessSocket
     private let reader: HarnessMonitor<HarnessByteReader>
     private let record: @Sendable (RecordedRequest) -> Void
@@ -64,7 +64,7 @@ public final class UpstreamConnection: Sendable {
     /// `requests`. With `autoContinue`, a request with `Expect: 100-continue` and a body gets
     /// `HTTP/1.1 100 Continue` before its body is read. Throws `.connectionClosed` if the peer closed before
     /// a new request started.
-    public func readRequest(timeout: Double = 5, autoContinue: Bool = true) throws -> RecordedRequest {
+    package func readRequest(timeout: Double = 5, autoContinue: Bool = true) throws -> RecordedRequest {
         let deadline = HarnessDeadline(seconds: timeout)
         let request = try reader.withLock { reader in
             let (raw, lines) = try reader.readHead(deadline: deadline)
@@ -101,32 +101,32 @@ public final class UpstreamConnection: Sendable {
     }
 
     /// Sends all of `bytes` now (one send() loop). Throws `.brokenPipe`/`.connectionReset` if the peer is gone.
-    public func write(_ bytes: [UInt8], timeout: Double = 5) throws {
+    package func write(_ bytes: [UInt8], timeout: Double = 5) throws {
         try socket.sendAll(bytes, deadline: HarnessDeadline(seconds: timeout))
     }
 
-    public func write(_ string: String, timeout: Double = 5) throws {
+    package func write(_ string: String, timeout: Double = 5) throws {
         try write(Array(string.utf8), timeout: timeout)
     }
 
     /// `size CRLF bytes CRLF` in one write. An empty chunk would be the last chunk, so it throws `.malformed`.
-    public func writeChunk(_ bytes: [UInt8]) throws {
+    package func writeChunk(_ bytes: [UInt8]) throws {
         guard !bytes.isEmpty else { throw HarnessError.malformed("writeChunk([]): use writeLastChunk()") }
         try write(ChunkedReader.encodeChunk(bytes))
     }
 
-    public func writeChunk(_ string: String) throws {
+    package func writeChunk(_ string: String) throws {
         try writeChunk(Array(string.utf8))
     }
 
     /// `0 CRLF [trailers] CRLF` in one write.
-    public func writeLastChunk(trailers: [(String, String)] = []) throws {
+    package func writeLastChunk(trailers: [(String, String)] = []) throws {
         try write(ChunkedReader.encodeLastChunk(trailers: trailers))
     }
 
     /// `HTTP/1.1 <status> <reason>` CRLF, each header CRLF, CRLF, in one write. Nothing is added
     /// (no Content-Length, no Transfer-Encoding: the script decides the framing).
-    public func writeHead(status: Int, reason: String? = nil, headers: [(String, String)]) throws {
+    package func writeHead(status: Int, reason: String? = nil, headers: [(String, String)]) throws {
         var text = "HTTP/1.1 \(status) \(reason ?? Self.reasonPhrase(status))\r\n"
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
         text += "\r\n"
@@ -156,7 +156,7 @@ public final class UpstreamConnection: Sendable {
 
     /// Waits until the peer closes: recv() == 0 → `.fin`, ECONNRESET → `.reset`. Bytes that arrive meanwhile
     /// (and unread buffered ones) are discarded. If the close was already observed, returns it at once.
-    public func waitForPeerClose(timeout: Double = 5) throws -> PeerClose {
+    package func waitForPeerClose(timeout: Double = 5) throws -> PeerClose {
         let deadline = HarnessDeadline(seconds: timeout)
         return try reader.withLock { reader in
             while true {
@@ -169,7 +169,7 @@ public final class UpstreamConnection: Sendable {
 
     /// Waits until bytes arrive (returns and consumes all buffered ones) or the peer closes; useful to detect a
     /// cancel while the script is silent without losing data.
-    public func waitForBytesOrClose(timeout: Double = 5) throws -> PeerActivity {
+    package func waitForBytesOrClose(timeout: Double = 5) throws -> PeerActivity {
         let deadline = HarnessDeadline(seconds: timeout)
         return try reader.withLock { reader in
             while true {
@@ -181,23 +181,23 @@ public final class UpstreamConnection: Sendable {
     }
 
     /// Every raw byte received on this connection.
-    public var receivedBytes: [UInt8] { socket.receivedBytes }
+    package var receivedBytes: [UInt8] { socket.receivedBytes }
 
     /// FIN (idempotent; also done when the script returns).
-    public func close() { socket.close(reset: false) }
+    package func close() { socket.close(reset: false) }
 
     /// SO_LINGER {1, 0} then close: RST.
-    public func reset() { socket.close(reset: true) }
+    package func reset() { socket.close(reset: true) }
 }
 
 /// A scripted upstream on 127.0.0.1:0. Each accepted connection runs `script` on its own Thread; when the script
 /// returns (or throws) the connection is closed with FIN unless the script already closed/reset it.
 /// Script errors are recorded in `scriptErrors` (except those after shutdown()), never crash the process.
-public final class ScriptedUpstream: Sendable {
-    public let port: Int
+package final class ScriptedUpstream: Sendable {
+    package let port: Int
     private let core: ScriptedUpstreamCore
 
-    public init(script: @escaping @Sendable (UpstreamConnection) throws -> Void) throws {
+    package init(script: @escaping @Sendable (UpstreamConnection) throws -> Void) throws {
         core = try ScriptedUpstreamCore(script: script)
         port = core.port
         let core = core
@@ -208,33 +208,33 @@ public final class ScriptedUpstream: Sendable {
 
     deinit { core.shutdown() }
 
-    public var baseURL: String { "http://127.0.0.1:\(port)" }
+    package var baseURL: String { "http://127.0.0.1:\(port)" }
 
     /// Every request read by any connection's readRequest(), in the order they were read.
-    public var requests: [RecordedRequest] { core.state.withLock { $0.requests } }
+    package var requests: [RecordedRequest] { core.state.withLock { $0.requests } }
 
-    public var acceptedConnections: Int { core.state.withLock { $0.accepted } }
+    package var acceptedConnections: Int { core.state.withLock { $0.accepted } }
 
     /// Scripts that returned or threw.
-    public var finishedScripts: Int { core.state.withLock { $0.finished } }
+    package var finishedScripts: Int { core.state.withLock { $0.finished } }
 
     /// "connection #i: <error>" for each script that threw.
-    public var scriptErrors: [String] { core.state.withLock { $0.errors } }
+    package var scriptErrors: [String] { core.state.withLock { $0.errors } }
 
     /// Blocks until `n` connections were accepted (or throws `.timeout`).
-    public func waitForConnections(_ n: Int, timeout: Double = 5) throws {
+    package func waitForConnections(_ n: Int, timeout: Double = 5) throws {
         try core.state.wait(timeout: timeout) { $0.accepted >= n ? true : nil }
     }
 
     /// Blocks until every script of the connections accepted so far has returned (or throws `.timeout`).
-    public func waitForScriptsToFinish(timeout: Double = 5) throws {
+    package func waitForScriptsToFinish(timeout: Double = 5) throws {
         try core.state.wait(timeout: timeout) { $0.finished >= $0.accepted ? true : nil }
     }
 
     /// Closes the listener and every connection (FIN), waking scripts blocked on a socket read. Waits at most
     /// 2 s for the accept thread to release the port; never joins script threads (one blocked on a Gate keeps
     /// running until its own timeout). Idempotent.
-    public func shutdown() { core.shutdown() }
+    package func shutdown() { core.shutdown() }
 }
 
 /// The part shared with the accept and script threads (so ScriptedUpstream's deinit can shut it down).

@@ -4,39 +4,39 @@
 import Foundation
 
 /// What the TLS upstream reported (see tls_upstream.py for the vocabulary).
-public struct TLSUpstreamEvent: Sendable, CustomStringConvertible {
+package struct TLSUpstreamEvent: Sendable, CustomStringConvertible {
     /// "open", "request", "reset", "closed", "done", "idle-closed", "goaway".
-    public var kind: String
+    package var kind: String
     /// CLOCK_MONOTONIC nanoseconds, comparable with `monotonicNanoseconds()`.
-    public var atNanoseconds: UInt64
-    public var connection: Int
+    package var atNanoseconds: UInt64
+    package var connection: Int
     /// The HTTP/2 stream id (1 for HTTP/1.1); -1 for connection events.
-    public var stream: Int
+    package var stream: Int
     /// The ALPN protocol for "open", the path for "request", the error code for "reset".
-    public var detail: String
+    package var detail: String
     /// For "open": the client resumed an earlier TLS session (an abbreviated handshake).
-    public var sessionResumed = false
+    package var sessionResumed = false
 
-    public var description: String { "\(kind) c\(connection) s\(stream) \(detail)" }
+    package var description: String { "\(kind) c\(connection) s\(stream) \(detail)" }
 }
 
 /// Starts the upstream on 127.0.0.1:0 and reads its event lines; `shutdown()` (or deinit) stops it.
 ///
 /// Invariant that justifies `@unchecked Sendable`: `process` and `input` are set in `init` and then only used by
 /// `closeIdle()` and `shutdown()`, which the test calls from its own thread; the events live in a `HarnessMonitor`.
-public final class TLSUpstream: @unchecked Sendable {
-    public let port: Int
+package final class TLSUpstream: @unchecked Sendable {
+    package let port: Int
     /// The PEM file of the test's certificate authority: what `upstreams.NAME.caFile` must name.
-    public let caFile: String
+    package let caFile: String
     private let directory: URL
     private let process: Process
     private let input: FileHandle
     private let events = HarnessMonitor<[TLSUpstreamEvent]>([])
     private let portBox = Mailbox<Int>()
 
-    public var baseURL: String { "https://127.0.0.1:\(port)" }
+    package var baseURL: String { "https://127.0.0.1:\(port)" }
 
-    public init() throws {
+    package init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("tls-upstream-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let dir = directory.path
@@ -117,7 +117,7 @@ public final class TLSUpstream: @unchecked Sendable {
 
     /// The first event (in arrival order) that `matches`, waiting for it up to `timeout` seconds.
     @discardableResult
-    public func waitFor(timeout: Double = 5, _ what: String = "event", _ matches: @escaping (TLSUpstreamEvent) -> Bool) throws -> TLSUpstreamEvent {
+    package func waitFor(timeout: Double = 5, _ what: String = "event", _ matches: @escaping (TLSUpstreamEvent) -> Bool) throws -> TLSUpstreamEvent {
         do {
             return try events.wait(timeout: timeout) { events in events.first(where: matches) }
         } catch {
@@ -125,20 +125,20 @@ public final class TLSUpstream: @unchecked Sendable {
         }
     }
 
-    public var allEvents: [TLSUpstreamEvent] { events.withLock { $0 } }
+    package var allEvents: [TLSUpstreamEvent] { events.withLock { $0 } }
 
     /// Closes every connection that has no stream in progress, as a provider's keep-alive timeout does
     /// (HTTP/2: GOAWAY, then close).
-    public func closeIdle() throws {
+    package func closeIdle() throws {
         try input.write(contentsOf: Data("close-idle\n".utf8))
     }
 
     /// Sends GOAWAY on every idle HTTP/2 connection and keeps it open (a provider draining for a restart).
-    public func goAwayIdle() throws {
+    package func goAwayIdle() throws {
         try input.write(contentsOf: Data("goaway-idle\n".utf8))
     }
 
-    public func shutdown() {
+    package func shutdown() {
         guard process.isRunning else { return }
         try? input.close()
         process.terminate()

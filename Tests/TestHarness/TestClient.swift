@@ -12,7 +12,7 @@ import Darwin
 // MARK: - Errors
 
 /// Every error the harness throws (client side and upstream side).
-public enum HarnessError: Error, Equatable, CustomStringConvertible {
+package enum HarnessError: Error, Equatable, CustomStringConvertible {
     /// A wait passed its safety timeout.
     case timeout
     /// The peer closed (FIN) in the middle of a message: before the 0-size chunk, before Content-Length bytes,
@@ -33,7 +33,7 @@ public enum HarnessError: Error, Equatable, CustomStringConvertible {
     /// A system call failed.
     case socket(String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .timeout: "timeout (safety timeout passed)"
         case .truncated: "truncated (peer closed mid-message)"
@@ -371,28 +371,28 @@ private func connectSocket(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ le
 // MARK: - Response head
 
 /// A message head as the harness received it: fields in their order and spelling, looked up case-insensitively.
-public protocol ReceivedHeaders {
+package protocol ReceivedHeaders {
     var headers: [(name: String, value: String)] { get }
 }
 
 extension ReceivedHeaders {
     /// First value of the header, case-insensitive.
-    public func header(_ name: String) -> String? { headerValues(name).first }
+    package func header(_ name: String) -> String? { headerValues(name).first }
 
-    public func headerValues(_ name: String) -> [String] {
+    package func headerValues(_ name: String) -> [String] {
         let wanted = name.lowercased()
         return headers.filter { $0.name.lowercased() == wanted }.map(\.value)
     }
 }
 
-public struct ResponseHeadResult: Sendable, ReceivedHeaders {
-    public var version: String
-    public var status: Int
-    public var reason: String
+package struct ResponseHeadResult: Sendable, ReceivedHeaders {
+    package var version: String
+    package var status: Int
+    package var reason: String
     /// As received: order and case kept.
-    public var headers: [(name: String, value: String)]
+    package var headers: [(name: String, value: String)]
     /// Exact bytes of the head, status line through the empty line's CRLF.
-    public var rawHead: [UInt8]
+    package var rawHead: [UInt8]
 }
 
 // MARK: - TestClient
@@ -402,9 +402,9 @@ public struct ResponseHeadResult: Sendable, ReceivedHeaders {
 ///
 /// Thread-safe (state in a HarnessMonitor), but reads are serialised: a read call holds the reader for its whole duration.
 /// close()/reset() may be called from any thread and wake a read blocked on this client.
-public final class TestClient: Sendable {
-    public let port: Int
-    public let timeout: Double
+package final class TestClient: Sendable {
+    package let port: Int
+    package let timeout: Double
 
     private struct ReadState: Sendable {
         var reader: HarnessByteReader
@@ -420,7 +420,7 @@ public final class TestClient: Sendable {
     private let socket: HarnessSocket
     private let state: HarnessMonitor<ReadState>
 
-    public init(port: Int, timeout: Double = 5) throws {
+    package init(port: Int, timeout: Double = 5) throws {
         self.port = port
         self.timeout = timeout
         socket = try HarnessSocket.connect(port: port, deadline: HarnessDeadline(seconds: timeout))
@@ -436,7 +436,7 @@ public final class TestClient: Sendable {
     }
 
     /// One GET on a new connection: the status, the whole body as text, and the head.
-    public static func get(port: Int, path: String, headers: [(String, String)] = []) throws
+    package static func get(port: Int, path: String, headers: [(String, String)] = []) throws
         -> (status: Int, body: String, head: ResponseHeadResult)
     {
         let client = try TestClient(port: port)
@@ -448,11 +448,11 @@ public final class TestClient: Sendable {
 
     // MARK: Sending
 
-    public func send(_ bytes: [UInt8]) throws {
+    package func send(_ bytes: [UInt8]) throws {
         try socket.sendAll(bytes, deadline: deadline(nil))
     }
 
-    public func send(_ string: String) throws {
+    package func send(_ string: String) throws {
         try send(Array(string.utf8))
     }
 
@@ -460,7 +460,7 @@ public final class TestClient: Sendable {
     /// Body framing: `chunked: true` adds `Transfer-Encoding: chunked` (unless given) and sends the body as one
     /// chunk plus the last chunk; otherwise `Content-Length` is added (unless given, so a test can lie) when the
     /// body is non-empty or the method is POST/PUT/PATCH.
-    public func sendRequest(
+    package func sendRequest(
         method: String = "POST", path: String, headers: [(String, String)] = [], body: [UInt8] = [],
         chunked: Bool = false
     ) throws {
@@ -485,7 +485,7 @@ public final class TestClient: Sendable {
     // MARK: Reading
 
     /// The next response head (a 100 Continue is returned as its own head). Resets the body state.
-    public func readHead(timeout: Double? = nil) throws -> ResponseHeadResult {
+    package func readHead(timeout: Double? = nil) throws -> ResponseHeadResult {
         let deadline = deadline(timeout)
         return try state.withLock { state in
             let (raw, lines) = try state.reader.readHead(deadline: deadline)
@@ -502,7 +502,7 @@ public final class TestClient: Sendable {
     /// The next decoded chunk of a chunked body; nil once the 0-size chunk and its trailer section were read
     /// (and on every later call until the next readHead). Throws `.truncated` if the peer closed (FIN) before the
     /// last chunk, `.connectionReset` on RST, `.malformed` on bad framing, `.timeout`.
-    public func readChunk(timeout: Double? = nil) throws -> [UInt8]? {
+    package func readChunk(timeout: Double? = nil) throws -> [UInt8]? {
         let deadline = deadline(timeout)
         return try state.withLock { state in try Self.nextChunk(&state, deadline) }
     }
@@ -521,12 +521,12 @@ public final class TestClient: Sendable {
     }
 
     /// Trailer fields of the last chunked body read to its end.
-    public var trailers: [(name: String, value: String)] { state.withLock { $0.trailers } }
+    package var trailers: [(name: String, value: String)] { state.withLock { $0.trailers } }
 
     /// The whole (remaining) body per the head's framing: none for 1xx/204/304, chunked, Content-Length, or
     /// until close (a RST then throws `.connectionReset`). Transfer-Encoding other than exactly `chunked`,
     /// both TE and CL, or conflicting/invalid Content-Length throw `.malformed`.
-    public func readBody(head: ResponseHeadResult, timeout: Double? = nil) throws -> [UInt8] {
+    package func readBody(head: ResponseHeadResult, timeout: Double? = nil) throws -> [UInt8] {
         let deadline = deadline(timeout)
         let framing = try HarnessHTTP.framing(
             headers: head.headers, noBody: head.status / 100 == 1 || head.status == 204 || head.status == 304,
@@ -554,7 +554,7 @@ public final class TestClient: Sendable {
     /// Reads chunks until `marker` appears in the decoded body after the end of the previous call's match;
     /// returns the whole body decoded so far for the current response (for lock-step tests). Throws
     /// `.bodyEnded` if the last chunk comes first, `.truncated` on FIN before the last chunk.
-    public func readChunkedBody(until marker: [UInt8], timeout: Double? = nil) throws -> [UInt8] {
+    package func readChunkedBody(until marker: [UInt8], timeout: Double? = nil) throws -> [UInt8] {
         let deadline = deadline(timeout)
         return try state.withLock { state in
             while true {
@@ -567,13 +567,13 @@ public final class TestClient: Sendable {
         }
     }
 
-    public func readChunkedBody(until marker: String, timeout: Double? = nil) throws -> [UInt8] {
+    package func readChunkedBody(until marker: String, timeout: Double? = nil) throws -> [UInt8] {
         try readChunkedBody(until: Array(marker.utf8), timeout: timeout)
     }
 
     /// Reads until the peer closes; returns the raw bytes not consumed before (buffered ones included) and
     /// whether the close was a RST (`reset: true`) rather than a FIN.
-    public func readUntilClose(timeout: Double? = nil) throws -> (bytes: [UInt8], reset: Bool) {
+    package func readUntilClose(timeout: Double? = nil) throws -> (bytes: [UInt8], reset: Bool) {
         let deadline = deadline(timeout)
         return try state.withLock { state in
             let (bytes, kind) = try state.reader.readUntilClose(deadline: deadline)
@@ -582,14 +582,14 @@ public final class TestClient: Sendable {
     }
 
     /// Every raw byte received on this connection (for secret scanning). Never blocks on a read in progress.
-    public var receivedBytes: [UInt8] { socket.receivedBytes }
+    package var receivedBytes: [UInt8] { socket.receivedBytes }
 
     /// Half-close: FIN, keep reading.
-    public func shutdownWrite() { socket.shutdownWrite() }
+    package func shutdownWrite() { socket.shutdownWrite() }
 
     /// FIN.
-    public func close() { socket.close(reset: false) }
+    package func close() { socket.close(reset: false) }
 
     /// SO_LINGER {1, 0} + close: RST.
-    public func reset() { socket.close(reset: true) }
+    package func reset() { socket.close(reset: true) }
 }

@@ -6,12 +6,12 @@ import Darwin
 #endif
 
 /// What `eventually` throws when its condition did not hold in time.
-public struct EventuallyTimeout: Error, CustomStringConvertible {
+package struct EventuallyTimeout: Error, CustomStringConvertible {
     /// The caller's description, evaluated at the timeout (so it can show the state that was still wrong).
-    public let what: String
-    public let seconds: Double
+    package let what: String
+    package let seconds: Double
 
-    public var description: String { "not \(what) within \(seconds) s" }
+    package var description: String { "not \(what) within \(seconds) s" }
 }
 
 /// Interval between two checks: short against the tests' timeouts (hundreds of ms and up), long enough not to
@@ -25,7 +25,7 @@ private let pollIntervalMicroseconds: UInt32 = 1_000
 ///
 /// - Parameter what: the awaited state, for the error; evaluated only at the timeout.
 /// - Throws: `EventuallyTimeout` once `timeout` seconds passed with the condition still false.
-public func eventually(
+package func eventually(
     _ what: @autoclosure () -> String = "true", timeout: Double = 2, _ condition: () throws -> Bool
 ) throws {
     let deadline = HarnessDeadline(seconds: timeout)
@@ -37,7 +37,7 @@ public func eventually(
 
 /// `eventually` for async tests (the overload an async context picks): suspends between checks instead of
 /// blocking a thread of the shared concurrency pool.
-public func eventually(
+package func eventually(
     _ what: @autoclosure () -> String = "true", timeout: Double = 2, _ condition: () throws -> Bool
 ) async throws {
     let deadline = HarnessDeadline(seconds: timeout)

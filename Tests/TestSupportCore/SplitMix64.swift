@@ -2,12 +2,12 @@
 
 /// SplitMix64 (Steele, Lea, Flood 2014): a tiny generator that is deterministic across platforms, unlike the
 /// system one, so a randomized test replays exactly from the seed it prints or takes as an argument.
-public struct SplitMix64: RandomNumberGenerator, Sendable {
+package struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
-    public init(seed: UInt64) { state = seed }
+    package init(seed: UInt64) { state = seed }
 
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

@@ -2,14 +2,14 @@
 import Support
 
 /// The instant every test starts at (an arbitrary, non-zero origin).
-public let t0 = Support.Instant(nanoseconds: 1_000_000_000)
+package let t0 = Support.Instant(nanoseconds: 1_000_000_000)
 
 /// `t0` plus whole seconds, exact.
-public func at(_ seconds: UInt64, plusNanoseconds ns: UInt64 = 0) -> Support.Instant {
+package func at(_ seconds: UInt64, plusNanoseconds ns: UInt64 = 0) -> Support.Instant {
     Support.Instant(nanoseconds: t0.nanoseconds + seconds * 1_000_000_000 + ns)
 }
 
 /// `t0` plus whole seconds, minus one nanosecond: the last instant before a deadline.
-public func justBefore(_ seconds: UInt64) -> Support.Instant {
+package func justBefore(_ seconds: UInt64) -> Support.Instant {
     Support.Instant(nanoseconds: t0.nanoseconds + seconds * 1_000_000_000 - 1)
 }

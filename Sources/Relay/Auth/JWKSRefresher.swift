@@ -1,6 +1,8 @@
 import Auth
 import Foundation
 import HTTP1
+import RelayCore
+import RelayState
 import Support
 import Transport
 import Upstream

@@ -1,5 +1,7 @@
 import Attestation
 import Auth
+import RelayCore
+import RelayState
 import RelayWire
 import Transport
 

@@ -1,3 +1,5 @@
+import RelayCore
+import RelayState
 
 /// What an exchange needs to ask the admission store once its request is whole: the store, the keys, the
 /// budgets and how to size the reservation. Built per request by `RelayHandler`; a plain value.
@@ -22,5 +24,13 @@ struct ExchangeAdmission: Sendable {
     var planBudgets: RequestBodyPlan.Settings.Budgets? {
         guard let budgets, budgetKey != nil else { return nil }
         return RequestBodyPlan.Settings.Budgets(routeMaxTokens: routeMaxTokens, defaultReserveTokens: budgets.defaultReserveTokens)
+    }
+}
+
+extension ExchangeAdmission {
+    /// The request's budget charge and the price it was admitted at (`BudgetCharge.of`).
+    func charge(_ reservation: RequestBodyPlan.Reservation, model: String?, prices: PriceBook?)
+        -> Result<(charge: BudgetCharge?, price: ModelPrice?), RelayError> {
+        BudgetCharge.of(reservation, budgetKey: budgetKey, budgets: budgets, model: model, prices: prices)
     }
 }

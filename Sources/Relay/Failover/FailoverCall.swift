@@ -1,4 +1,6 @@
 import HTTP1
+import RelayCore
+import RelayState
 import Support
 import Transport
 import Upstream

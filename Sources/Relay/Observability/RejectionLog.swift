@@ -1,4 +1,6 @@
 import Dispatch
+import RelayCore
+import RelayState
 import Support
 
 /// How many rejection log lines pass per reason per second; the rest are counted and summed up in one line
@@ -6,8 +8,8 @@ import Support
 ///
 /// Why: a rejected request costs the attacker nothing but the relay a log line; a flood of bad tokens once wrote
 /// 100 MB of log in 13 s. Metrics still count every rejection.
-public struct LogThrottle: Sendable {
-    public enum Decision: Equatable, Sendable {
+package struct LogThrottle: Sendable {
+    package enum Decision: Equatable, Sendable {
         /// Write the line; `suppressedBefore` lines of this reason were dropped in the window that just ended.
         case log(suppressedBefore: Int)
         case suppress
@@ -19,12 +21,12 @@ public struct LogThrottle: Sendable {
         var suppressed: Int
     }
 
-    public let linesPerSecond: Int
+    package let linesPerSecond: Int
     private var windows: [String: Window] = [:]
 
-    public init(linesPerSecond: Int) { self.linesPerSecond = max(1, linesPerSecond) }
+    package init(linesPerSecond: Int) { self.linesPerSecond = max(1, linesPerSecond) }
 
-    public mutating func admit(_ reason: String, now: Instant) -> Decision {
+    package mutating func admit(_ reason: String, now: Instant) -> Decision {
         if var window = windows[reason], now.seconds(since: window.start) < 1 {
             if window.logged < linesPerSecond {
                 window.logged += 1
@@ -42,7 +44,7 @@ public struct LogThrottle: Sendable {
 
     /// The counts of windows that ended with lines suppressed, for the periodic summary; those windows are
     /// forgotten (so a count is reported once, here or by the next `admit`).
-    public mutating func flush(now: Instant) -> [(reason: String, suppressed: Int)] {
+    package mutating func flush(now: Instant) -> [(reason: String, suppressed: Int)] {
         var ended: [(String, Int)] = []
         for (reason, window) in windows where now.seconds(since: window.start) >= 1 {
             if window.suppressed > 0 { ended.append((reason, window.suppressed)) }

@@ -3,6 +3,8 @@ import Auth
 import Foundation
 import HTTP1
 import HTTPServer
+import RelayCore
+import RelayState
 import RelayWire
 import Support
 import Transport

@@ -1,6 +1,8 @@
 import Attestation
 import HTTP1
 import HTTPServer
+import RelayCore
+import RelayState
 import Support
 import Transport
 import Upstream
@@ -34,7 +36,7 @@ final class AttestationService: Sendable {
         var verifier: AppAttestVerifier?
         var store: (any AttestationStore)?
         if let apple = attestation.apple {
-            verifier = try makeVerifier(apple)
+            verifier = try apple.makeVerifier()
             switch configuration.state.backend {
             case .memory:
                 store = MemoryAttestationStore()
@@ -65,21 +67,6 @@ final class AttestationService: Sendable {
         self.logger = logger
         self.rejectionLog = rejectionLog
         self.wallClock = wallClock
-    }
-
-    static func makeVerifier(_ apple: AttestationConfiguration.Apple) throws(AppAttestFailure) -> AppAttestVerifier {
-        let environment: AppAttestEnvironment = apple.environment == .production ? .production : .development
-        return try AppAttestVerifier(appIds: apple.appIds, environment: environment, rootCAPEM: apple.rootCAPEM)
-    }
-
-    /// What the configuration reader says when the verifier cannot be built (an unreadable root, say); nil when it can.
-    static func verifierProblem(_ apple: AttestationConfiguration.Apple) -> String? {
-        do {
-            _ = try makeVerifier(apple)
-            return nil
-        } catch {
-            return "the App Attest verifier cannot start (\(error.step))"
-        }
     }
 
     /// Starts refreshing the App Check keys from `attestation.firebase.jwksURL`, on `loop`.

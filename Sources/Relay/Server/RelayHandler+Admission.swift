@@ -1,5 +1,7 @@
 import Auth
 import HTTP1
+import RelayCore
+import RelayState
 import Support
 import Transport
 

@@ -1,5 +1,7 @@
 import HTTP1
 import HTTPServer
+import RelayCore
+import RelayState
 import Support
 import Upstream
 

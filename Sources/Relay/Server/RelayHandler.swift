@@ -1,6 +1,8 @@
 import Auth
 import HTTP1
 import HTTPServer
+import RelayCore
+import RelayState
 import Support
 import Transport
 import Upstream

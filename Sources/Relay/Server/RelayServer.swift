@@ -3,6 +3,8 @@ import Foundation
 import HTTP1
 import HTTPServer
 import Redis
+import RelayCore
+import RelayState
 import Support
 import Transport
 import Upstream
@@ -15,23 +17,23 @@ import Darwin
 
 /// The composition root: what `main.swift` and the integration tests both build. Owns the event loops, one curl
 /// driver per loop, the listeners, the metrics, and the bookkeeping of live connections and exchanges.
-public final class RelayServer: @unchecked Sendable {
+package final class RelayServer: @unchecked Sendable {
     // Invariant for `@unchecked Sendable`: the two listeners and the JWKS refresher live in `lifecycle` and are
     // touched under its lock only: set in `start()`, the public listener taken out in `beginDrain()`, all taken out
     // in `shutdown()`. `draining`, `openConnections` and `drainWait` are locked values; per-loop state lives in
     // `LoopState`, touched on its loop's queue only; the other stored properties are constants.
-    public let configuration: RelayConfiguration
-    public let logger: Logger
-    public let metrics = RelayMetrics()
+    package let configuration: RelayConfiguration
+    package let logger: Logger
+    package let metrics = RelayMetrics()
     let authenticator: ClientAuthenticator
     /// Buckets, stream caps and budgets (`state`): this process's memory, or Redis shared by every replica.
-    public let store: any AdmissionStore
+    package let store: any AdmissionStore
     /// Prices (`pricing`, or `pricingFile` re-read on SIGHUP).
-    public let prices: PriceBook
+    package let prices: PriceBook
     /// App Attest and App Check (`attestation`); nil when neither is configured.
     let attestation: AttestationService?
     /// Every upstream's key pool, shared with other replicas through Redis (`Failover/UpstreamPools`).
-    public let pools: UpstreamPools
+    package let pools: UpstreamPools
     /// Failed authentications per client address; see `RelayConfiguration.RateLimitSettings.authFailuresPerAddress`.
     let authFailureLimiter: RateLimiter
     /// Rejection log lines, throttled per reason.
@@ -54,21 +56,21 @@ public final class RelayServer: @unchecked Sendable {
 
     /// What building an admission store may use: the wall clock (budget windows), the event loops (a Redis
     /// store keeps one connection per loop) and the logger.
-    public struct StoreEnvironment: Sendable {
-        public var wallClock: @Sendable () -> Double
-        public var loops: [EventLoop]
-        public var logger: Logger
+    package struct StoreEnvironment: Sendable {
+        package var wallClock: @Sendable () -> Double
+        package var loops: [EventLoop]
+        package var logger: Logger
         /// Where a store counts what the relay's metrics show (`sse_relay_settles_dropped_total`).
-        public var metrics: RelayMetrics
+        package var metrics: RelayMetrics
     }
 
     /// `makeStore` builds the admission store; by default `RelayServer.defaultStore` (`state.backend`).
-    public init(configuration: RelayConfiguration, logger: Logger, clock: any Clock = MonotonicClock(),
+    package init(configuration: RelayConfiguration, logger: Logger, clock: any Clock = MonotonicClock(),
                 wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
                 makeStore: ((RelayConfiguration, StoreEnvironment) throws -> any AdmissionStore)? = nil) throws {
         Syscall.ignoreSIGPIPE()
         self.configuration = configuration
-        prices = PriceBook(table: configuration.pricing.table, file: configuration.pricing.file)
+        prices = PriceBook(table: configuration.pricing.table, file: configuration.pricing.file, readFile: ConfigurationSources.readBytes)
         self.logger = logger
         self.wallClock = wallClock
         authenticator = try ClientAuthenticator(configuration: configuration.clients)
@@ -89,7 +91,7 @@ public final class RelayServer: @unchecked Sendable {
 
     /// The store `state.backend` names: this process's memory, or Redis shared by every replica (with a
     /// `MemoryAdmissionStore` as its fallback when `onUnavailable` is `local`).
-    public static func defaultStore(_ configuration: RelayConfiguration, environment: StoreEnvironment) throws -> any AdmissionStore {
+    package static func defaultStore(_ configuration: RelayConfiguration, environment: StoreEnvironment) throws -> any AdmissionStore {
         switch configuration.state.backend {
         case .memory:
             return MemoryAdmissionStore(configuration: configuration, wallClock: environment.wallClock)
@@ -112,10 +114,10 @@ public final class RelayServer: @unchecked Sendable {
         }
     }
 
-    public var isDraining: Bool { draining.load(ordering: .relaxed) }
+    package var isDraining: Bool { draining.load(ordering: .relaxed) }
 
     /// Binds and starts accepting (and the admin listener, if configured). Throws if an address cannot be bound.
-    public func start() throws {
+    package func start() throws {
         let publicMode: RelayHandler.Mode = configuration.publicListenerServesMetrics ? .everything : .publicWithoutMetrics
         let listener = try makeListener(configuration.listen, handler: RelayHandler(server: self, admin: publicMode))
         var admin: Listener?
@@ -217,14 +219,14 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     /// The bound port (useful with port 0).
-    public var port: Int { lifecycle.withLock { $0.listener?.port ?? 0 } }
-    public var adminPort: Int? { lifecycle.withLock { $0.admin?.port } }
+    package var port: Int { lifecycle.withLock { $0.listener?.port ?? 0 } }
+    package var adminPort: Int? { lifecycle.withLock { $0.admin?.port } }
 
     /// Graceful shutdown, phase one: stop accepting on the public port, turn /readyz to 503, close idle
     /// keep-alive connections and make every in-flight response its connection's last. Exchanges in flight run
     /// on. `onDrained` runs (on a private queue) when none is left, or after `deadline` seconds, when the rest
     /// are aborted.
-    public func beginDrain(deadline seconds: Double, onDrained: @escaping @Sendable (_ aborted: Int) -> Void) {
+    package func beginDrain(deadline seconds: Double, onDrained: @escaping @Sendable (_ aborted: Int) -> Void) {
         guard !draining.exchange(true, ordering: .relaxed) else { return }
         let listener = lifecycle.withLock { state -> Listener? in
             let l = state.listener
@@ -312,7 +314,7 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     /// Stops accepting, closes every connection (cancelling their upstream transfers) and releases curl.
-    public func shutdown() {
+    package func shutdown() {
         draining.store(true, ordering: .relaxed)
         let stopping = lifecycle.withLock { state -> Lifecycle in
             let result = state
@@ -335,7 +337,7 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     /// The largest pending-write buffer any open connection has had (what slow readers cost, at most).
-    public func maxPendingBytesObserved() -> Int {
+    package func maxPendingBytesObserved() -> Int {
         var result = 0
         for state in loopStates {
             state.loop.queue.sync {
@@ -346,7 +348,7 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     /// A line per open connection, for diagnosing a test that finds connections left open.
-    public func debugConnections() -> [String] {
+    package func debugConnections() -> [String] {
         var lines: [String] = []
         for state in loopStates {
             state.loop.queue.sync {
@@ -359,11 +361,11 @@ public final class RelayServer: @unchecked Sendable {
     /// Counts taken on each loop: open client connections, live exchanges, running curl transfers.
     /// Timers armed on every loop (connection and exchange timeouts, Redis commands, …): it must follow what is
     /// open, never the requests that came and went.
-    public func armedTimerCount() -> Int {
+    package func armedTimerCount() -> Int {
         loopStates.reduce(0) { total, state in total + state.loop.queue.sync { state.loop.armedTimerCount } }
     }
 
-    public func liveCounts() -> (connections: Int, exchanges: Int, transfers: Int) {
+    package func liveCounts() -> (connections: Int, exchanges: Int, transfers: Int) {
         var totals = (0, 0, 0)
         for state in loopStates {
             state.loop.queue.sync {

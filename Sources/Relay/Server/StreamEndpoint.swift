@@ -1,5 +1,7 @@
 import HTTP1
 import HTTPServer
+import RelayCore
+import RelayState
 import Support
 import Transport
 
@@ -293,19 +295,19 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
 extension RelayServer {
     /// Runs the timers due on every loop at the clock's present time: for tests on a `ManualClock`, whose
     /// deadlines the loops' Dispatch timers would only reach in real time.
-    public func runDueTimers() {
+    package func runDueTimers() {
         for state in loopStates { state.loop.queue.sync { state.loop.runDueTimers() } }
     }
 
     /// Exchanges whose stream nobody reads now (client gone, no resume yet): a sync point for tests.
-    public func detachedStreamCount() -> Int {
+    package func detachedStreamCount() -> Int {
         loopStates.reduce(0) { total, state in
             total + state.loop.queue.sync { state.exchanges.values.filter { $0.keeping.detachedSince != nil }.count }
         }
     }
 
     /// Resumable streams kept, and the bytes their buffers hold together.
-    public var resumableStreamCounts: (streams: Int, bytes: Int) {
+    package var resumableStreamCounts: (streams: Int, bytes: Int) {
         (streams?.count ?? 0, streams?.totalHeldBytes ?? 0)
     }
 }

@@ -1,5 +1,9 @@
 // ErrorEventSniffer: the first event of a 2xx stream, whole or split at every byte.
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Testing
 
 @Suite("Error event sniffer")

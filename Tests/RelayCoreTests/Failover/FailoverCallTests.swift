@@ -2,6 +2,9 @@
 // hears of held-back answers, retries, a slow client and a cancel.
 import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Support
 import Testing
 import Transport

@@ -1,5 +1,9 @@
 // FailoverPlan: which call follows which outcome, on a manual clock.
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 

@@ -1,5 +1,9 @@
 // KeyPool: smooth weighted round robin over the keys that are not cooling down or disabled, on a manual clock.
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 

@@ -1,7 +1,11 @@
 // `upstreams.NAME.keys`, `keyDisabledSeconds`, `routes[].upstreams` and `maxAttempts`: what loads, and every bad
 // pool or fallback list reported with its key path.
 import Foundation
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 

@@ -1,6 +1,9 @@
 // RetryAfter: delta-seconds, HTTP-date and retry-after-ms.
 import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Testing
 
 @Suite("Retry-After")

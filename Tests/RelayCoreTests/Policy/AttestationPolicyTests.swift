@@ -4,6 +4,9 @@ import AttestationTestSupport
 import Auth
 import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Support
 import Testing
 

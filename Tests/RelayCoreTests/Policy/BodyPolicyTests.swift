@@ -1,6 +1,10 @@
 // BodyPolicy: the model allowlist, the token cap in both modes, and the byte-exact promise — a forwarded body is
 // the received bytes, or exactly those bytes with the clamped numbers' digits swapped for the limit's.
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Testing
 
 private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }

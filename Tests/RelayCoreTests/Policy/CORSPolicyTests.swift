@@ -1,6 +1,10 @@
 // CORSPolicy: what is and is not a preflight, exact header lists for allowed preflights and responses, denials for
 // unknown origins, methods and headers, and the wildcard that never carries credentials.
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Testing
 
 private let app = "https://app.example.com"

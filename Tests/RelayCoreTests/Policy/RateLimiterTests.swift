@@ -2,7 +2,11 @@
 // and its release, independent keys, idle pruning, bounded memory under 100 000 distinct keys (and the overflow
 // bucket once the table is full of busy keys), and the locked wrapper under real threads.
 import Dispatch
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 import TestSupportCore

@@ -1,6 +1,10 @@
 // RequestPath: the path the relay routes on is the path the provider receives, so anything a later hop could
 // resolve into another path is refused.
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Testing
 
 @Suite struct RequestPathTests {

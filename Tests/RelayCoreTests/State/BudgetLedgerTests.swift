@@ -1,5 +1,9 @@
 // BudgetLedger as a value: UTC windows from Unix seconds, reserve/extend/settle, all-or-nothing, rollover, memory.
+import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Testing
 import TestSupportCore
 

@@ -1,6 +1,10 @@
 // Dollar budgets in the memory store (issue 23): every limit must hold, tokens and dollars reserved, grown and
 // settled together, in integer nano-dollars.
+import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Support
 import Testing
 import Transport

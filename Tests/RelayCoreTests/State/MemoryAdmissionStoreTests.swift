@@ -1,5 +1,9 @@
 // MemoryAdmissionStore: one atomic admission over the buckets, stream caps and budgets; grants settled once.
+import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Support
 import Testing
 import Transport

@@ -1,5 +1,9 @@
 // MemoryAttestationStore: challenges redeemed once within their TTL, keys registered once, counters that only rise.
+import HTTP1
 import Relay
+import RelayCore
+import RelayDev
+import RelayState
 import Support
 import Testing
 

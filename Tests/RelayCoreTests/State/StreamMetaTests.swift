@@ -1,6 +1,10 @@
 // The pure parts of resumable streams across replicas: the record kept in Redis, and what a reader on another
 // replica does after a poll.
+import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Testing
 
 @Suite struct StreamMetaTests {

@@ -1,6 +1,10 @@
 // include_usage injection, through the body plan on an injecting route: one minimal byte edit, none at all, or a
 // refusal when the body could be read two ways (issue 18: a nested duplicate once turned usage off).
+import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Testing
 
 @Suite struct IncludeUsageInjectionTests {

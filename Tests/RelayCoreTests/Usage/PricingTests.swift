@@ -2,7 +2,11 @@
 // computation for each provider's usage shape, the configuration's problems by key path, and reloading.
 import Foundation
 import JSON
+import HTTP1
 @testable import Relay
+@testable import RelayCore
+@testable import RelayState
+import RelayDev
 import Testing
 import Usage
 

@@ -1,0 +1,89 @@
+import Usage
+
+/// Keeps a stream's budget reservation ahead of its output, as a value: counted output in, `extend` or `cut` out.
+/// Only a stream whose request named no ceiling has one (its reservation was the route's limit or
+/// `budgets.defaultReserveTokens`): a ceiling in the request already bounds what the provider may bill.
+///
+/// When less than a fifth of a step (`defaultReserveTokens`) of the output reservation is left (with the
+/// default 4096: at 80 % of the first step, 3 277 tokens counted), it asks for one more step. One extension is in
+/// flight at a time; bytes keep flowing meanwhile. If the budgets refuse it, `onExceed: cut` ends the stream (the
+/// shell waits for an event boundary) and `finish` stops guarding and lets the stream run: it is charged at its end.
+/// Owned by the exchange's loop queue, like the exchange.
+package struct BudgetGuard: Sendable, Equatable {
+    package enum Action: Sendable, Equatable {
+        case none
+        /// Ask the store for `tokens` more.
+        case extend(tokens: Int)
+        /// The budget is exhausted: end the stream at the next event boundary.
+        case cut
+    }
+
+    package enum State: Sendable, Equatable {
+        case guarding
+        case extending
+        /// Refused with `cut`: the stream ends.
+        case exhausted
+        /// Refused with `finish`: nothing more to do.
+        case stopped
+    }
+
+    package let step: Int
+    package let onExceed: BudgetConfiguration.OnExceed
+    /// The part of the reservation that stands for the prompt (its estimate).
+    package let promptTokens: Int
+    private(set) var reservedTokens: Int
+    package private(set) var state = State.guarding
+
+    package init(reservedTokens: Int, promptTokens: Int, step: Int, onExceed: BudgetConfiguration.OnExceed) {
+        self.reservedTokens = reservedTokens
+        self.promptTokens = promptTokens
+        self.step = max(step, 1)
+        self.onExceed = onExceed
+    }
+
+    /// The counted output at which the next extension is asked for.
+    package var threshold: Int { reservedTokens - promptTokens - step / 5 }
+
+    /// The stream's output so far, in tokens (`UsageTap.estimatedOutputTokens`: the larger of the content events
+    /// and the content text's bytes / 4).
+    package mutating func counted(output: Int) -> Action {
+        guard state == .guarding, output >= threshold else { return .none }
+        state = .extending
+        return .extend(tokens: step)
+    }
+
+    /// The store answered the extension in flight.
+    package mutating func extensionAnswered(granted: Bool, output: Int) -> Action {
+        guard state == .extending else { return .none }
+        if granted {
+            reservedTokens += step
+            state = .guarding
+            return counted(output: output)   // output may have outrun the new step already
+        }
+        switch onExceed {
+        case .cut:
+            state = .exhausted
+            return .cut
+        case .finish:
+            state = .stopped
+            return .none
+        }
+    }
+
+    /// The one event that ends a cut stream, in the provider's error shape, which its official SDKs raise as an
+    /// error: OpenAI's and Azure's raise on a data event whose JSON has an `error` member (no `[DONE]` follows:
+    /// the answer is not complete and must not look it), Anthropic's on `event: error`, Gemini's on an `error`
+    /// object with Google's `code`/`status`.
+    package static func closingEvent(provider: Provider) -> [UInt8] {
+        let message = "The token budget is used up; the answer was cut short."
+        switch provider {
+        case .openai, .azureOpenAI:
+            return Array(#"data: {"error":{"message":"\#(message)","type":"budget_exhausted","code":"budget_exhausted"}}"#.utf8) + [0x0A, 0x0A]
+        case .anthropic:
+            return Array("event: error\n".utf8)
+                + Array(#"data: {"type":"error","error":{"type":"budget_exhausted","message":"\#(message)"}}"#.utf8) + [0x0A, 0x0A]
+        case .gemini:
+            return Array(#"data: {"error":{"code":429,"message":"\#(message)","status":"RESOURCE_EXHAUSTED"}}"#.utf8) + [0x0A, 0x0A]
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import Support
+import Usage
+
+/// What one exchange cost in dollars, as the access log (`cost_usd`, `cost_source`) and the metrics
+/// (`sse_relay_cost_usd_total`) say it, and what its dollar budget is charged. A plain value (README, "Usage and cost").
+///
+/// The price is the reported model's (the one the provider says answered), else the requested model's; with
+/// neither priced the cost is unknown (`none`), never zero.
+package struct ExchangeCost: Sendable, Equatable {
+    package enum Source: String, Sendable {
+        /// Priced from the provider's own counts.
+        case provider
+        /// Priced from counts at least one of which the relay estimated.
+        case estimate
+        /// No price for the model (or nothing counted): the cost is unknown.
+        case none
+    }
+
+    /// Nano-dollars; nil when unknown.
+    package var nanoUSD: Int?
+    package var source: Source
+    /// The model whose price applied, or (unpriced) the one that was looked up.
+    package var model: String?
+
+    package init(nanoUSD: Int?, source: Source, model: String?) {
+        self.nanoUSD = nanoUSD
+        self.source = source
+        self.model = model
+    }
+
+    /// `usage` priced by `prices`, for the model the provider reported (`reported`), else the request's.
+    package init(_ usage: Usage, reported: String?, requested: String?, prices: PriceBook?) {
+        let model = reported ?? requested
+        guard usage.source != .none else {
+            self.init(nanoUSD: nil, source: .none, model: model)
+            return
+        }
+        for candidate in [reported, requested] {
+            if let name = candidate, let price = prices?.price(for: name) {
+                self.init(nanoUSD: Cost.nanoUSD(usage, price: price), source: usage.source == .provider ? .provider : .estimate,
+                          model: name)
+                return
+            }
+        }
+        self.init(nanoUSD: nil, source: .none, model: model)
+    }
+
+    /// `cost_usd` (only when known) and `cost_source`.
+    package var logFields: [(String, LogValue)] {
+        var fields: [(String, LogValue)] = []
+        if let nanoUSD { fields.append(("cost_usd", .string(Cost.decimalString(nanoUSD: nanoUSD)))) }
+        fields.append(("cost_source", .string(source.rawValue)))
+        return fields
+    }
+}
+
+extension BudgetCharge {
+    /// The budget charge of a request: its token reservation, and the same priced at the requested model's price
+    /// (`Cost.reservation`: the prompt estimate at the input price, the output ceiling at the output price). A
+    /// metered request (it reserves tokens) whose model has no price is refused when a budget is in dollars
+    /// (403 `model_not_priced`): an unknown price must never mean free. The price found is returned for the
+    /// extensions and the settle.
+    package static func of(_ reservation: RequestBodyPlan.Reservation, budgetKey: String?, budgets: BudgetConfiguration?, model: String?,
+                           prices: PriceBook?) -> Result<(charge: BudgetCharge?, price: ModelPrice?), RelayError> {
+        guard let key = budgetKey else { return .success((nil, nil)) }
+        let price = prices?.price(for: model)
+        if price == nil, reservation.tokens > 0, budgets?.hasDollarLimits == true { return .failure(.modelNotPriced) }
+        let nano = price.map {
+            Cost.reservation(promptTokens: reservation.promptTokens, outputTokens: reservation.tokens - reservation.promptTokens, price: $0)
+        } ?? 0
+        return .success((BudgetCharge(key: key, tokens: reservation.tokens, nanoUSD: BudgetAmount.bounded(nano)), price))
+    }
+}
+
+extension BudgetAmount {
+    /// What an exchange that ended settles: its tokens, and its cost in nano-dollars (the reported model's price,
+    /// else the price it was admitted at; never less than nothing).
+    package static func settled(_ usage: Usage?, cost: ExchangeCost?, admittedPrice: ModelPrice?) -> BudgetAmount {
+        guard let usage else { return BudgetAmount(tokens: 0) }
+        let nano = cost?.nanoUSD ?? admittedPrice.map { Cost.nanoUSD(usage, price: $0) } ?? 0
+        return BudgetAmount(tokens: usage.prompt + usage.completion, nanoUSD: bounded(nano))
+    }
+
+    /// One guard step: `tokens` of output, priced at the admitted output price.
+    package static func step(_ tokens: Int, price: ModelPrice?) -> BudgetAmount {
+        BudgetAmount(tokens: tokens, nanoUSD: bounded(price.map { Cost.reservation(promptTokens: 0, outputTokens: tokens, price: $0) } ?? 0))
+    }
+
+    /// The most one charge, extension or settle counts: 2⁵² nano-dollars (about 4.5 million dollars), above any dollar
+    /// limit (at most 10¹⁵), so a request priced beyond it is still refused, and every amount handed to Redis stays
+    /// exact in Lua's doubles (a `max_tokens` of 10¹⁸ at a high price would otherwise saturate at `Int.max`).
+    static let maxNanoUSD = 1 << 52
+
+    static func bounded(_ nano: Int) -> Int { min(max(0, nano), maxNanoUSD) }
+}

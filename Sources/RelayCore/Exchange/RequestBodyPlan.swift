@@ -1,0 +1,182 @@
+import JSON
+import Usage
+
+/// The one decision about a request body, made once the body is whole, from one strict read of it
+/// (`JSONDocument`): forward or refuse, the edits (max-tokens clamp, usage request, written ceiling) applied in one
+/// pass, and what the accounting needs (the model, the prompt estimate, the reservation). Pure: bytes and settings
+/// in, a plan or an error out; `RelayExchange.requestEnd` carries it out.
+///
+/// Strict reading applies on a route that meters, limits or rewrites bodies (`Settings.isStrict`): a body a
+/// provider could read differently is refused (400 `ambiguous_body`: a key given twice at any depth after decoding
+/// escapes, invalid UTF-8, a lone surrogate escape, a byte order mark, data after the value), and so is one that is
+/// not a JSON object (400 `invalid_json`). Elsewhere the body is forwarded as received, and read (duplicates
+/// allowed) only for the access log's model and the usage estimate.
+package struct RequestBodyPlan: Sendable {
+    package struct Settings: Sendable, Equatable {
+        package var endpoint: Endpoint
+        package var policy: BodyPolicy
+        /// The route asks for usage in OpenAI-shaped streams (`usage.inject`, default on).
+        package var injectsUsage: Bool
+        /// The reservation's sizes, when budgets apply to this request; nil: nothing reserved, no ceiling written.
+        package var budgets: Budgets?
+
+        package struct Budgets: Sendable, Equatable {
+            /// The route's `maxTokens.limit`: the ceiling of a request that names none.
+            package var routeMaxTokens: Int?
+            package var defaultReserveTokens: Int
+
+            package init(routeMaxTokens: Int?, defaultReserveTokens: Int) {
+                self.routeMaxTokens = routeMaxTokens
+                self.defaultReserveTokens = defaultReserveTokens
+            }
+        }
+
+        package init(endpoint: Endpoint, policy: BodyPolicy, injectsUsage: Bool, budgets: Budgets?) {
+            self.endpoint = endpoint
+            self.policy = policy
+            self.injectsUsage = injectsUsage
+            self.budgets = budgets
+        }
+
+        /// Whether the body decides anything: a policy, a reservation or a usage request reads it.
+        var isStrict: Bool {
+            policy.isActive || (endpoint.isMetered && (budgets != nil || (injectsUsage && endpoint == .openAIChat)))
+        }
+    }
+
+    /// What one request reserves.
+    package struct Reservation: Sendable, Equatable {
+        /// Ceiling times choices, plus the prompt estimate; never below the body's bytes ÷ 4.
+        package var tokens: Int
+        package var promptTokens: Int
+        /// The request named its own ceiling: no guard needed, nothing written.
+        package var hasCeiling: Bool
+        /// The ceiling reserved per choice: the request's, else the route's limit, else `defaultReserveTokens`.
+        package var outputCeiling = 0
+        /// The output part: the ceiling times the choices.
+        package var outputTokens = 0
+
+        package init(tokens: Int, promptTokens: Int, hasCeiling: Bool, outputCeiling: Int = 0, outputTokens: Int = 0) {
+            self.tokens = tokens
+            self.promptTokens = promptTokens
+            self.hasCeiling = hasCeiling
+            self.outputCeiling = outputCeiling
+            self.outputTokens = outputTokens
+        }
+
+        /// The least output charged to a stream that ended without the provider's counts (`budgets.
+        /// cancelFloorTokensPerSecond`): `tokensPerSecond` for every second since the provider's response head
+        /// (rounded up), capped by the output this request reserved, `reservedTokens` (the grant's, extensions
+        /// included) less the prompt part. The time a reasoning model spends silent is billed, and visible text
+        /// alone cannot show it; the cap keeps the charge within what the admission already set aside.
+        package func outputFloor(secondsSinceHead: Double, tokensPerSecond: Int, reservedTokens: Int) -> Int {
+            let cap = max(0, reservedTokens - promptTokens)
+            guard secondsSinceHead > 0, tokensPerSecond > 0, cap > 0 else { return 0 }
+            let floor = (secondsSinceHead * Double(tokensPerSecond)).rounded(.up)
+            return floor >= Double(cap) ? cap : Int(floor)
+        }
+    }
+
+    /// The bytes to send.
+    package var body: [UInt8]
+    /// The relay asked for usage the client did not: the usage-only event leaves the client's stream.
+    package var injected = false
+    /// The model the body names (client text: logged through the logger's escaping only).
+    package var model: String?
+    /// The body as read, for the prompt estimate when the provider gives no count; nil when not a JSON object.
+    package var document: JSONDocument?
+    /// What to reserve; a request without budgets reserves nothing.
+    package var reservation = Reservation(tokens: 0, promptTokens: 0, hasCeiling: true)
+
+    /// The most one request reserves for its output, or for its prompt: far above any budget (so refused), and
+    /// small enough that sums and extensions stay far from `Int.max` (and exact enough for Redis's Lua doubles).
+    package static let maxReservation = Int.max / 4
+
+    /// Reads `body` strictly: the document, or the error a client gets.
+    package static func read(_ body: [UInt8]) -> Result<JSONDocument, RelayError> {
+        do {
+            return .success(try JSONDocument(parsing: body, duplicates: .refused))
+        } catch {
+            return .failure(error.isAmbiguous ? .ambiguousBody : .invalidJSON)
+        }
+    }
+
+    package static func make(_ body: [UInt8], path: String, settings: Settings) -> Result<RequestBodyPlan, RelayError> {
+        var plan = RequestBodyPlan(body: body)
+        guard settings.isStrict else {
+            plan.document = try? JSONDocument(parsing: body, duplicates: .allowed)
+            plan.model = plan.document.flatMap(modelName)
+            return .success(plan)
+        }
+        // An empty body asks for nothing a provider answers: it goes on (and is refused there) unless a policy
+        // must read a model or a ceiling from it.
+        if body.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) && !settings.policy.isActive {
+            if let budgets = settings.budgets { plan.reservation = reservation(nil, body: body, budgets: budgets, policy: settings.policy, ceiling: nil) }
+            return .success(plan)
+        }
+        let d: JSONDocument
+        switch read(body) {
+        case .success(let read): d = read
+        case .failure(let error): return .failure(error)
+        }
+        plan.document = d
+        plan.model = modelName(d)
+        let ceiling = OutputCeiling(endpoint: settings.endpoint, path: path)
+        var edits = JSONEdits()
+        if let error = settings.policy.check(d, ceiling: ceiling, into: &edits) { return .failure(error) }
+        if settings.endpoint == .openAIChat || settings.endpoint == .openAIResponses {
+            if let error = IncludeUsageInjection.check(d) { return .failure(error) }
+        }
+        if settings.injectsUsage && settings.endpoint == .openAIChat {
+            plan.injected = IncludeUsageInjection.inject(d, into: &edits)
+        }
+        if let budgets = settings.budgets, settings.endpoint.isMetered {
+            let named: OutputCeiling.Named
+            switch ceiling.named(in: d, count: { count(in: d, $0) }) {
+            case .success(let n): named = n
+            case .failure(let error): return .failure(error)
+            }
+            plan.reservation = reservation(d, body: body, budgets: budgets, policy: settings.policy, ceiling: named)
+            // A request without a ceiling whose answer the guard cannot watch (not an event stream) carries the
+            // ceiling it reserved, so the provider stops where the reservation ends.
+            if !plan.reservation.hasCeiling {
+                ceiling.bound(d, path: path, ceiling: plan.reservation.outputCeiling, into: &edits)
+            }
+        }
+        plan.body = edits.applied(to: body)
+        return .success(plan)
+    }
+
+    /// The reservation: the named ceiling (after a clamp), else the route's limit, else `defaultReserveTokens`;
+    /// times the choices (each may reach the ceiling, all are billed); plus the prompt estimate; and never less than
+    /// the body's bytes ÷ 4, for what the estimate cannot count (images, files, audio). Saturates at `maxReservation`.
+    private static func reservation(_ d: JSONDocument?, body: [UInt8], budgets: Settings.Budgets, policy: BodyPolicy,
+                                    ceiling named: OutputCeiling.Named?) -> Reservation {
+        var ceiling = named?.ceiling
+        if let cap = policy.maxTokens, cap.mode == .clamp, let c = ceiling { ceiling = min(c, max(0, cap.limit)) }
+        let prompt = min(d.map { PromptEstimate.tokens($0) } ?? 0, maxReservation)
+        let perChoice = min(ceiling ?? budgets.routeMaxTokens ?? budgets.defaultReserveTokens, maxReservation)
+        let (output, overflow) = perChoice.multipliedReportingOverflow(by: named?.choices ?? 1)
+        let saturated = overflow ? maxReservation : min(output, maxReservation)
+        let floor = (body.count + 3) / 4
+        return Reservation(tokens: max(saturated + prompt, floor), promptTokens: prompt, hasCeiling: ceiling != nil,
+                           outputCeiling: perChoice, outputTokens: saturated)
+    }
+
+    /// The top-level `"model"` string.
+    package static func modelName(_ d: JSONDocument) -> String? {
+        d.member("model", of: JSONDocument.root).flatMap(d.string)
+    }
+
+    /// A non-negative count, saturated at `maxReservation`; nil when negative or not a number. A number written as
+    /// a fraction or with an exponent (`8.0`, `1e3`) counts rounded up, as a lenient provider would read it.
+    package static func count(in d: JSONDocument, _ node: Int) -> Int? {
+        switch d.integer(node) {
+        case .value(let n): return n >= 0 ? min(n, maxReservation) : nil
+        case .outOfRange(negative: let negative): return negative ? nil : maxReservation
+        case .notAnInteger:
+            guard let v = Double(String(decoding: d.bytes[d.range(of: node)], as: UTF8.self)), v >= 0, !v.isNaN else { return nil }
+            return v >= Double(maxReservation) ? maxReservation : Int(v.rounded(.up))
+        }
+    }
+}

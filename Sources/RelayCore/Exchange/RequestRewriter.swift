@@ -1,0 +1,166 @@
+import HTTP1
+import Support
+import Usage
+
+/// Turns a client's request head into the upstream request's URL and headers. Pure: same input, same output.
+///
+/// Rules, in order: hop-by-hop fields go (RFC 9110 §7.6.1, including those named in `Connection`); every client
+/// credential goes (the app must never be able to choose which key is spent); framing and `Host` are left to
+/// curl, which derives them from the URL and body; `Expect` is ours to answer; the provider is asked for an
+/// uncompressed response (compressed SSE has broken many proxies' streams); fields that let a client steer the
+/// provider or forge where it came from go (`steeringFields`, and any name with `_`); `X-Forwarded-For` is the one
+/// `ClientAddressResolver` built (the client's own claim is replaced, never appended to); `X-Forwarded-Proto` is
+/// kept if a trusted proxy set it, else `http`; the request id is set; the operator's fixed fields
+/// (`upstreams.NAME.headers`) replace any the client sent under the same names; the provider preset's fixed fields
+/// are added when neither sent one (`anthropic-version`); the provider key is injected last, so nothing the client
+/// sent can override it.
+package enum RequestRewriter {
+    /// Fields that carry a caller's credentials to some provider or site.
+    package static let clientCredentialFields: [String] = [
+        "authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie",
+    ]
+
+    /// Fields a client could use to make a provider (or a gateway in front of it) see another host, path, method,
+    /// protocol or origin address than the relay checked: frameworks and gateways honour them, the relay never
+    /// sets them. `X-Forwarded-For` and `X-Forwarded-Proto` are rebuilt instead (see `upstreamHeaders`).
+    package static let steeringFields: [String] = [
+        "forwarded", "x-forwarded-host", "x-real-ip", "x-original-url", "x-rewrite-url", "x-http-method-override",
+        "x-method-override", "http2-settings",
+        // Origin claims other stacks trust (CDNs, Rails, Spring): the relay's own X-Forwarded-For is the only one.
+        "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-server", "x-original-forwarded-for", "true-client-ip",
+        "x-client-ip", "cf-connecting-ip",
+        // Who is billed: with a key that belongs to several organizations or projects, OpenAI bills the one these
+        // name, and Google the quota project; the operator chooses it (`upstreams.NAME.headers`), never the client.
+        "openai-organization", "openai-project", "x-goog-user-project",
+    ]
+
+    /// The provider URL for a checked path: the base URL, the path (without the route's prefix when
+    /// `stripPrefix`), and the query as the client sent it. Sent as is (`CURLOPT_PATH_AS_IS`). On Gemini routes a
+    /// `key` parameter goes (Gemini accepts the key there too; the relay's own goes in `x-goog-api-key`), every other
+    /// byte of the query stays; a query left empty by that loses its `?`.
+    package static func upstreamURL(baseURL: String, route: RelayConfiguration.Route, path: RequestPath) -> String {
+        let upstreamPath = route.stripPrefix ? path.removingPrefix(route.prefix) : path.path
+        guard var query = path.query else { return baseURL + upstreamPath }
+        if route.provider == .gemini {
+            query = QueryParameters.removing("key", from: query)
+            if query.isEmpty { return baseURL + upstreamPath }
+        }
+        return baseURL + upstreamPath + "?" + query
+    }
+
+    /// Every field that never passes as the client sent it (built once, not per request; a list, so a name is
+    /// compared without being lowercased into a new string).
+    private static let alwaysRemoved: [String] = clientCredentialFields + steeringFields + [
+        "host", "content-length", "transfer-encoding", "expect", "accept-encoding", "x-request-id", "x-forwarded-for",
+        // Proofs of the genuine app are the relay's to check (an App Check token is a bearer credential).
+        "x-app-attest-key-id", "x-app-attest-assertion", "x-firebase-appcheck",
+    ]
+
+    /// `alwaysRemoved` by name length: a field name is compared only with the few names as long as it.
+    private static let alwaysRemovedByLength: [[String]] = {
+        var table = [[String]](repeating: [], count: (alwaysRemoved.map(\.utf8.count).max() ?? 0) + 1)
+        for name in alwaysRemoved { table[name.utf8.count].append(name) }
+        return table
+    }()
+
+    private static func isAlwaysRemoved(_ name: String) -> Bool {
+        let length = name.utf8.count
+        return length < alwaysRemovedByLength.count && alwaysRemovedByLength[length].contains { asciiCaseInsensitiveEqual(name, $0) }
+    }
+
+    package static func upstreamHeaders(
+        from client: HTTPHeaders, upstream: RelayConfiguration.Upstream, client address: ClientAddress, requestID: String
+    ) -> HTTPHeaders {
+        var headers = client
+        HopByHop.strip(&headers)
+        let keyHeader = upstream.keyHeader
+        let trusted = address.viaTrustedProxy
+        // nginx's `underscores_in_headers off`: `X_Forwarded_For` or `X-Api_Key` becomes the same variable as its
+        // dashed twin in CGI-style gateways (and in some providers' stacks), slipping past every check above.
+        let fixed = upstream.headers
+        headers.removeAll { field in
+            let name = field.name
+            if name.utf8.contains(0x5F) { return true }
+            return isAlwaysRemoved(name) || asciiCaseInsensitiveEqual(name, keyHeader)
+                || (!trusted && asciiCaseInsensitiveEqual(name, "x-forwarded-proto"))
+                || (fixed.count > 0 && fixed.contains(name))
+        }
+
+        headers.add(name: "Accept-Encoding", value: "identity")
+        headers.add(name: "X-Forwarded-For", value: address.forwardedFor)
+        if !headers.contains("X-Forwarded-Proto") {
+            headers.add(name: "X-Forwarded-Proto", value: "http")
+        }
+        headers.add(name: "X-Request-Id", value: requestID)
+        for field in fixed { headers.add(name: field.name, value: field.value) }
+        for field in upstream.provider.defaultHeaders where !headers.contains(field.name) {
+            headers.add(name: field.name, value: field.value)
+        }
+        if let key = upstream.key {
+            headers.add(name: upstream.keyHeader, value: upstream.keyPrefix + key.revealForHeader())
+        }
+        return headers
+    }
+
+    /// Keeps a client's `X-Request-Id` when it is a short plain token (so a mobile app can correlate its logs),
+    /// otherwise uses `generated`.
+    package static func requestID(clientValue: String?, generated: String) -> String {
+        guard let value = clientValue, (1...64).contains(value.utf8.count),
+              value.utf8.allSatisfy({ c in
+                  (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F || c == 0x2E
+              })
+        else { return generated }
+        return value
+    }
+}
+
+/// Turns the provider's response head into the client's. Pure.
+///
+/// End-to-end fields pass unchanged (a 429 keeps `Retry-After`); hop-by-hop fields go; for `text/event-stream`
+/// caching and proxy buffering are switched off (`Cache-Control: no-cache`, `X-Accel-Buffering: no`) and no
+/// `Content-Length` is sent, whatever the provider said.
+package enum ResponseRewriter {
+    package static func clientHead(
+        status: Int, upstreamHeaders: HTTPHeaders, requestMethod: String, clientVersion: HTTPVersion,
+        keepAlive: Bool, requestID: String, extraHeaders: HTTPHeaders = HTTPHeaders()
+    ) -> (head: ResponseHead, mode: ResponseBodyMode, keepAlive: Bool) {
+        var headers = upstreamHeaders
+        let upstreamLength = headers.values("Content-Length")
+        HopByHop.strip(&headers)
+        headers.remove("X-Request-Id")
+        let isEventStream = headers.first("Content-Type").map { asciiCaseInsensitiveHasPrefix($0, lowercasePrefix: "text/event-stream") } ?? false
+
+        var mode: ResponseBodyMode
+        var keepAlive = keepAlive
+        if requestMethod == "HEAD" || status == 204 || status == 304 || (100..<200).contains(status) {
+            mode = .none
+        } else if !isEventStream, upstreamLength.count == 1, let n = Int(upstreamLength[0]), n >= 0 {
+            mode = .contentLength(n)
+        } else {
+            headers.remove("Content-Length")
+            if clientVersion == .http1_1 {
+                mode = .chunked
+                headers.add(name: "Transfer-Encoding", value: "chunked")
+            } else {
+                mode = .closeDelimited
+                keepAlive = false
+            }
+        }
+        if isEventStream {
+            headers.remove("Content-Length")
+            headers.replaceOrAdd(name: "Cache-Control", value: "no-cache")
+            headers.replaceOrAdd(name: "X-Accel-Buffering", value: "no")
+        }
+        headers.add(name: "X-Request-Id", value: requestID)
+        for field in extraHeaders {
+            headers.remove(field.name)
+            headers.add(name: field.name, value: field.value)
+        }
+        if !keepAlive {
+            headers.add(name: "Connection", value: "close")
+        } else if clientVersion == .http1_0 {
+            headers.add(name: "Connection", value: "keep-alive")
+        }
+        return (ResponseHead(status: status, version: .http1_1, headers: headers), mode, keepAlive)
+    }
+}

@@ -1,0 +1,142 @@
+import Support
+
+/// The attempts of one request over its route's upstreams and their keys, as a value: outcomes in, the next
+/// step out. The exchange only carries the steps out (`RelayExchange+Failover`).
+///
+/// What may be tried again (README, "Key pools and failover"): only a COMPLETE provider answer that no byte of
+/// reached the client (the exchange holds a non-2xx answer back until its end), or a call that never reached
+/// the provider (DNS, connect or TLS failure: nothing was sent). A 429 cools its key down for its `Retry-After`
+/// and the next key is tried; a 401 or 403 disables its key for `keyDisabledSeconds`; a 500, 502, 503, 504 or
+/// 529, or an unreachable provider, moves to the next upstream, as does a pool whose keys all cooled down.
+/// Everything else (a 2xx, any other status, a reset or timeout after the request was written) is never
+/// offered to the plan: it goes to the client as it is.
+package struct FailoverPlan: Sendable {
+    package struct Settings: Sendable, Equatable {
+        /// The route's upstreams, in order.
+        package var upstreams: [String]
+        /// Per upstream, how long a key the provider rejected stays disabled.
+        package var keyDisabledSeconds: [Double]
+        /// Calls per request, the first included.
+        package var maxAttempts: Int
+        /// No new call starts at or after this instant (the first-byte limit covers every attempt).
+        package var deadline: Instant
+
+        package init(upstreams: [String], keyDisabledSeconds: [Double], maxAttempts: Int, deadline: Instant) {
+            self.upstreams = upstreams
+            self.keyDisabledSeconds = keyDisabledSeconds
+            self.maxAttempts = maxAttempts
+            self.deadline = deadline
+        }
+    }
+
+    /// How an attempt ended, as far as the plan is told.
+    package enum Outcome: Sendable, Equatable {
+        /// A complete answer with this status, none of it sent to the client.
+        case answered(status: Int, retryAfterSeconds: Double?)
+        /// The provider could not be reached: nothing was sent.
+        case unreachable
+    }
+
+    package enum Step: Sendable, Equatable {
+        /// Call upstream `upstream` (index into `Settings.upstreams`) with key `key` (nil: the upstream has no key).
+        case call(upstream: Int, key: Int?)
+        /// No more attempts: the last outcome goes to the client.
+        case give
+        /// No key of any upstream may be used now; the soonest comes back in `retryAfterSeconds`.
+        case noKeyAvailable(retryAfterSeconds: Double?, anyCoolingDown: Bool)
+    }
+
+    /// A key that a 401 or 403 disabled and that was in use until then: logged once, at error level.
+    package struct Rejection: Sendable, Equatable {
+        package var upstream: Int
+        package var key: Int
+        package init(upstream: Int, key: Int) {
+            self.upstream = upstream
+            self.key = key
+        }
+    }
+
+    package static let defaultCooldownSeconds = 5.0
+    package static let maxCooldownSeconds = 300.0
+    package static let fallbackStatuses: Set<Int> = [500, 502, 503, 504, 529]
+
+    package let settings: Settings
+    package private(set) var attempts = 0
+    /// The call under way (or the last one made).
+    package private(set) var current: (upstream: Int, key: Int?)?
+    /// The reasons of every retried or given-up attempt, for the log (`429>503`).
+    package private(set) var reasons: [String] = []
+    /// The largest `Retry-After` of the answers, in seconds: what the client is told when all attempts fail.
+    package private(set) var largestRetryAfterSeconds: Double?
+    private var tried: [Int: Set<Int>] = [:]
+
+    package init(settings: Settings) {
+        self.settings = settings
+    }
+
+    /// Whether an answer with `status` is one the plan might retry: the exchange holds it back until its end.
+    package static func mayRetry(status: Int) -> Bool {
+        status == 429 || status == 401 || status == 403 || fallbackStatuses.contains(status)
+    }
+
+    /// The failover reasons as the log shows them, or nil when the first call answered.
+    package var failoverField: String? { reasons.isEmpty ? nil : reasons.joined(separator: ">") }
+
+    /// The first call.
+    package mutating func start(pools: inout [KeyPool], now: Instant) -> Step {
+        nextCall(from: 0, pools: &pools, now: now)
+    }
+
+    /// What follows `outcome` of the current call, and the key it got rejected, if that is news.
+    package mutating func next(after outcome: Outcome, pools: inout [KeyPool], now: Instant) -> (step: Step, rejected: Rejection?) {
+        guard let (upstream, key) = current else { return (.give, nil) }
+        var rejected: Rejection?
+        var sameUpstream = false
+        switch outcome {
+        case .unreachable:
+            reasons.append("unreachable")
+        case .answered(let status, let retryAfter):
+            if let retryAfter { largestRetryAfterSeconds = max(largestRetryAfterSeconds ?? 0, retryAfter) }
+            guard Self.mayRetry(status: status) else { return (.give, nil) }
+            reasons.append(String(status))
+            if status == 429, let key {
+                let seconds = min(Self.maxCooldownSeconds, max(0, retryAfter ?? Self.defaultCooldownSeconds))
+                pools[upstream].markUnavailable(key, until: now.advanced(bySeconds: seconds), disabled: false, now: now)
+                sameUpstream = true
+            } else if status == 401 || status == 403, let key {
+                let until = now.advanced(bySeconds: settings.keyDisabledSeconds[upstream])
+                if pools[upstream].markUnavailable(key, until: until, disabled: true, now: now) {
+                    rejected = Rejection(upstream: upstream, key: key)
+                }
+                sameUpstream = true
+            }
+        }
+        guard attempts < settings.maxAttempts, now < settings.deadline else { return (.give, rejected) }
+        let step = nextCall(from: sameUpstream ? upstream : upstream + 1, pools: &pools, now: now)
+        if case .noKeyAvailable = step { return (.give, rejected) }
+        return (step, rejected)
+    }
+
+    /// The first upstream from `first` on with a usable key (one this request has not tried), and that key.
+    private mutating func nextCall(from first: Int, pools: inout [KeyPool], now: Instant) -> Step {
+        var index = first
+        while index < settings.upstreams.count {
+            if pools[index].keys.isEmpty {
+                if tried[index] == nil { return call(index, nil) }
+            } else if let key = pools[index].pick(now: now, excluding: tried[index] ?? []) {
+                return call(index, key)
+            }
+            index += 1
+        }
+        let returns = pools.compactMap { $0.soonestReturn(now: now) }
+        let cooling = pools.contains { pool in pool.keys.indices.contains { pool.state(of: $0, now: now) == .coolingDown } }
+        return .noKeyAvailable(retryAfterSeconds: returns.min().map { max(0, $0.seconds(since: now)) }, anyCoolingDown: cooling)
+    }
+
+    private mutating func call(_ upstream: Int, _ key: Int?) -> Step {
+        attempts += 1
+        current = (upstream, key)
+        tried[upstream, default: []].insert(key ?? -1)
+        return .call(upstream: upstream, key: key)
+    }
+}

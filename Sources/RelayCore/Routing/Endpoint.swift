@@ -1,0 +1,102 @@
+import Usage
+
+/// What kind of provider endpoint a request reaches, judged by the path's shape and the method, whatever the route's
+/// preset: a Gemini route can reach Gemini's OpenAI-compatible `/v1beta/openai/chat/completions`, an Anthropic
+/// route Anthropic's OpenAI-compatible `/v1/chat/completions`, and each must be read (usage, ceiling, prompt) as the
+/// shape it is. Pure.
+///
+/// | shape | paths (bare, query removed, one trailing `/` ignored) | method |
+/// |---|---|---|
+/// | `openAIChat` | `…/chat/completions`, legacy `…/completions` | POST |
+/// | `openAIResponses` | `…/responses` | POST |
+/// | `anthropicMessages` | `…/messages` | POST |
+/// | `geminiGenerate` | `…/models/NAME:generateContent`, `…:streamGenerateContent` (`:` also as `%3A`) | POST |
+/// | `free` | any GET, HEAD, OPTIONS or DELETE (model lists, retrievals, deletions); token counting: `…/messages/count_tokens`, `…:countTokens`, `…/responses/input_tokens` | |
+/// | `unmetered` | any other POST, PUT or PATCH (embeddings, images, audio, batches, files, cached contents, fine-tuning…) | |
+///
+/// On a route with budgets, `unmetered` is refused (403 `endpoint_not_metered`) unless the route says
+/// `"unmetered": true`: the relay cannot count what such an endpoint costs, and an unknown count never means free.
+package enum Endpoint: String, Sendable, Equatable {
+    case openAIChat = "openai_chat"
+    case openAIResponses = "openai_responses"
+    case anthropicMessages = "anthropic_messages"
+    case geminiGenerate = "gemini_generate"
+    case free
+    case unmetered
+
+    package init(method: String, path: String) {
+        switch method {
+        case "GET", "HEAD", "OPTIONS", "DELETE":
+            self = .free
+            return
+        default:
+            break
+        }
+        // Compared as bytes (String's suffix tests compare grapheme clusters: about 30 000 instructions a request).
+        var bare = Array(path.utf8.prefix { $0 != UInt8(ascii: "?") })
+        if bare.count > 1 && bare.last == UInt8(ascii: "/") { bare.removeLast() }
+        // Gemini's method separator, as sent or percent-encoded (a reserved character: left encoded by the path
+        // rules, and read as `:` by Google's front end).
+        if bare.contains(UInt8(ascii: "%")) { bare = Self.decodingColons(bare) }
+        func ends(_ suffix: StaticString) -> Bool {
+            let n = suffix.utf8CodeUnitCount
+            guard bare.count >= n else { return false }
+            return bare[(bare.count - n)...].elementsEqual(UnsafeBufferPointer(start: suffix.utf8Start, count: n))
+        }
+        if ends("/completions") {   // chat and legacy completions alike
+            self = .openAIChat
+        } else if ends("/responses") {
+            self = .openAIResponses
+        } else if ends("/messages") {
+            self = .anthropicMessages
+        } else if ends(":generateContent") || ends(":streamGenerateContent") {
+            self = .geminiGenerate
+        } else if ends("/messages/count_tokens") || ends(":countTokens") || ends("/responses/input_tokens") {
+            self = .free
+        } else {
+            self = .unmetered
+        }
+    }
+
+    /// Whether `path` (query and one trailing `/` ignored) is chat completions rather than legacy completions.
+    static func isChatCompletions(_ path: String) -> Bool {
+        var bare = Array(path.utf8.prefix { $0 != UInt8(ascii: "?") })
+        if bare.count > 1 && bare.last == UInt8(ascii: "/") { bare.removeLast() }
+        let suffix: StaticString = "/chat/completions"
+        let n = suffix.utf8CodeUnitCount
+        guard bare.count >= n else { return false }
+        return bare[(bare.count - n)...].elementsEqual(UnsafeBufferPointer(start: suffix.utf8Start, count: n))
+    }
+
+    /// Whether the relay reads this endpoint's answers for usage and reserves for its requests.
+    package var isMetered: Bool { wireFormat != nil }
+
+    /// The wire format whose readers (usage, ceiling, closing event) apply: nil for free and unmetered endpoints.
+    package var wireFormat: Provider? {
+        switch self {
+        case .openAIChat, .openAIResponses: .openai
+        case .anthropicMessages: .anthropic
+        case .geminiGenerate: .gemini
+        case .free, .unmetered: nil
+        }
+    }
+}
+
+extension Endpoint {
+    /// `path` with every `%3A` / `%3a` read as `:`.
+    static func decodingColons(_ b: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(b.count)
+        var i = 0
+        while i < b.count {
+            if b[i] == UInt8(ascii: "%"), i + 2 < b.count, b[i + 1] == UInt8(ascii: "3"), b[i + 2] | 0x20 == UInt8(ascii: "a") {
+                out.append(UInt8(ascii: ":"))
+                i += 3
+            } else {
+                out.append(b[i])
+                i += 1
+            }
+        }
+        return out
+    }
+}

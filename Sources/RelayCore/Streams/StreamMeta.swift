@@ -1,0 +1,100 @@
+import Auth
+
+/// The small record a resumable stream keeps in Redis beside its bytes (README, "Resumable streams", replicas): who
+/// owns the upstream, who may resume it (a hash of the identity key, never a credential), the route it ran on, how
+/// many body bytes were written, and how it stands. A value, encoded as one line of text; written by the owner's
+/// replica, read by any replica that gets a resume or a stop.
+package struct StreamMeta: Equatable, Sendable {
+    package enum State: String, Sendable, CaseIterable {
+        /// The upstream runs: bytes may follow.
+        case running
+        /// The provider finished (or the relay ended it cleanly): a reader gets the terminal chunk.
+        case completed
+        /// The upstream failed or was cancelled: a reader's connection closes without a clean end.
+        case broken
+        /// The stream outgrew `maxBufferBytes`: its bytes are gone, a resume gets 410.
+        case overflowed
+    }
+
+    /// The owning replica's id (random per process).
+    package var owner: String
+    /// `identityHash(_:)` of the identity that started the stream.
+    package var identityHash: String
+    /// The index of its route in `routes` (every replica runs the same configuration).
+    package var routeIndex: Int
+    /// Body bytes written so far (the Redis body holds exactly these, unless overflowed).
+    package var written: Int
+    package var state: State
+
+    package init(owner: String, identityHash: String, routeIndex: Int, written: Int, state: State) {
+        self.owner = owner
+        self.identityHash = identityHash
+        self.routeIndex = routeIndex
+        self.written = written
+        self.state = state
+    }
+
+    package static let version = "v1"
+
+    /// `v1 <owner> <identityHash> <routeIndex> <written> <state>`.
+    package func encoded() -> String {
+        [Self.version, owner, identityHash, String(routeIndex), String(written), state.rawValue].joined(separator: " ")
+    }
+
+    /// Nil for anything but a record `encoded()` wrote.
+    package static func decode(_ text: String) -> StreamMeta? {
+        let parts = text.split(separator: " ", omittingEmptySubsequences: false)
+        guard parts.count == 6, parts[0] == version, !parts[1].isEmpty, !parts[2].isEmpty,
+              let route = Int(parts[3]), route >= 0, let written = Int(parts[4]), written >= 0,
+              let state = State(rawValue: String(parts[5])) else { return nil }
+        return StreamMeta(owner: String(parts[1]), identityHash: String(parts[2]), routeIndex: route, written: written, state: state)
+    }
+
+    /// What a resume at `offset` gets, by the same rule as the memory buffer's (`ReplayBuffer.position`).
+    package func position(_ offset: Int) -> ReplayBuffer.Position {
+        if offset > written { return .beyondWritten }
+        if state == .overflowed { return .expired }
+        return .replay(offset)
+    }
+
+    /// The identity as the record names it: hex SHA-256 of its key, "-" for none (an `auth: none` route).
+    package static func identityHash(_ identity: String?) -> String {
+        guard let identity else { return "-" }
+        let digits = Array("0123456789abcdef".utf8)
+        var hex: [UInt8] = []
+        for byte in Digest.sha256(Array(identity.utf8)) {
+            hex.append(digits[Int(byte >> 4)])
+            hex.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: hex, as: UTF8.self)
+    }
+}
+
+/// A reader on another replica, following a stream through Redis: what it does after one poll (pure).
+package enum RemoteFollow {
+    package enum Step: Equatable, Sendable {
+        /// Write this many of the poll's bytes (cut to what the record says was written), then poll again at once.
+        case write(Int)
+        /// Nothing new yet: poll again after the interval.
+        case wait
+        /// Every byte is read and the stream ended: a clean end (true) or a close without one (false).
+        case end(clean: Bool)
+        /// Another resume or a stop took the stream, or its bytes are gone: close without a clean end.
+        case takenOver
+    }
+
+    /// - Parameters: `meta` the record (nil: gone, expired), `stopped` a stop was asked, `claimed` this reader is
+    ///   still the stream's reader, `offset` the next byte it needs, `fetched` bytes the poll returned from `offset`.
+    package static func step(meta: StreamMeta?, stopped: Bool, claimed: Bool, offset: Int, fetched: Int) -> Step {
+        guard let meta, !stopped, claimed, meta.state != .overflowed else { return .takenOver }
+        let usable = max(0, min(fetched, meta.written - offset))
+        if usable > 0 { return .write(usable) }
+        switch meta.state {
+        case .running: return .wait
+        // Ended with bytes unread that the poll did not return: the body expired under the record; nothing follows.
+        case .completed: return offset >= meta.written ? .end(clean: true) : .takenOver
+        case .broken: return offset >= meta.written ? .end(clean: false) : .takenOver
+        case .overflowed: return .takenOver
+        }
+    }
+}

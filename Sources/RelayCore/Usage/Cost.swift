@@ -1,0 +1,56 @@
+import Usage
+
+/// Money in integer nano-dollars (10⁻⁹ US dollar): what one exchange cost and what a dollar budget reserves. Pure.
+///
+/// Arithmetic: prices are nano-dollars per million tokens (`ModelPrice`), so tokens × price is a whole number of
+/// 10⁻¹⁵ dollars; the parts are summed exactly and divided by a million once, rounded UP to the next
+/// nano-dollar (a cost is never rounded down to less than it is; an unpriced model has no cost at all, never a
+/// zero one). The result saturates at `Int.max`.
+package enum Cost {
+    /// What `usage` costs at `price`: fresh input at `input`, cache reads at `cachedInput`, cache writes at
+    /// `cacheWrite`, output (reasoning included: `Usage.completion` holds it) at `output`. Fresh input is the prompt
+    /// less its cached and cache-written parts (`Usage`'s counting rules, the same for every provider).
+    package static func nanoUSD(_ usage: Usage, price: ModelPrice) -> Int {
+        let cached = max(0, usage.cached ?? 0)
+        let written = max(0, usage.cacheCreation ?? 0)
+        let fresh = max(0, usage.prompt - cached - written)
+        return nanoUSD([(fresh, price.input), (cached, price.cachedInput), (written, price.cacheWrite),
+                        (max(0, usage.completion), price.output)])
+    }
+
+    /// A reservation's price: the prompt estimate at the input price, the output ceiling at the output price.
+    package static func reservation(promptTokens: Int, outputTokens: Int, price: ModelPrice) -> Int {
+        nanoUSD([(max(0, promptTokens), price.input), (max(0, outputTokens), price.output)])
+    }
+
+    /// Σ tokens × nano-dollars-per-million, / 10⁶ rounded up, exactly: each price splits into whole nano-dollars
+    /// per token and the rest (below 10⁶ per million), so no product needs more than 64 bits (Int128 is not on every
+    /// platform the package names); any overflow saturates.
+    static func nanoUSD(_ parts: [(tokens: Int, perMillion: Int)]) -> Int {
+        var whole = 0
+        var rest = 0
+        var overflow = false
+        for part in parts {
+            let (w, o1) = part.tokens.multipliedReportingOverflow(by: part.perMillion / 1_000_000)
+            let (r, o2) = part.tokens.multipliedReportingOverflow(by: part.perMillion % 1_000_000)
+            let (w2, o3) = whole.addingReportingOverflow(w)
+            let (r2, o4) = rest.addingReportingOverflow(r)
+            (whole, rest) = (w2, r2)
+            overflow = overflow || o1 || o2 || o3 || o4
+        }
+        let (total, o5) = whole.addingReportingOverflow(rest / 1_000_000 + (rest % 1_000_000 > 0 ? 1 : 0))
+        return overflow || o5 ? Int.max : total
+    }
+
+    /// `nano` as a decimal string of dollars with nine decimals: 172 500 → `"0.000172500"`.
+    package static func decimalString(nanoUSD nano: Int) -> String {
+        let negative = nano < 0
+        let magnitude = nano.magnitude
+        let fraction = String(magnitude % 1_000_000_000)
+        let text = "\(magnitude / 1_000_000_000).\(String(repeating: "0", count: 9 - fraction.count))\(fraction)"
+        return negative ? "-" + text : text
+    }
+
+    /// US dollars (a configuration limit) as nano-dollars; the configuration reads them from their text exactly.
+    package static let nanoPerDollar = 1_000_000_000
+}

@@ -1,0 +1,301 @@
+import Redis
+import RelayCore
+import Support
+import Transport
+
+/// Resumable streams across replicas (`state.backend: "redis"`; README, "Resumable streams"): every stream this
+/// replica owns is copied to Redis, so a resume or a stop can arrive at any replica. Layout under the key prefix:
+/// - `stream:<id>:body`: the body bytes, appended (`APPEND`) by the owner at most once per loop turn;
+/// - `stream:<id>:meta`: a `StreamMeta` line, set after each append (so a reader that reads the record first and
+///   the body next never asks for bytes the body does not hold yet: Redis runs one connection's commands in order
+///   and every command one at a time);
+/// - `stream:<id>:stop`: set by a `DELETE` on any replica; the owner polls for it;
+/// - `stream:<id>:reader`: the token of the reader on another replica, which refreshes it each poll (1 s expiry);
+///   the owner polls for it so that a detached stream read elsewhere is not cancelled when its window ends.
+/// Body and record expire `windowSeconds + expiryMarginSeconds` after the last write, refreshed every second while
+/// the stream runs.
+///
+/// Polling, not pub/sub: our RESP client is a pipelined request/reply connection per loop, and a subscriber needs
+/// a connection of its own in another mode with its own reconnect story. One `MGET` per `pollSeconds` covers every
+/// stream this replica owns, which meets "the owner learns of a stop within 100 ms" with room to spare.
+///
+/// Redis going away never cuts a stream: a failed write is logged, the stream's Redis copy is dropped (so no
+/// replica serves a copy with a hole), and resumes at this replica go on from its memory.
+package final class RedisStreamMirror: @unchecked Sendable {
+    // Invariant: `owned` only inside its lock; `lastReaders`, `pollArmed` and `ticks` on `pollLoop.queue` only.
+    package static let pollSeconds = 0.025
+    package static let expiryMarginSeconds = 10.0
+    package static let readerTTLMilliseconds = 1_000
+
+    package let replicaID = StreamIDs.make()
+    package let keyPrefix: String
+    package let pollLoop: EventLoop
+    private let connection: @Sendable (EventLoop) -> RedisClient
+    package let logger: Logger
+    private let owned = Locked<[String: ResumableStream]>([:])
+    private var lastReaders: [String: String] = [:]
+    private var pollArmed = false
+    private var ticks = 0
+
+    package init(keyPrefix: String, pollLoop: EventLoop, connection: @escaping @Sendable (EventLoop) -> RedisClient, logger: Logger) {
+        self.keyPrefix = keyPrefix
+        self.pollLoop = pollLoop
+        self.connection = connection
+        self.logger = logger
+    }
+
+    package func key(_ id: String, _ part: String) -> String { keyPrefix + "stream:" + id + ":" + part }
+
+    /// Sends one command on `loop`'s connection (call on `loop`); nil when Redis did not answer or answered an error.
+    package func send(_ arguments: [[UInt8]], on loop: EventLoop, _ completion: @escaping (RESPValue?) -> Void) {
+        connection(loop).send(arguments) { result in
+            switch result {
+            case .success(.error): completion(nil)
+            case .success(let value): completion(value)
+            case .failure: completion(nil)
+            }
+        }
+    }
+
+    package func send(_ arguments: [String], on loop: EventLoop, _ completion: @escaping (RESPValue?) -> Void = { _ in }) {
+        send(arguments.map { Array($0.utf8) }, on: loop, completion)
+    }
+
+    package static func ttlMilliseconds(_ windowSeconds: Double) -> String {
+        String(Int((windowSeconds + expiryMarginSeconds) * 1000))
+    }
+
+    // MARK: The owner's side
+
+    /// Starts watching `stream` (owned here) for stops and readers elsewhere.
+    package func track(_ stream: ResumableStream) {
+        owned.withLock { $0[stream.id] = stream }
+        pollLoop.execute { self.armPoll() }
+    }
+
+    package func untrack(_ id: String) { owned.withLock { $0[id] = nil } }
+
+    private func armPoll() {
+        guard !pollArmed else { return }
+        pollArmed = true
+        _ = pollLoop.schedule(afterSeconds: Self.pollSeconds) { self.poll() }
+    }
+
+    /// One `MGET` of every owned stream's stop flag and reader token; every 40th also refreshes their expiry.
+    private func poll() {
+        pollArmed = false
+        let streams = owned.withLock { Array($0.values) }
+        lastReaders = lastReaders.filter { id, _ in streams.contains { $0.id == id } }
+        guard !streams.isEmpty else { return }
+        ticks += 1
+        if ticks % 40 == 0 {
+            for stream in streams {
+                let ttl = Self.ttlMilliseconds(stream.windowSeconds)
+                send(["PEXPIRE", key(stream.id, "meta"), ttl], on: pollLoop)
+                send(["PEXPIRE", key(stream.id, "body"), ttl], on: pollLoop)
+            }
+        }
+        send(["MGET"] + streams.flatMap { [key($0.id, "stop"), key($0.id, "reader")] }, on: pollLoop) { reply in
+            defer { self.armPoll() }
+            guard let values = reply?.array, values.count == streams.count * 2 else { return }
+            for (i, stream) in streams.enumerated() {
+                if values[2 * i].string != nil {
+                    self.untrack(stream.id)
+                    stream.stopAndForget()
+                    continue
+                }
+                let token = values[2 * i + 1].string
+                let last = self.lastReaders[stream.id]
+                if let token, !token.hasPrefix("local-"), token != last {
+                    self.lastReaders[stream.id] = token
+                    stream.remoteAttached()
+                } else if token == nil, last != nil {
+                    self.lastReaders[stream.id] = nil
+                    stream.remoteLeft()
+                }
+            }
+        }
+    }
+
+    // MARK: A reader's side (any replica, on the reader's loop)
+
+    package enum Lookup: Equatable {
+        case found(StreamMeta)
+        /// No record, or a stop was asked.
+        case missing
+        case unavailable
+    }
+
+    /// The stream's record, unless it is gone or stopped.
+    package func lookup(_ id: String, on loop: EventLoop, _ completion: @escaping (Lookup) -> Void) {
+        let meta = ReplyBox<RESPValue?>(nil)
+        send(["GET", key(id, "meta")], on: loop) { meta.value = $0 }
+        send(["EXISTS", key(id, "stop")], on: loop) { stop in   // replies come in order: `meta` is set
+            guard let record = meta.value, let stopped = stop?.integer else { return completion(.unavailable) }
+            guard stopped == 0, let text = record.string, let decoded = StreamMeta.decode(text) else { return completion(.missing) }
+            completion(.found(decoded))
+        }
+    }
+
+    /// A `DELETE` here for a stream owned elsewhere: the owner's poll sees the flag and cancels. True when stored.
+    package func requestStop(_ id: String, windowSeconds: Double, on loop: EventLoop, _ completion: @escaping (Bool) -> Void) {
+        send(["SET", key(id, "stop"), "1", "PX", Self.ttlMilliseconds(windowSeconds)], on: loop) { completion($0?.string == "OK") }
+    }
+
+    /// A reader takes the stream over (whoever read it before sees its token replaced and closes).
+    package func claim(_ id: String, token: String, on loop: EventLoop) {
+        send(["SET", key(id, "reader"), token, "PX", String(Self.readerTTLMilliseconds)], on: loop)
+    }
+
+    /// KEYS[1] the reader key. ARGV: token, expiry ms. 1 (and the expiry refreshed) while the token is the reader's.
+    package static let keepScript = """
+        local v = redis.call('GET', KEYS[1])
+        if v and v ~= ARGV[1] then return 0 end
+        redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+        return 1
+        """
+
+    package struct Poll {
+        package var meta: StreamMeta?
+        package var stopped: Bool
+        package var claimed: Bool
+        package var bytes: [UInt8]
+    }
+
+    /// One poll of a reader at `offset`: still the reader, the record, the stop flag, and up to `limit` bytes.
+    /// Nil when Redis did not answer.
+    package func poll(_ id: String, token: String, from offset: Int, limit: Int, on loop: EventLoop, _ completion: @escaping (Poll?) -> Void) {
+        let claimed = ReplyBox<Int64?>(nil), meta = ReplyBox<RESPValue?>(nil), stop = ReplyBox<Int64?>(nil)
+        send(["EVAL", Self.keepScript, "1", key(id, "reader"), token, String(Self.readerTTLMilliseconds)], on: loop) {
+            claimed.value = $0?.integer
+        }
+        send(["GET", key(id, "meta")], on: loop) { meta.value = $0 }
+        send(["EXISTS", key(id, "stop")], on: loop) { stop.value = $0?.integer }
+        send(["GETRANGE", key(id, "body"), String(offset), String(offset + limit - 1)], on: loop) { body in
+            guard let claimed = claimed.value, let record = meta.value, let stopped = stop.value, let body else { return completion(nil) }
+            let bytes: [UInt8]
+            if case .bulkString(let b) = body { bytes = b } else { bytes = [] }
+            completion(Poll(meta: record.string.flatMap(StreamMeta.decode), stopped: stopped != 0, claimed: claimed == 1, bytes: bytes))
+        }
+    }
+}
+
+/// One stream's copy in Redis, as its owner writes it. Owned by the owner's loop (`loop.queue`): every method runs
+/// there.
+package final class MirroredStream: @unchecked Sendable {
+    // Invariant: every `var` is touched on `loop.queue` only.
+    package let mirror: RedisStreamMirror
+    package let loop: EventLoop
+    package let id: String
+    private var meta: StreamMeta
+    private let windowSeconds: Double
+    private var pending: [UInt8] = []
+    private var flushQueued = false
+    /// A write failed: the copy may have a hole, so it is deleted (retried at each later write until Redis answers)
+    /// and never written again.
+    private var lost = false
+    private var deleted = false
+
+    package init(mirror: RedisStreamMirror, loop: EventLoop, id: String, identity: String?, routeIndex: Int, windowSeconds: Double) {
+        self.mirror = mirror
+        self.loop = loop
+        self.id = id
+        self.windowSeconds = windowSeconds
+        meta = StreamMeta(owner: mirror.replicaID, identityHash: StreamMeta.identityHash(identity), routeIndex: routeIndex,
+                          written: 0, state: .running)
+    }
+
+    package var ttl: String { RedisStreamMirror.ttlMilliseconds(windowSeconds) }
+
+    package func opened() { writeMeta() }
+
+    /// Bytes the owner wrote: queued, and sent with the others of this loop turn in one `APPEND`.
+    package func append(_ bytes: UnsafeRawBufferPointer, overflowed: Bool) {
+        guard meta.state == .running else { return }
+        if overflowed {
+            pending = []
+            meta.state = .overflowed
+            mirror.send(["DEL", mirror.key(id, "body")], on: loop) { _ in }
+            return writeMeta()
+        }
+        pending.append(contentsOf: bytes)
+        guard !flushQueued else { return }
+        flushQueued = true
+        loop.execute { self.flush() }
+    }
+
+    private func flush() {
+        flushQueued = false
+        if lost {
+            pending = []
+            return dropCopy()
+        }
+        guard !pending.isEmpty else { return }
+        let bytes = pending
+        pending = []
+        meta.written += bytes.count
+        mirror.send([Array("APPEND".utf8), Array(mirror.key(id, "body").utf8), bytes], on: loop) { self.check($0) }
+        mirror.send(["PEXPIRE", mirror.key(id, "body"), ttl], on: loop) { self.check($0) }
+        writeMeta()
+    }
+
+    private func writeMeta() {
+        guard !lost else { return dropCopy() }
+        mirror.send(["SET", mirror.key(id, "meta"), meta.encoded(), "PX", ttl], on: loop) { self.check($0) }
+    }
+
+    /// The upstream is over: the record says how (after the last bytes).
+    package func finish(clean: Bool) {
+        mirror.untrack(id)
+        flush()
+        guard meta.state == .running else { return }
+        meta.state = clean ? .completed : .broken
+        writeMeta()
+    }
+
+    /// A `DELETE` at this replica: readers elsewhere see the flag.
+    package func stopped() {
+        mirror.untrack(id)
+        mirror.send(["SET", mirror.key(id, "stop"), "1", "PX", ttl], on: loop) { self.check($0) }
+    }
+
+    /// A resume at this replica took the stream: a reader elsewhere sees its token replaced and closes.
+    package func claimedLocally() {
+        mirror.claim(id, token: "local-" + mirror.replicaID, on: loop)
+    }
+
+    private func check(_ reply: RESPValue?) {
+        guard reply == nil, !lost else { return }
+        lost = true
+        mirror.logger.warning("resumable stream copy in redis lost; resumes go on at this replica only",
+                              [("stream", .string(id)), ("written", .int(meta.written))])
+        dropCopy()
+    }
+
+    private func dropCopy() {
+        guard !deleted else { return }
+        mirror.send(["DEL", mirror.key(id, "meta"), mirror.key(id, "body")], on: loop) { reply in
+            if reply?.integer != nil { self.deleted = true }
+        }
+    }
+}
+
+/// A reference for the replies of one pipelined poll, filled in order on one loop.
+final class ReplyBox<Value>: @unchecked Sendable {
+    // Invariant: touched on the one loop whose connection's completions fill and read it.
+    var value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+extension ResumableStreams {
+    /// The registry when a route has `resume`, copied to Redis when `state.backend` is `redis` (the admission
+    /// store's connections, one per loop, under its key prefix).
+    package static func make(_ configuration: RelayConfiguration, redis: RedisAdmissionStore?, loop: EventLoop,
+                     logger: Logger) -> ResumableStreams? {
+        guard configuration.routes.contains(where: { $0.resume != nil }) else { return nil }
+        let mirror = redis.map { store in
+            RedisStreamMirror(keyPrefix: store.settings.keyPrefix, pollLoop: loop, connection: { store.client(for: $0) }, logger: logger)
+        }
+        return ResumableStreams(capBytes: configuration.limits.resumeBufferBytes, routes: configuration.routes, mirror: mirror)
+    }
+}
