@@ -79,7 +79,7 @@ let package = Package(
         .target(name: "TestHarness", dependencies: ["TestSupportCore"], path: "Tests/TestHarness",
                 resources: [.copy("tls_upstream.py")]),
         // RelayFixture: the real relay on port 0 in front of the harness's upstream.
-        .target(name: "RelayTestSupport", dependencies: ["Relay", "RelayCore", "RelayState", "RelayDev", "Support", "TestHarness", "TestSupportCore", "Auth", "COpenSSL"],
+        .target(name: "RelayTestSupport", dependencies: ["Relay", "RelayCore", "RelayState", "RelayDev", "Support", "Transport", "TestHarness", "TestSupportCore", "Auth", "COpenSSL"],
                 path: "Tests/RelayTestSupport"),
         // The harness against itself (client ↔ scripted upstream), so a relay test failure is the relay's.
         .testTarget(name: "TestHarnessTests", dependencies: ["TestHarness", "TestSupportCore"]),
@@ -87,7 +87,7 @@ let package = Package(
         // The connection state machine, deadlines and client-address rules, as values: no sockets, no sleeps.
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTP1", "Support", "TestSupportCore"]),
         // Pure cores (state machine, rewriting, configuration, timers): no sockets, no sleeps.
-        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "RelayCore", "RelayState", "RelayDev", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "TestSupportCore", "Usage",
+        .testTarget(name: "RelayCoreTests", dependencies: ["Relay", "RelayCore", "RelayState", "RelayDev", "RelayTestSupport", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "TestSupportCore", "Usage",
                                                           "JSON", "Auth", "AttestationTestSupport"]),
         // The real server on port 0 between a raw test client and a scripted test upstream.
         .testTarget(name: "RelayTests", dependencies: ["Relay", "RelayCore", "RelayState", "RelayDev", "HTTP1", "HTTPServer", "Transport", "Upstream", "Support", "Auth", "COpenSSL",
@@ -130,7 +130,7 @@ let package = Package(
                                                                "RelayWire"]),
         // The RESP parser as a value; the Redis client and the Redis admission store against a real redis-server
         // (TestHarness's RedisServerProcess, on a free loopback port).
-        .testTarget(name: "RedisTests", dependencies: ["Redis", "Relay", "RelayCore", "RelayState", "Transport", "Support", "TestHarness", "TestSupportCore"]),
+        .testTarget(name: "RedisTests", dependencies: ["Redis", "Relay", "RelayCore", "RelayState", "RelayTestSupport", "Transport", "Support", "TestHarness", "TestSupportCore"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "COpenSSL", "Support", "TestSupportCore"], resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]

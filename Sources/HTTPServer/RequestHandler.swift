@@ -14,18 +14,18 @@ package protocol RequestResponder: AnyObject {
 package protocol RequestHandler: Sendable {
     /// Returns the responder that will see the body and answer, or nil if the request was already answered
     /// through `writer` (an error, say).
-    func handle(_ head: RequestHead, writer: ServerConnection) -> (any RequestResponder)?
+    func handle(_ head: RequestHead, writer: any ResponseWriter) -> (any RequestResponder)?
     /// The connection itself answered an error (malformed request, timeout): for logs and metrics.
-    func connectionRejected(_ error: ErrorResponse, writer: ServerConnection)
+    func connectionRejected(_ error: ErrorResponse, writer: any ResponseWriter)
     /// A listener that requires a PROXY protocol header got none, or a malformed one; the connection is closed.
-    func proxyHeaderRejected(_ reason: String, writer: ServerConnection)
+    func proxyHeaderRejected(_ reason: String, writer: any ResponseWriter)
     /// A listener that requires a PROXY protocol header was reached by a peer that is not a trusted balancer; the
     /// socket was closed before any byte was read. Called on the loop that accepted it.
     func untrustedProxyPeerRefused(_ peer: String)
 }
 
 extension RequestHandler {
-    package func connectionRejected(_ error: ErrorResponse, writer: ServerConnection) {}
-    package func proxyHeaderRejected(_ reason: String, writer: ServerConnection) {}
+    package func connectionRejected(_ error: ErrorResponse, writer: any ResponseWriter) {}
+    package func proxyHeaderRejected(_ reason: String, writer: any ResponseWriter) {}
     package func untrustedProxyPeerRefused(_ peer: String) {}
 }

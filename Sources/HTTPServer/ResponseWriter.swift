@@ -12,6 +12,10 @@ package protocol ResponseWriter: AnyObject {
     var loop: EventLoop { get }
     /// The client's address as rate limits key on it and logs show it.
     var clientAddress: String { get }
+    /// The client as resolved behind trusted proxies (what the upstream's forwarding headers say).
+    var client: ClientAddress { get }
+    /// The socket's peer (a load balancer's address when one is in front).
+    var peerAddress: String { get }
     /// Response bytes accepted but not yet taken by the kernel (the backpressure signal).
     var pendingByteCount: Int { get }
     /// Whether the pending bytes reached the connection's high-water mark: the upstream must pause until
@@ -27,4 +31,6 @@ package protocol ResponseWriter: AnyObject {
     func abort()
     /// A complete JSON error answer.
     func respond(error: ErrorResponse, requestID: String?, keepAlive: Bool)
+    /// A complete answer with a body (the built-in endpoints' JSON).
+    func respond(status: Int, headers: HTTPHeaders, body: [UInt8], keepAlive: Bool)
 }

@@ -61,14 +61,14 @@ final class LoopBox<Value>: @unchecked Sendable {
 struct FakeProviderHandler: RequestHandler {
     let paceSeconds: Double
 
-    func handle(_ head: RequestHead, writer: ServerConnection) -> (any RequestResponder)? {
+    func handle(_ head: RequestHead, writer: any ResponseWriter) -> (any RequestResponder)? {
         let anthropic = head.path == "/v1/messages"
         let authorized = anthropic
             ? head.headers.first("x-api-key") == FakeProvider.devKey && head.headers.contains("anthropic-version")
             : head.headers.first("Authorization") == "Bearer \(FakeProvider.devKey)"
         guard authorized else {
             writer.respond(error: ErrorResponse(status: 401, type: "invalid_request_error", code: "invalid_api_key",
-                                             message: "The fake provider did not receive the relay's key."),
+                                             message: "The fake provider did not receive the relay's key."), requestID: nil,
                            keepAlive: head.keepAlive)
             return nil
         }
@@ -83,7 +83,7 @@ struct FakeProviderHandler: RequestHandler {
             return FinishedResponder()
         default:
             writer.respond(error: ErrorResponse(status: 404, type: "invalid_request_error", code: "unknown_url",
-                                             message: "The fake provider knows /v1/chat/completions, /v1/messages and /v1/models."),
+                                             message: "The fake provider knows /v1/chat/completions, /v1/messages and /v1/models."), requestID: nil,
                            keepAlive: head.keepAlive)
             return nil
         }
@@ -106,7 +106,7 @@ final class FakeCompletion: RequestResponder, @unchecked Sendable {
     }
 
     private let head: RequestHead
-    private let writer: ServerConnection
+    private let writer: any ResponseWriter
     private let paceSeconds: Double
     private let style: Style
     private var body: [UInt8] = []
@@ -119,7 +119,7 @@ final class FakeCompletion: RequestResponder, @unchecked Sendable {
     private let created = Int(Date().timeIntervalSince1970)
     private let id: String
 
-    init(head: RequestHead, writer: ServerConnection, paceSeconds: Double, style: Style) {
+    init(head: RequestHead, writer: any ResponseWriter, paceSeconds: Double, style: Style) {
         self.head = head
         self.writer = writer
         self.paceSeconds = paceSeconds
@@ -141,7 +141,7 @@ final class FakeCompletion: RequestResponder, @unchecked Sendable {
         let json = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
         guard let json else {
             writer.respond(error: ErrorResponse(status: 400, type: "invalid_request_error", code: "invalid_json",
-                                             message: "The request body is not a JSON object."), keepAlive: head.keepAlive)
+                                             message: "The request body is not a JSON object."), requestID: nil, keepAlive: head.keepAlive)
             return
         }
         if let m = json["model"] as? String { model = m }
@@ -231,7 +231,7 @@ final class FakeCompletion: RequestResponder, @unchecked Sendable {
         return tokens
     }
 
-    static func sendJSON(_ body: [UInt8], status: Int, writer: ServerConnection, keepAlive: Bool) {
+    static func sendJSON(_ body: [UInt8], status: Int, writer: any ResponseWriter, keepAlive: Bool) {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json")
         headers.add(name: "Content-Length", value: String(body.count))

@@ -4,29 +4,12 @@ import Relay
 import RelayCore
 import RelayDev
 import RelayState
+import RelayTestSupport
 import Support
 import Testing
 import TestHarness
 import TestSupportCore
 import Transport
-
-/// A store for `onUnavailable: local` tests: admits everything, remembers what it was asked.
-final class RecordingFallbackStore: AdmissionStore, @unchecked Sendable {
-    // Invariant: `log` is only touched under its lock.
-    let log = Locked<[String]>([])
-    func admit(_ request: AdmissionRequest, on loop: EventLoop, _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
-        log.withLock { $0.append("admit") }
-        completion(.admitted(AdmissionGrant(id: 7_000, reservedTokens: request.budget?.tokens ?? 0)))
-    }
-    func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
-        log.withLock { $0.append("extend \(grant.id)") }
-        completion(true)
-    }
-    func settle(_ grant: AdmissionGrant, usedTokens: Int) { log.withLock { $0.append("settle \(grant.id) \(usedTokens)") } }
-    func usageReport(identity: String, wallClockSeconds: Int64, on loop: EventLoop, _ completion: @escaping @Sendable (BudgetReport?) -> Void) {
-        completion(nil)
-    }
-}
 
 /// Milliseconds that only move when the test says so (buckets and lease expiry without waiting).
 final class ManualMilliseconds: Sendable {
@@ -175,7 +158,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
     @Test(arguments: RedisAdmissionStore.OnUnavailable.allCases)
     func unavailableRedisAnswersPerPolicyWithinTheTimeout(_ policy: RedisAdmissionStore.OnUnavailable) throws {
         let server = try RedisServerProcess()
-        let fallback = RecordingFallbackStore()
+        let fallback = RecordingAdmissionStore(.admitAll(grantID: 7_000))
         let replica = Replica(server, RedisAdmissionStore.Settings(redis: .init(timeoutMs: 150), onUnavailable: policy,
                                                                     budgets: .init(identityTokensPerDay: 1_000)), fallback: fallback)
         try eventually("connected, scripts loaded", timeout: 10) { replica.store.loadedScriptCount == 5 }
@@ -199,7 +182,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
             #expect(grant.mode == .local)
             #expect(try replica.extend(grant, 50))
             replica.store.settle(grant, usedTokens: 42)
-            #expect(fallback.log.withLock { $0 } == ["admit", "extend 7000", "settle 7000 42"])
+            #expect(fallback.log == ["admit", "extend 7000", "settle 7000 42"])
         }
         #expect(replica.store.unavailableCounters.extendedUnavailable == 1)
     }
@@ -306,7 +289,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
         let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 150), onUnavailable: policy, leaseTTLSeconds: 30,
                                                      perIdentity: RateLimits(requestsPerMinute: 1_000, maxConcurrentStreams: 1),
                                                      budgets: .init(identityTokensPerDay: 1_000))
-        let replica = Replica(server, settings, fallback: RecordingFallbackStore())
+        let replica = Replica(server, settings, fallback: RecordingAdmissionStore(.admitAll(grantID: 7_000)))
         try eventually("connected, scripts loaded", timeout: 10) { replica.store.loadedScriptCount == 5 }
         server.pause()
         let degraded = try replica.admit(request(tokens: 600))

@@ -6,43 +6,16 @@ import HTTP1
 @testable import RelayCore
 @testable import RelayState
 import RelayDev
+import RelayTestSupport
 import Support
 import Testing
 import Transport
-
-/// An admission store the test answers by hand. Touched on the loop's queue only (every test step runs there).
-final class FakeAdmissionStore: AdmissionStore, @unchecked Sendable {
-    // Invariant: touched on the test loop's queue only.
-    private(set) var admits: [(request: AdmissionRequest, answer: @Sendable (AdmissionDecision) -> Void)] = []
-    private(set) var extensions: [(grant: AdmissionGrant, tokens: Int, answer: @Sendable (Bool) -> Void)] = []
-    private(set) var settled: [(grant: AdmissionGrant, used: Int)] = []
-
-    func admit(_ request: AdmissionRequest, on loop: EventLoop, _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
-        admits.append((request, completion))
-    }
-    func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
-        extensions.append((grant, tokens, completion))
-    }
-    func settle(_ grant: AdmissionGrant, usedTokens: Int) { settled.append((grant, usedTokens)) }
-    func usageReport(identity: String, wallClockSeconds: Int64, on loop: EventLoop, _ completion: @escaping @Sendable (BudgetReport?) -> Void) {
-        completion(nil)
-    }
-
-    /// Lets go of the recorded answers (what was asked stays readable). Each holds its exchange (as a real store's
-    /// pending completion does until it answers, once), and the exchange holds this store: the harness calls this
-    /// when it goes, so that an answer kept for the test, or never given, does not keep both alive for the rest of
-    /// the run.
-    func dropAnswers() {
-        admits = admits.map { ($0.request, { _ in }) }
-        extensions = extensions.map { ($0.grant, $0.tokens, { _ in }) }
-    }
-}
 
 extension RelayExchangeTests {
     static let budgets = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: 1_000_000), onExceed: .cut, defaultReserveTokens: 10)
 
     /// A harness whose exchange asks `store`, keyed on identity `app`.
-    static func admitting(_ store: FakeAdmissionStore, budgets: BudgetConfiguration? = RelayExchangeTests.budgets,
+    static func admitting(_ store: RecordingAdmissionStore, budgets: BudgetConfiguration? = RelayExchangeTests.budgets,
                           usage: UsageMeter.Settings = UsageMeter.Settings()) -> Harness {
         let h = Harness(usage: usage)
         h.run {
@@ -54,7 +27,7 @@ extension RelayExchangeTests {
     }
 
     /// The chat request, admitted with 15 tokens reserved (10 + 5), a 200 event-stream head and `hellos` events.
-    static func streamAdmitted(_ h: Harness, _ store: FakeAdmissionStore, hellos: Int) {
+    static func streamAdmitted(_ h: Harness, _ store: RecordingAdmissionStore, hellos: Int) {
         h.run {
             h.exchange.requestBody(Array(ChatStream.request.utf8))
             h.exchange.requestEnd()
@@ -73,7 +46,7 @@ extension RelayExchangeTests {
     }
 
     @Test func theProviderWaitsForTheStoreAndTheReservationIsTheDefaultPlusThePrompt() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store)
         h.run {
             h.exchange.requestBody(Array(ChatStream.request.utf8))
@@ -95,7 +68,7 @@ extension RelayExchangeTests {
     }
 
     @Test func aRequestCeilingIsReservedAndNeedsNoGuard() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store)
         h.run {
             h.exchange.requestBody(Array(#"{"model":"gpt-4o","max_tokens":300,"max_completion_tokens":200,"messages":[{"role":"user","content":"How are you today?"}]}"#.utf8))
@@ -105,7 +78,7 @@ extension RelayExchangeTests {
     }
 
     @Test func aClientThatLeavesWhileTheStoreDecidesGetsNoCallAndItsGrantGoesBackAtOnce() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         let h = Harness(drainMaxSeconds: 30)   // even a drain route: nothing was called, nothing to drain
         h.run {
             h.exchange.admission = ExchangeAdmission(store: store, address: "198.51.100.7", identity: "app", budgetKey: "app",
@@ -127,7 +100,7 @@ extension RelayExchangeTests {
                                         (.rate(retryAfterSeconds: 2), 429, "rate_limit_exceeded"),
                                         (.concurrency(retryAfterSeconds: 1), 429, "concurrency_limit_exceeded"),
                                         (.unavailable, 503, "state_unavailable")] {
-            let store = FakeAdmissionStore()
+            let store = RecordingAdmissionStore(.byHand)
             let h = Self.admitting(store)
             h.run {
                 h.exchange.requestEnd()
@@ -145,7 +118,7 @@ extension RelayExchangeTests {
     /// for; bytes flow while it is pending; refused, the stream ends at once (it is at a boundary) with the closing
     /// event, the upstream cancelled.
     @Test func aRefusedExtensionEndsTheStreamWithOneErrorEventAndCancelsTheUpstream() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store)
         Self.streamAdmitted(h, store, hellos: 6)
         #expect(store.extensions.isEmpty)
@@ -168,7 +141,7 @@ extension RelayExchangeTests {
     }
 
     @Test func aGrantedExtensionLetsTheStreamRunOn() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store)
         Self.streamAdmitted(h, store, hellos: 7)
         h.run {
@@ -187,7 +160,7 @@ extension RelayExchangeTests {
     /// The refusal arrives while the client has half an event: the rest of that event passes, then the closing
     /// event; the bytes after the boundary are dropped.
     @Test func aCutMidEventWaitsForTheEventsEnd() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store)
         let half = ChatStream.world.count - 1
         let world = Array(ChatStream.world.utf8)
@@ -206,7 +179,7 @@ extension RelayExchangeTests {
     }
 
     @Test func finishLetsTheStreamRunAndChargesIt() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         var budgets = Self.budgets
         budgets.onExceed = .finish
         let h = Self.admitting(store, budgets: budgets)
@@ -231,8 +204,8 @@ extension RelayExchangeTests {
             #"data: {"candidates":[{"content":{"parts":[{"text":"\#(text)"}],"role":"model"},"index":0,"safetyRatings":[]}],"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5},"modelVersion":"gemini-2.5-flash"}"# + "\r\n\r\n"
         }
         /// A Gemini stream admitted with 15 tokens reserved (10 + 5), its chunks delivered one by one.
-        func streamed(_ chunks: [String]) -> (FakeAdmissionStore, Harness) {
-            let store = FakeAdmissionStore()
+        func streamed(_ chunks: [String]) -> (RecordingAdmissionStore, Harness) {
+            let store = RecordingAdmissionStore(.byHand)
             let h = Self.admitting(store, usage: UsageMeter.Settings(provider: .gemini))
             h.run {
                 h.exchange.requestBody(Array(#"{"contents":[{"parts":[{"text":"How are you today?"}]}]}"#.utf8))
@@ -254,7 +227,7 @@ extension RelayExchangeTests {
     /// Anthropic deltas and OpenAI chunks likewise: the text of `delta.text` / `delta.content`, bytes / 4.
     @Test func anthropicAndOpenAIDeltasCountTheirText() {
         let long = String(repeating: "abcd", count: 8)   // 32 bytes: 8 tokens, the threshold
-        let anthropic = FakeAdmissionStore()
+        let anthropic = RecordingAdmissionStore(.byHand)
         let a = Self.admitting(anthropic, usage: UsageMeter.Settings(provider: .anthropic))
         a.run {
             a.exchange.requestBody(Array(#"{"model":"claude","stream":true,"messages":[{"role":"user","content":"How are you today?"}]}"#.utf8))
@@ -264,7 +237,7 @@ extension RelayExchangeTests {
             a.call.body("event: content_block_delta\n" + #"data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\#(long)"}}"# + "\n\n")
         }
         #expect(anthropic.extensions.count == 1)
-        let openAI = FakeAdmissionStore()
+        let openAI = RecordingAdmissionStore(.byHand)
         let o = Self.admitting(openAI)
         Self.streamAdmitted(o, openAI, hellos: 0)
         _ = o.run { o.call.body(#"data: {"choices":[{"index":0,"delta":{"content":"\#(long)"}}]}"# + "\n\n") }
@@ -274,7 +247,7 @@ extension RelayExchangeTests {
     /// A non-streaming request without a ceiling cannot be guarded (no events to count), so it carries the ceiling
     /// it reserved: the provider stops there. One that names its own ceiling is forwarded as received.
     @Test func aNonStreamingRequestWithoutACeilingCarriesTheReservedOne() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store)
         let request = #"{"model":"o3","messages":[{"role":"user","content":"How are you today?"}]}"#
         h.run {
@@ -286,7 +259,7 @@ extension RelayExchangeTests {
         #expect(h.call.request.body.map { String(decoding: $0, as: UTF8.self) }
                 == #"{"model":"o3","messages":[{"role":"user","content":"How are you today?"}],"max_completion_tokens":10}"#)
 
-        let named = FakeAdmissionStore()
+        let named = RecordingAdmissionStore(.byHand)
         let n = Self.admitting(named)
         let own = #"{"model":"o3","max_tokens":7,"messages":[{"role":"user","content":"How are you today?"}]}"#
         n.run {
@@ -296,7 +269,7 @@ extension RelayExchangeTests {
         }
         #expect(n.call.request.body == Array(own.utf8))
 
-        let unbudgeted = FakeAdmissionStore()
+        let unbudgeted = RecordingAdmissionStore(.byHand)
         let u = Self.admitting(unbudgeted, budgets: nil)
         u.run {
             u.exchange.requestBody(Array(request.utf8))
@@ -307,7 +280,7 @@ extension RelayExchangeTests {
     }
 
     @Test func aDuplicatedCeilingIsRefusedBeforeTheStore() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store)
         h.run {
             h.exchange.requestBody(Array(#"{"model":"o3","stream":true,"max_tokens":1,"max_tokens":null,"messages":[]}"#.utf8))

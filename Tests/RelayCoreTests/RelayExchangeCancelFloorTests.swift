@@ -8,6 +8,7 @@ import HTTP1
 @testable import RelayCore
 @testable import RelayState
 import RelayDev
+import RelayTestSupport
 import Support
 import Testing
 import Usage
@@ -27,7 +28,7 @@ extension RelayExchangeTests {
     }
 
     /// The chat request (5 prompt tokens) admitted with `reserved` tokens and answered with a 200 event-stream head.
-    static func headAnswered(_ h: Harness, _ store: FakeAdmissionStore, request: String = ChatStream.request, reserved: Int) {
+    static func headAnswered(_ h: Harness, _ store: RecordingAdmissionStore, request: String = ChatStream.request, reserved: Int) {
         h.run {
             h.exchange.requestBody(Array(request.utf8))
             h.exchange.requestEnd()
@@ -37,7 +38,7 @@ extension RelayExchangeTests {
     }
 
     @Test func aClientThatLeavesAfterASilentPhasePaysTheFloorForIt() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store, budgets: Self.floorBudgets)
         Self.headAnswered(h, store, reserved: 4096 + 5)
         #expect(store.admits.first?.request.budget?.tokens == 4096 + 5)
@@ -49,7 +50,7 @@ extension RelayExchangeTests {
     }
 
     @Test func theFloorIsCappedByTheOutputReservation() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store, budgets: Self.floorBudgets)
         let request = #"{"model":"gpt-4o","stream":true,"max_tokens":300,"messages":[{"role":"user","content":"How are you today?"}]}"#
         Self.headAnswered(h, store, request: request, reserved: 300 + 5)
@@ -59,7 +60,7 @@ extension RelayExchangeTests {
     }
 
     @Test func theFloorCountsFromTheHeadInFractionsOfASecondRoundedUp() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store, budgets: Self.floorBudgets)
         h.advance(3)   // before the head: the provider had not answered, nothing generated yet
         Self.headAnswered(h, store, reserved: 4096 + 5)
@@ -72,7 +73,7 @@ extension RelayExchangeTests {
     }
 
     @Test func providerCountsNeedNoFloorAndTheFloorCanBeTurnedOff() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store, budgets: Self.floorBudgets, usage: Self.openAIInjecting)
         Self.headAnswered(h, store, reserved: 4096 + 5)
         Self.silence(h, seconds: 32)
@@ -84,7 +85,7 @@ extension RelayExchangeTests {
 
         var off = Self.floorBudgets
         off.cancelFloorTokensPerSecond = 0
-        let offStore = FakeAdmissionStore()
+        let offStore = RecordingAdmissionStore(.byHand)
         let o = Self.admitting(offStore, budgets: off)
         Self.headAnswered(o, offStore, reserved: 4096 + 5)
         Self.silence(o, seconds: 32)
@@ -93,7 +94,7 @@ extension RelayExchangeTests {
     }
 
     @Test func aClientThatLeavesBeforeTheHeadPaysThePromptOnly() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store, budgets: Self.floorBudgets)
         h.run {
             h.exchange.requestBody(Array(ChatStream.request.utf8))

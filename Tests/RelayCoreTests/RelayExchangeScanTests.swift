@@ -6,6 +6,7 @@ import HTTP1
 @testable import RelayState
 import RelayDev
 import JSON
+import RelayTestSupport
 import Testing
 import Usage
 
@@ -14,7 +15,7 @@ extension RelayExchangeTests {
     /// two events, an event split in its middle, a CRLF split between its CR and LF. Each delivery is scanned
     /// exactly once, every byte once, and neither the tap nor the filter walks the bytes again on its own.
     @Test func eachDeliveryIsScannedOnceForTheTapTheFilterAndTheBudgetGuard() {
-        let store = FakeAdmissionStore()
+        let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store, usage: Self.openAIInjecting)
         Self.headAnswered(h, store, reserved: 4096 + 5)
         let stop = String(ChatStream.stop.dropLast(2)) + "\r\n\r\n"
@@ -51,7 +52,7 @@ extension RelayExchangeTests {
         let request = #"{"model":"gpt-4o","stream":true,"user":"\#(Self.parseMarker)","max_tokens":50000,"messages":[{"role":"user","content":"How are you today?"}]}"#
         let strict = BodyPolicy(models: ["gpt-4o"], maxTokens: .init(limit: 1000, mode: .clamp))
         for (policy, budgets) in [(strict, Self.budgets as BudgetConfiguration?), (BodyPolicy(), nil)] {
-            let store = FakeAdmissionStore()
+            let store = RecordingAdmissionStore(.byHand)
             let h = Harness(policy: policy, usage: budgets == nil ? UsageMeter.Settings() : Self.openAIInjecting)
             h.run {
                 h.exchange.admission = ExchangeAdmission(store: store, address: "198.51.100.7", identity: "app",

@@ -6,6 +6,7 @@ import HTTPServer
 @testable import RelayCore
 @testable import RelayState
 import RelayDev
+import RelayTestSupport
 import Support
 import Testing
 import Transport
@@ -24,6 +25,8 @@ final class FakeResponseWriter: ResponseWriter, @unchecked Sendable {
 
     let loop: EventLoop
     var clientAddress = "198.51.100.7"
+    var client: ClientAddress { ClientAddress(address: clientAddress, forwardedFor: clientAddress, viaTrustedProxy: false) }
+    var peerAddress: String { clientAddress }
     var pendingByteCount = 0
     var isAboveHighWater = false
     private(set) var events: [Event] = []
@@ -39,6 +42,11 @@ final class FakeResponseWriter: ResponseWriter, @unchecked Sendable {
     func abort() { events.append(.abort) }
     func respond(error: ErrorResponse, requestID: String?, keepAlive: Bool) {
         events.append(.error(status: error.status, code: error.code))
+    }
+    func respond(status: Int, headers: HTTPHeaders, body: [UInt8], keepAlive: Bool) {
+        events.append(.head(status, .contentLength(body.count)))
+        events.append(.body(body))
+        events.append(.finish(keepAlive: keepAlive))
     }
 
     /// Every body byte sent, in order.
@@ -121,10 +129,10 @@ final class FakeUpstreamClient: UpstreamClient, @unchecked Sendable {
             }
         }
 
-        /// A fake admission store's recorded answers go with the harness (see `FakeAdmissionStore.dropAnswers`).
+        /// A fake admission store's recorded answers go with the harness (see `RecordingAdmissionStore.dropAnswers`).
         deinit {
             let exchange = exchange
-            loop.queue.sync { (exchange?.admission?.store as? FakeAdmissionStore)?.dropAnswers() }
+            loop.queue.sync { (exchange?.admission?.store as? RecordingAdmissionStore)?.dropAnswers() }
         }
 
         func run<R>(_ step: () throws -> R) rethrows -> R { try loop.queue.sync { try step() } }
@@ -146,9 +154,9 @@ final class FakeUpstreamClient: UpstreamClient, @unchecked Sendable {
         weak var harness: Harness?
         weak var exchange: RelayExchange?
         weak var writer: FakeResponseWriter?
-        weak var store: FakeAdmissionStore?
+        weak var store: RecordingAdmissionStore?
         do {
-            let fake = FakeAdmissionStore()
+            let fake = RecordingAdmissionStore(.byHand)
             let h = admission == "no store" ? Harness() : Self.admitting(fake)
             h.run {
                 h.exchange.requestBody(Array(ChatStream.request.utf8))

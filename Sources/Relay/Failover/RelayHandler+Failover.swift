@@ -8,7 +8,7 @@ extension RelayHandler {
     /// The failover client of a route that has a choice (several upstreams, or an upstream with several keys);
     /// nil for a route with one upstream and at most one key, which calls the driver directly, as before pools.
     func failoverClient(route: RelayConfiguration.Route, path: RequestPath, head: RequestHead, requestID: String,
-                        writer: ServerConnection, driver: any UpstreamClient) -> FailoverClient? {
+                        writer: any ResponseWriter, driver: any UpstreamClient) -> FailoverClient? {
         let configuration = server.configuration
         let upstreams = route.upstreamChain.compactMap { configuration.upstreams[$0] }
         guard upstreams.count > 1 || upstreams.contains(where: { $0.pool.count > 1 }) else { return nil }

@@ -31,14 +31,14 @@ final class AttestationEndpoint: RequestResponder, @unchecked Sendable {
 
     private let service: AttestationService
     private let kind: Kind
-    private let writer: ServerConnection
+    private let writer: any ResponseWriter
     private let head: RequestHead
     private let requestID: String
     private var body: [UInt8] = []
     private var tooLarge = false
     private var gone = false
 
-    init(service: AttestationService, kind: Kind, head: RequestHead, requestID: String, writer: ServerConnection) {
+    init(service: AttestationService, kind: Kind, head: RequestHead, requestID: String, writer: any ResponseWriter) {
         self.service = service
         self.kind = kind
         self.head = head
@@ -189,7 +189,7 @@ extension AttestationService {
 
     /// The endpoint's responder; nil when the request was answered here: 405 for a method other than POST, 429
     /// once the address's bucket is empty.
-    func endpoint(_ head: RequestHead, requestID: String, writer: ServerConnection) -> (any RequestResponder)? {
+    func endpoint(_ head: RequestHead, requestID: String, writer: any ResponseWriter) -> (any RequestResponder)? {
         guard head.method == "POST" else {
             writer.respond(error: .methodNotAllowed(allowed: ["POST"]), requestID: requestID, keepAlive: head.keepAlive)
             return nil

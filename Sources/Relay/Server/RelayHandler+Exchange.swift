@@ -8,7 +8,7 @@ import Upstream
 extension RelayHandler {
     /// Builds the upstream request and the exchange for an admitted request, and starts it (the provider is
     /// called once the request is whole). The server keeps the exchange until it ends.
-    func startExchange(_ admitted: AdmittedRequest, head: RequestHead, requestID: String, writer: ServerConnection) -> RelayExchange {
+    func startExchange(_ admitted: AdmittedRequest, head: RequestHead, requestID: String, writer: any ResponseWriter) -> RelayExchange {
         let configuration = server.configuration
         let state = server.loopStates[writer.loop.index]
         let now = writer.loop.clock.now()

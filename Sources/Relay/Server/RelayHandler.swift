@@ -26,7 +26,7 @@ struct RelayHandler: RequestHandler {
 
     /// Built-in endpoint, rejection, or exchange: `admit` decides, then either the answer goes out here or the
     /// exchange starts.
-    func handle(_ head: RequestHead, writer: ServerConnection) -> (any RequestResponder)? {
+    func handle(_ head: RequestHead, writer: any ResponseWriter) -> (any RequestResponder)? {
         // Where /metrics is served, so is /usage (the admin port, or a loopback public port without one).
         if head.path == "/usage", head.method == "GET", admin != .publicWithoutMetrics {
             return UsageEndpoint(head: head, writer: writer, store: server.store, wallClockSeconds: Int64(server.wallClock()))
@@ -69,13 +69,13 @@ struct RelayHandler: RequestHandler {
     struct Rejection {
         var head: RequestHead
         var requestID: String
-        var writer: ServerConnection
+        var writer: any ResponseWriter
         var route = ""
         var identity: String?
         var corsHeaders: [(String, String)] = []
     }
 
-    func connectionRejected(_ error: ErrorResponse, writer: ServerConnection) {
+    func connectionRejected(_ error: ErrorResponse, writer: any ResponseWriter) {
         server.metrics.rejected(reason: error.code)
         server.rejectionLog.log(reason: error.code, [("client_ip", .string(writer.clientAddress)), ("status", .int(error.status)),
                                         ("outcome", .string("rejected")), ("reason", .string(error.code))])
@@ -86,10 +86,10 @@ struct RelayHandler: RequestHandler {
         server.logger.debug("connection from an untrusted peer on a PROXY protocol listener; closed", [("peer", .string(peer))])
     }
 
-    func proxyHeaderRejected(_ reason: String, writer: ServerConnection) {
+    func proxyHeaderRejected(_ reason: String, writer: any ResponseWriter) {
         server.metrics.rejected(reason: "proxy_protocol_invalid")
         server.logger.warning("PROXY protocol header rejected; connection closed",
-                              [("peer", .string(writer.connection.peerAddress)), ("reason", .string(reason))])
+                              [("peer", .string(writer.peerAddress)), ("reason", .string(reason))])
     }
 
     private func reject(_ error: RelayError, _ c: Rejection, reason: String, detail: String? = nil) {

@@ -25,7 +25,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     // Invariant: every stored `var` is touched on `writer.loop.queue` only.
     private let head: RequestHead
     private let requestID: String
-    private let writer: ServerConnection
+    private let writer: any ResponseWriter
     private let server: RelayServer
     private let startedAt: Instant
     private var stream: ResumableStream?
@@ -56,7 +56,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
 
     static func serves(_ path: String) -> Bool { path.hasPrefix(StreamRequest.pathPrefix) }
 
-    init(head: RequestHead, requestID: String, writer: ServerConnection, server: RelayServer) {
+    init(head: RequestHead, requestID: String, writer: any ResponseWriter, server: RelayServer) {
         self.head = head
         self.requestID = requestID
         self.writer = writer

@@ -11,14 +11,14 @@ import Transport
 /// gone meanwhile gets nothing. Owned by the connection's loop queue.
 final class UsageEndpoint: RequestResponder, @unchecked Sendable {
     // Invariant: touched on `writer.loop.queue` only (the store answers there).
-    private let writer: ServerConnection
+    private let writer: any ResponseWriter
     private let store: any AdmissionStore
     private let identity: String?
     private let wallClockSeconds: Int64
     private let keepAlive: Bool
     private var gone = false
 
-    init(head: RequestHead, writer: ServerConnection, store: any AdmissionStore, wallClockSeconds: Int64) {
+    init(head: RequestHead, writer: any ResponseWriter, store: any AdmissionStore, wallClockSeconds: Int64) {
         self.writer = writer
         self.store = store
         self.identity = head.query.flatMap { Self.parameter("identity", in: $0) }
