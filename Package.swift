@@ -116,8 +116,10 @@ let package = Package(
         // `relay-chat --url URL "prompt"`: a terminal chat through the relay, built on the client library.
         .executableTarget(name: "relay-chat", dependencies: ["SSERelayClient"]),
         .testTarget(name: "SSETests", dependencies: ["SSE", "TestSupportCore"]),
-        // The one strict JSON reader for request bodies (`JSONDocument`): escapes decoded, duplicate keys at any
-        // depth, invalid UTF-8, lone surrogates and trailing data refused; edits applied in one pass. Pure Swift.
+        // JSON in two modes. Strict, for request bodies, tokens and configuration values (`JSONDocument`): escapes
+        // decoded, duplicate keys at any depth, invalid UTF-8, lone surrogates and trailing data refused; edits
+        // applied in one pass. Lenient and allocation-free, for the provider's output the usage tap reads
+        // (`JSONPeek`). Pure Swift.
         .target(name: "JSON", swiftSettings: serverRelease),
         .testTarget(name: "JSONTests", dependencies: ["JSON", "TestSupportCore"]),
         // Token usage read from provider responses (OpenAI, Anthropic, Gemini, Azure OpenAI), the prompt estimate and

@@ -1,3 +1,4 @@
+import JSON
 /// Token counts a provider reported, possibly partial (a stream cut before its last usage event).
 struct ProviderCounts: Sendable, Equatable {
     var prompt: Int?

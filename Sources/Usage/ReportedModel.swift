@@ -1,3 +1,4 @@
+import JSON
 /// Where each provider names the model that answered (issue 23: prices follow the model the provider reports,
 /// which may be a dated version of the one asked for). Read with `JSONPeek`, like the usage counts:
 /// - OpenAI / Azure chat chunks and bodies: the top-level `model`; Responses API: `response.model`;

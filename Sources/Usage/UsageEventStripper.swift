@@ -1,3 +1,4 @@
+import JSON
 import SSE
 
 /// Removes from an OpenAI chat stream the one event the relay caused by injecting

@@ -1,3 +1,4 @@
+import JSON
 import SSE
 
 /// Reads token usage from a copy of a response body as it streams past: bytes in (split anywhere), counts out.

@@ -1,5 +1,5 @@
 import Testing
-@testable import Usage
+@testable import JSON
 
 @Suite("JSONPeek")
 struct JSONPeekTests {
