@@ -8,8 +8,9 @@ import Transport
 /// Called on `loop.queue` only. Calls after the response ended (`finish`, `abort`, `respond`), or after the client
 /// left, are ignored; `sendHead` and `respond` are exclusive (one response per request).
 package protocol ResponseWriter: AnyObject {
-    /// The loop that owns the connection: timers for the exchange are scheduled here.
-    var loop: EventLoop { get }
+    /// The loop that owns the connection, as its scheduler: the exchange's timers, store answers and
+    /// confinement checks go through it (a test gives a `ManualScheduler`).
+    var scheduler: any LoopScheduler { get }
     /// The client's address as rate limits key on it and logs show it.
     var clientAddress: String { get }
     /// The client as resolved behind trusted proxies (what the upstream's forwarding headers say).

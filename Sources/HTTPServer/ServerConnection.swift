@@ -58,6 +58,7 @@ package final class ServerConnection: ConnectionDelegate, ResponseWriter, @unche
     }
 
     package var loop: EventLoop { connection.loop }
+    package var scheduler: any LoopScheduler { connection.loop }
     /// The address rate limits key on and logs show (see `client`).
     package var clientAddress: String { client.address }
     package var pendingByteCount: Int { connection.pendingByteCount }

@@ -200,7 +200,7 @@ final class FakeCompletion: RequestResponder, @unchecked Sendable {
         bytes.withUnsafeBytes { _ = writer.sendBody($0) }
         if next < tokens.count {
             next += 1
-            timer = writer.loop.schedule(afterSeconds: paceSeconds) { [weak self] in self?.tick() }
+            timer = writer.scheduler.schedule(afterSeconds: paceSeconds) { [weak self] in self?.tick() }
         } else {
             writer.finish(keepAlive: head.keepAlive)
         }

@@ -16,26 +16,26 @@ import Transport
 /// once); callers must not assume either.
 package protocol AdmissionStore: AnyObject, Sendable {
     /// Takes the request's bucket tokens, concurrency leases and budget reservation, or refuses them all.
-    func admit(_ request: AdmissionRequest, on loop: EventLoop, _ completion: @escaping @Sendable (AdmissionDecision) -> Void)
+    func admit(_ request: AdmissionRequest, on loop: any LoopScheduler, _ completion: @escaping @Sendable (AdmissionDecision) -> Void)
 
     /// Grows a running stream's reservation by `tokens` (one atomic step, like the admission). `true` when the
     /// budgets cover it; `false` when they do not (the stream is cut or finishes, per `budgets.onExceed`). A store
     /// that cannot answer (Redis down) answers as its `onUnavailable` says, never by cutting a running stream.
-    func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void)
+    func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: any LoopScheduler, _ completion: @escaping @Sendable (Bool) -> Void)
 
     /// The exchange ended: its leases are released and its reservation settled at `usedTokens` (the rest is
     /// released). Fire and forget; exactly once per grant.
     func settle(_ grant: AdmissionGrant, usedTokens: Int)
 
     /// `extend` in tokens and nano-dollars at once: both grow, or neither (dollar budgets, issue 23).
-    func extend(_ grant: AdmissionGrant, by amount: BudgetAmount, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void)
+    func extend(_ grant: AdmissionGrant, by amount: BudgetAmount, on loop: any LoopScheduler, _ completion: @escaping @Sendable (Bool) -> Void)
 
     /// `settle` with the tokens and the nano-dollars really spent.
     func settle(_ grant: AdmissionGrant, used amount: BudgetAmount)
 
     /// An identity's spend for ops (`GET /usage?identity=` on the admin listener): counters and reservations of
     /// the current windows, or nil when the store cannot answer.
-    func usageReport(identity: String, wallClockSeconds: Int64, on loop: EventLoop,
+    func usageReport(identity: String, wallClockSeconds: Int64, on loop: any LoopScheduler,
                      _ completion: @escaping @Sendable (BudgetReport?) -> Void)
 
     /// The server stopped, after its exchanges ended (their settles are queued ahead of this): stop background
@@ -50,7 +50,7 @@ extension AdmissionStore {
 
 /// A store that keeps no dollars (a test double) grows and settles the tokens only.
 extension AdmissionStore {
-    package func extend(_ grant: AdmissionGrant, by amount: BudgetAmount, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+    package func extend(_ grant: AdmissionGrant, by amount: BudgetAmount, on loop: any LoopScheduler, _ completion: @escaping @Sendable (Bool) -> Void) {
         extend(grant, byTokens: amount.tokens, on: loop, completion)
     }
 

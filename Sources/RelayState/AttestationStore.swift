@@ -16,20 +16,20 @@ import Transport
 /// cannot be checked cannot refuse a replay, so a proof is never accepted without its store.
 package protocol AttestationStore: AnyObject, Sendable {
     /// Keeps `challenge` redeemable once, for `ttlSeconds`. `false` when the store cannot keep it.
-    func issueChallenge(_ challenge: String, ttlSeconds: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void)
+    func issueChallenge(_ challenge: String, ttlSeconds: Int, on loop: any LoopScheduler, _ completion: @escaping @Sendable (Bool) -> Void)
 
     /// Takes `challenge` out of the store: `.redeemed` the first time within its TTL, `.unknown` otherwise (never
     /// issued, already used, expired).
-    func redeemChallenge(_ challenge: String, on loop: EventLoop, _ completion: @escaping @Sendable (StoreOutcome) -> Void)
+    func redeemChallenge(_ challenge: String, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreOutcome) -> Void)
 
     /// Stores a newly attested key, unless its id is registered already (`.unknown` then means "taken").
-    func register(_ key: RegisteredAppAttestKey, on loop: EventLoop, _ completion: @escaping @Sendable (StoreOutcome) -> Void)
+    func register(_ key: RegisteredAppAttestKey, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreOutcome) -> Void)
 
     /// The key registered under `keyID` (base64url of its 32 bytes).
-    func key(_ keyID: String, on loop: EventLoop, _ completion: @escaping @Sendable (StoreAnswer<RegisteredAppAttestKey>) -> Void)
+    func key(_ keyID: String, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreAnswer<RegisteredAppAttestKey>) -> Void)
 
     /// Raises the key's counter to `counter` if that is strictly greater than the stored one; `.unknown` when it
     /// is not (a replayed or reordered assertion) or the key is gone.
-    func raiseCounter(_ keyID: String, to counter: UInt32, on loop: EventLoop, _ completion: @escaping @Sendable (StoreOutcome) -> Void)
+    func raiseCounter(_ keyID: String, to counter: UInt32, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreOutcome) -> Void)
 }
 

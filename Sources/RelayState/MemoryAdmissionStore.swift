@@ -147,15 +147,15 @@ package final class MemoryAdmissionStore: AdmissionStore {
 
     // MARK: AdmissionStore
 
-    package func admit(_ request: AdmissionRequest, on loop: EventLoop, _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
+    package func admit(_ request: AdmissionRequest, on loop: any LoopScheduler, _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
         completion(admit(request, now: loop.clock.now()))
     }
 
-    package func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+    package func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: any LoopScheduler, _ completion: @escaping @Sendable (Bool) -> Void) {
         completion(extend(grant, byTokens: tokens))
     }
 
-    package func extend(_ grant: AdmissionGrant, by amount: BudgetAmount, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+    package func extend(_ grant: AdmissionGrant, by amount: BudgetAmount, on loop: any LoopScheduler, _ completion: @escaping @Sendable (Bool) -> Void) {
         completion(extend(grant, by: amount))
     }
 
@@ -175,7 +175,7 @@ package final class MemoryAdmissionStore: AdmissionStore {
         }
     }
 
-    package func usageReport(identity: String, wallClockSeconds: Int64, on loop: EventLoop,
+    package func usageReport(identity: String, wallClockSeconds: Int64, on loop: any LoopScheduler,
                             _ completion: @escaping @Sendable (BudgetReport?) -> Void) {
         completion(usageReport(identity: identity, wallClockSeconds: wallClockSeconds))
     }

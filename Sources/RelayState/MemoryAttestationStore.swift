@@ -80,23 +80,23 @@ package final class MemoryAttestationStore: AttestationStore {
 
     // MARK: AttestationStore
 
-    package func issueChallenge(_ challenge: String, ttlSeconds: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+    package func issueChallenge(_ challenge: String, ttlSeconds: Int, on loop: any LoopScheduler, _ completion: @escaping @Sendable (Bool) -> Void) {
         completion(issueChallenge(challenge, ttlSeconds: ttlSeconds, now: loop.clock.now()))
     }
 
-    package func redeemChallenge(_ challenge: String, on loop: EventLoop, _ completion: @escaping @Sendable (StoreOutcome) -> Void) {
+    package func redeemChallenge(_ challenge: String, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreOutcome) -> Void) {
         completion(redeemChallenge(challenge, now: loop.clock.now()) ? .done : .unknown)
     }
 
-    package func register(_ key: RegisteredAppAttestKey, on loop: EventLoop, _ completion: @escaping @Sendable (StoreOutcome) -> Void) {
+    package func register(_ key: RegisteredAppAttestKey, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreOutcome) -> Void) {
         completion(register(key) ? .done : .unknown)
     }
 
-    package func key(_ keyID: String, on loop: EventLoop, _ completion: @escaping @Sendable (StoreAnswer<RegisteredAppAttestKey>) -> Void) {
+    package func key(_ keyID: String, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreAnswer<RegisteredAppAttestKey>) -> Void) {
         completion(key(keyID).map { .done($0) } ?? .unknown)
     }
 
-    package func raiseCounter(_ keyID: String, to counter: UInt32, on loop: EventLoop, _ completion: @escaping @Sendable (StoreOutcome) -> Void) {
+    package func raiseCounter(_ keyID: String, to counter: UInt32, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreOutcome) -> Void) {
         completion(raiseCounter(keyID, to: counter) ? .done : .unknown)
     }
 }

@@ -92,7 +92,7 @@ package final class RedisAdmissionStore: AdmissionStore, Sendable {
 
     /// What the store remembers of an admitted grant until it settles.
     private struct Live {
-        var loop: EventLoop
+        var loop: any LoopScheduler
         var uid: String
         var mode: AdmissionGrant.Mode
         /// The stream sets holding the grant's leases (address, identity): where it holds none, nil.
@@ -197,7 +197,7 @@ package final class RedisAdmissionStore: AdmissionStore, Sendable {
 
     // MARK: AdmissionStore
 
-    package func admit(_ request: AdmissionRequest, on loop: EventLoop, _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
+    package func admit(_ request: AdmissionRequest, on loop: any LoopScheduler, _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
         let id = nextID.withLock { $0 &+= 1; return $0 }
         let uid = "\(instanceTag):\(id)"
         let a = settings.perAddress
@@ -299,7 +299,7 @@ package final class RedisAdmissionStore: AdmissionStore, Sendable {
     package var pendingSettleCount: Int { pendingSettles.withLock { $0.values.reduce(0) { $0 + $1.count } } }
 
     /// Sends a settle on `loop` (call there); one Redis did not confirm is kept and sent again.
-    private func sendSettle(_ settle: PendingSettle, on loop: EventLoop) {
+    private func sendSettle(_ settle: PendingSettle, on loop: any LoopScheduler) {
         evaluate(.settle, keys: settle.keys, arguments: settle.arguments, on: loop) { [weak self] result in
             guard let self else { return }
             switch result {
@@ -319,7 +319,7 @@ package final class RedisAdmissionStore: AdmissionStore, Sendable {
     }
 
     /// Queues a failed settle and arms its loop's retry timer. Call on `loop`.
-    private func keep(_ settle: PendingSettle, on loop: EventLoop) {
+    private func keep(_ settle: PendingSettle, on loop: any LoopScheduler) {
         let key = ObjectIdentifier(loop)
         let (overflow, delayMs) = pendingSettles.withLock { all -> (Int, Int?) in
             var state = all[key] ?? PendingSettles(backoffMs: settings.settleRetryInitialMs)
@@ -351,7 +351,7 @@ package final class RedisAdmissionStore: AdmissionStore, Sendable {
     }
 
     /// Sends every waiting settle of `loop` again (call there). Those that fail again come back through `keep`.
-    private func flushPendingSettles(on loop: EventLoop) {
+    private func flushPendingSettles(on loop: any LoopScheduler) {
         let waiting = pendingSettles.withLock { all -> ArraySlice<PendingSettle> in
             guard let state = all[ObjectIdentifier(loop)] else { return [] }
             all[ObjectIdentifier(loop)]!.waiting = []
@@ -367,12 +367,12 @@ package final class RedisAdmissionStore: AdmissionStore, Sendable {
         logger.warning("redis settle dropped: that usage goes uncounted", [("count", .int(count)), ("why", .string(why))])
     }
 
-    package func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+    package func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: any LoopScheduler, _ completion: @escaping @Sendable (Bool) -> Void) {
         extend(grant, by: BudgetAmount(tokens: tokens), on: loop, completion)
     }
 
     /// Grows the token and dollar reservations in one script run: both, or neither.
-    package func extend(_ grant: AdmissionGrant, by amount: BudgetAmount, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+    package func extend(_ grant: AdmissionGrant, by amount: BudgetAmount, on loop: any LoopScheduler, _ completion: @escaping @Sendable (Bool) -> Void) {
         let tokens = amount.tokens
         guard let record = live.withLock({ $0[grant.id] }) else { return completion(true) }
         if record.mode == .local, let fallback, let inner = record.fallbackGrant {
@@ -426,7 +426,7 @@ package final class RedisAdmissionStore: AdmissionStore, Sendable {
         }
     }
 
-    package func usageReport(identity: String, wallClockSeconds: Int64, on loop: EventLoop,
+    package func usageReport(identity: String, wallClockSeconds: Int64, on loop: any LoopScheduler,
                             _ completion: @escaping @Sendable (BudgetReport?) -> Void) {
         let windows = BudgetWindows(wallClockSeconds: wallClockSeconds)
         let keys = Array(windowKeyList(identity, windows).prefix(4)) + [key("streams:id:", identity)]
@@ -486,7 +486,7 @@ package final class RedisAdmissionStore: AdmissionStore, Sendable {
 
     // MARK: Degraded decisions
 
-    private func unavailable(_ request: AdmissionRequest, id: UInt64, on loop: EventLoop, why: String,
+    private func unavailable(_ request: AdmissionRequest, id: UInt64, on loop: any LoopScheduler, why: String,
                              _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
         logger.debug("redis admission unavailable", [("error", .string(why)), ("onUnavailable", .string(settings.onUnavailable.rawValue))])
         switch settings.onUnavailable {
@@ -528,7 +528,9 @@ package final class RedisAdmissionStore: AdmissionStore, Sendable {
 
     /// The loop's client; a loop the store was not built with gets one now (tests, late loops). The attestation
     /// store sends on these connections too.
-    package func client(for loop: EventLoop) -> RedisClient {
+    package func client(for scheduler: any LoopScheduler) -> RedisClient {
+        // A Redis connection needs sockets on a real loop: the store serves the server's loops only, never a fake.
+        guard let loop = scheduler.eventLoop else { preconditionFailure("the Redis store runs on event loops only") }
         if let client = clients.withLock({ $0[ObjectIdentifier(loop)] }) { return client }
         let client = makeClient(loop)
         client.start()
@@ -537,7 +539,7 @@ package final class RedisAdmissionStore: AdmissionStore, Sendable {
 
     /// EVALSHA when the hash is known, EVAL otherwise; NOSCRIPT (a restarted or flushed Redis) is answered by one
     /// EVAL, which runs the script and caches it again. Call on `loop`.
-    private func evaluate(_ name: RedisAdmissionScripts.Name, keys: [String], arguments: [String], on loop: EventLoop,
+    private func evaluate(_ name: RedisAdmissionScripts.Name, keys: [String], arguments: [String], on loop: any LoopScheduler,
                           _ completion: @escaping (Result<RESPValue, RedisError>) -> Void) {
         let client = client(for: loop)
         let tail = [String(keys.count)] + keys + arguments

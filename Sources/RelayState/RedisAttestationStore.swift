@@ -39,36 +39,36 @@ package final class RedisAttestationStore: AttestationStore {
 
     /// Prepended to every key (`state.redis.keyPrefix`).
     package let keyPrefix: String
-    private let connection: @Sendable (EventLoop) -> RedisClient
+    private let connection: @Sendable (any LoopScheduler) -> RedisClient
     private let logger: Logger
 
     /// - Parameter connection: the started client of a loop (the admission store's), called on that loop.
-    package init(keyPrefix: String, connection: @escaping @Sendable (EventLoop) -> RedisClient, logger: Logger) {
+    package init(keyPrefix: String, connection: @escaping @Sendable (any LoopScheduler) -> RedisClient, logger: Logger) {
         self.keyPrefix = keyPrefix
         self.connection = connection
         self.logger = logger
     }
 
-    package func issueChallenge(_ challenge: String, ttlSeconds: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+    package func issueChallenge(_ challenge: String, ttlSeconds: Int, on loop: any LoopScheduler, _ completion: @escaping @Sendable (Bool) -> Void) {
         send(["SET", challengeKey(challenge), "1", "PX", String(ttlSeconds * 1000), "NX"], on: loop) { result in
             completion(result?.string == "OK")
         }
     }
 
-    package func redeemChallenge(_ challenge: String, on loop: EventLoop, _ completion: @escaping @Sendable (StoreOutcome) -> Void) {
+    package func redeemChallenge(_ challenge: String, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreOutcome) -> Void) {
         send(["DEL", challengeKey(challenge)], on: loop) { result in
             completion(Self.answer(result))
         }
     }
 
-    package func register(_ key: RegisteredAppAttestKey, on loop: EventLoop, _ completion: @escaping @Sendable (StoreOutcome) -> Void) {
+    package func register(_ key: RegisteredAppAttestKey, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreOutcome) -> Void) {
         let command: [[UInt8]] = [Array("EVAL".utf8), Array(Self.registerScript.utf8), Array("1".utf8), Array(keyKey(key.keyID).utf8),
                                   key.publicKey, Array(key.appID.utf8), Array(key.environment.utf8), key.receipt,
                                   Array(String(key.registeredAt).utf8)]
         send(command, on: loop) { result in completion(Self.answer(result)) }
     }
 
-    package func key(_ keyID: String, on loop: EventLoop, _ completion: @escaping @Sendable (StoreAnswer<RegisteredAppAttestKey>) -> Void) {
+    package func key(_ keyID: String, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreAnswer<RegisteredAppAttestKey>) -> Void) {
         send(["HMGET", keyKey(keyID), "pk", "app", "env", "counter", "at"], on: loop) { result in
             guard let result, let fields = result.array, fields.count == 5 else { return completion(.unavailable) }
             guard case .bulkString(let publicKey) = fields[0] else { return completion(.unknown) }
@@ -81,7 +81,7 @@ package final class RedisAttestationStore: AttestationStore {
         }
     }
 
-    package func raiseCounter(_ keyID: String, to counter: UInt32, on loop: EventLoop, _ completion: @escaping @Sendable (StoreOutcome) -> Void) {
+    package func raiseCounter(_ keyID: String, to counter: UInt32, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreOutcome) -> Void) {
         send(["EVAL", Self.raiseScript, "1", keyKey(keyID), String(counter)], on: loop) { result in
             completion(Self.answer(result))
         }
@@ -102,11 +102,11 @@ package final class RedisAttestationStore: AttestationStore {
     // MARK: Redis
 
     /// Sends one command on `loop`'s connection; the reply, or nil when Redis did not answer or answered an error.
-    private func send(_ arguments: [String], on loop: EventLoop, _ completion: @escaping (RESPValue?) -> Void) {
+    private func send(_ arguments: [String], on loop: any LoopScheduler, _ completion: @escaping (RESPValue?) -> Void) {
         send(arguments.map { Array($0.utf8) }, on: loop, completion)
     }
 
-    private func send(_ arguments: [[UInt8]], on loop: EventLoop, _ completion: @escaping (RESPValue?) -> Void) {
+    private func send(_ arguments: [[UInt8]], on loop: any LoopScheduler, _ completion: @escaping (RESPValue?) -> Void) {
         connection(loop).send(arguments) { [logger] result in
             switch result {
             case .success(.error(let message)), .failure(.server(let message)):

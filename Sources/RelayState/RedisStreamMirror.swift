@@ -30,14 +30,14 @@ package final class RedisStreamMirror: @unchecked Sendable {
     package let replicaID = StreamIDs.make()
     package let keyPrefix: String
     package let pollLoop: EventLoop
-    private let connection: @Sendable (EventLoop) -> RedisClient
+    private let connection: @Sendable (any LoopScheduler) -> RedisClient
     package let logger: Logger
     private let owned = Locked<[String: ResumableStream]>([:])
     private var lastReaders: [String: String] = [:]
     private var pollArmed = false
     private var ticks = 0
 
-    package init(keyPrefix: String, pollLoop: EventLoop, connection: @escaping @Sendable (EventLoop) -> RedisClient, logger: Logger) {
+    package init(keyPrefix: String, pollLoop: EventLoop, connection: @escaping @Sendable (any LoopScheduler) -> RedisClient, logger: Logger) {
         self.keyPrefix = keyPrefix
         self.pollLoop = pollLoop
         self.connection = connection
@@ -47,7 +47,7 @@ package final class RedisStreamMirror: @unchecked Sendable {
     package func key(_ id: String, _ part: String) -> String { keyPrefix + "stream:" + id + ":" + part }
 
     /// Sends one command on `loop`'s connection (call on `loop`); nil when Redis did not answer or answered an error.
-    package func send(_ arguments: [[UInt8]], on loop: EventLoop, _ completion: @escaping (RESPValue?) -> Void) {
+    package func send(_ arguments: [[UInt8]], on loop: any LoopScheduler, _ completion: @escaping (RESPValue?) -> Void) {
         connection(loop).send(arguments) { result in
             switch result {
             case .success(.error): completion(nil)
@@ -57,7 +57,7 @@ package final class RedisStreamMirror: @unchecked Sendable {
         }
     }
 
-    package func send(_ arguments: [String], on loop: EventLoop, _ completion: @escaping (RESPValue?) -> Void = { _ in }) {
+    package func send(_ arguments: [String], on loop: any LoopScheduler, _ completion: @escaping (RESPValue?) -> Void = { _ in }) {
         send(arguments.map { Array($0.utf8) }, on: loop, completion)
     }
 
@@ -127,7 +127,7 @@ package final class RedisStreamMirror: @unchecked Sendable {
     }
 
     /// The stream's record, unless it is gone or stopped.
-    package func lookup(_ id: String, on loop: EventLoop, _ completion: @escaping (Lookup) -> Void) {
+    package func lookup(_ id: String, on loop: any LoopScheduler, _ completion: @escaping (Lookup) -> Void) {
         let meta = ReplyBox<RESPValue?>(nil)
         send(["GET", key(id, "meta")], on: loop) { meta.value = $0 }
         send(["EXISTS", key(id, "stop")], on: loop) { stop in   // replies come in order: `meta` is set
@@ -138,12 +138,12 @@ package final class RedisStreamMirror: @unchecked Sendable {
     }
 
     /// A `DELETE` here for a stream owned elsewhere: the owner's poll sees the flag and cancels. True when stored.
-    package func requestStop(_ id: String, windowSeconds: Double, on loop: EventLoop, _ completion: @escaping (Bool) -> Void) {
+    package func requestStop(_ id: String, windowSeconds: Double, on loop: any LoopScheduler, _ completion: @escaping (Bool) -> Void) {
         send(["SET", key(id, "stop"), "1", "PX", Self.ttlMilliseconds(windowSeconds)], on: loop) { completion($0?.string == "OK") }
     }
 
     /// A reader takes the stream over (whoever read it before sees its token replaced and closes).
-    package func claim(_ id: String, token: String, on loop: EventLoop) {
+    package func claim(_ id: String, token: String, on loop: any LoopScheduler) {
         send(["SET", key(id, "reader"), token, "PX", String(Self.readerTTLMilliseconds)], on: loop)
     }
 
@@ -164,7 +164,7 @@ package final class RedisStreamMirror: @unchecked Sendable {
 
     /// One poll of a reader at `offset`: still the reader, the record, the stop flag, and up to `limit` bytes.
     /// Nil when Redis did not answer.
-    package func poll(_ id: String, token: String, from offset: Int, limit: Int, on loop: EventLoop, _ completion: @escaping (Poll?) -> Void) {
+    package func poll(_ id: String, token: String, from offset: Int, limit: Int, on loop: any LoopScheduler, _ completion: @escaping (Poll?) -> Void) {
         let claimed = ReplyBox<Int64?>(nil), meta = ReplyBox<RESPValue?>(nil), stop = ReplyBox<Int64?>(nil)
         send(["EVAL", Self.keepScript, "1", key(id, "reader"), token, String(Self.readerTTLMilliseconds)], on: loop) {
             claimed.value = $0?.integer
@@ -185,7 +185,7 @@ package final class RedisStreamMirror: @unchecked Sendable {
 package final class MirroredStream: @unchecked Sendable {
     // Invariant: every `var` is touched on `loop.queue` only.
     package let mirror: RedisStreamMirror
-    package let loop: EventLoop
+    package let loop: any LoopScheduler
     package let id: String
     private var meta: StreamMeta
     private let windowSeconds: Double
@@ -196,7 +196,7 @@ package final class MirroredStream: @unchecked Sendable {
     private var lost = false
     private var deleted = false
 
-    package init(mirror: RedisStreamMirror, loop: EventLoop, id: String, identity: String?, routeIndex: Int, windowSeconds: Double) {
+    package init(mirror: RedisStreamMirror, loop: any LoopScheduler, id: String, identity: String?, routeIndex: Int, windowSeconds: Double) {
         self.mirror = mirror
         self.loop = loop
         self.id = id

@@ -7,7 +7,7 @@ import Transport
 /// The exchange that owns a resumable stream's upstream, as the stream sees it. Each method is called on the
 /// owner's loop (`ownerLoop`), dispatched there by `ResumableStream`.
 package protocol StreamOwner: AnyObject, Sendable {
-    var ownerLoop: EventLoop { get }
+    var ownerLoop: any LoopScheduler { get }
     /// A resume attached a reader: the stream is no longer detached.
     func readerAttached()
     /// The resumed reader left before the end: the detach window starts again.

@@ -55,7 +55,7 @@ package final class UpstreamPools: Sendable {
 
     /// Tells every replica that `label` of `upstream` may not be used for `seconds`. A longer unavailability
     /// already there is kept. Fire and forget.
-    package func share(upstream: String, label: String, seconds: Double, disabled: Bool, on loop: EventLoop) {
+    package func share(upstream: String, label: String, seconds: Double, disabled: Bool, on loop: any LoopScheduler) {
         guard let redis else { return }
         let ms = String(max(1, Int64(seconds * 1000)))
         redis.client(for: loop).send(["EVAL", Self.shareScript, "1", redisPrefix + upstream + ":" + label,
@@ -66,7 +66,7 @@ package final class UpstreamPools: Sendable {
 
     /// Reads what other replicas saw of `names`' keys into the pools, then calls `done` on `loop` (at once
     /// without Redis; after Redis answered, or failed, with it).
-    package func refresh(_ names: [String], on loop: EventLoop, _ done: @escaping @Sendable () -> Void) {
+    package func refresh(_ names: [String], on loop: any LoopScheduler, _ done: @escaping @Sendable () -> Void) {
         guard let redis else { return done() }
         let labels = names.map { name in (name, pools.withLock { $0[name]?.keys.map(\.label) ?? [] }) }
         let keys = labels.flatMap { name, labels in labels.map { redisPrefix + name + ":" + $0 } }

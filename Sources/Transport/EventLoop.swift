@@ -64,11 +64,6 @@ package final class EventLoop: @unchecked Sendable {
         return timer
     }
 
-    @discardableResult
-    package func schedule(afterSeconds seconds: Double, _ action: @escaping () -> Void) -> LoopTimer {
-        schedule(at: clock.now().advanced(bySeconds: seconds), action)
-    }
-
     /// The timers armed on this loop (cancelled ones are gone). Call on the loop.
     package var armedTimerCount: Int { deadlines.count }
 
@@ -108,7 +103,7 @@ package final class LoopTimer: @unchecked Sendable {
     /// Where the loop's queue keeps it; -1 once fired, cancelled or removed.
     fileprivate var index = -1
     private weak var loop: EventLoop?
-    init(action: @escaping () -> Void, loop: EventLoop) {
+    init(action: @escaping () -> Void, loop: EventLoop?) {
         self.action = action
         self.loop = loop
     }

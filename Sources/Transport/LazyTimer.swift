@@ -18,7 +18,7 @@ package struct LazyTimer {
 
     /// Arms for `deadline` unless an armed timer fires no later. `fire` runs on the loop when the timer fires; it
     /// must call `fired()` first.
-    package mutating func arm(at deadline: Instant, on loop: EventLoop, _ fire: @escaping () -> Void) {
+    package mutating func arm(at deadline: Instant, on loop: any LoopScheduler, _ fire: @escaping () -> Void) {
         if let armed = armedAt, armed <= deadline, timer?.isCancelled == false { return }
         timer?.cancel()
         armedAt = deadline

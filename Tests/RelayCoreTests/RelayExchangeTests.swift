@@ -23,7 +23,7 @@ final class FakeResponseWriter: ResponseWriter, @unchecked Sendable {
         case error(status: Int, code: String)
     }
 
-    let loop: EventLoop
+    let scheduler: any LoopScheduler
     var clientAddress = "198.51.100.7"
     var client: ClientAddress { ClientAddress(address: clientAddress, forwardedFor: clientAddress, viaTrustedProxy: false) }
     var peerAddress: String { clientAddress }
@@ -31,7 +31,7 @@ final class FakeResponseWriter: ResponseWriter, @unchecked Sendable {
     var isAboveHighWater = false
     private(set) var events: [Event] = []
 
-    init(loop: EventLoop) { self.loop = loop }
+    init(scheduler: any LoopScheduler) { self.scheduler = scheduler }
 
     func sendHead(_ head: ResponseHead, mode: ResponseBodyMode) { events.append(.head(head.status, mode)) }
     func sendBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -95,9 +95,10 @@ final class FakeUpstreamClient: UpstreamClient, @unchecked Sendable {
 @Suite struct RelayExchangeTests {
     /// One exchange on a loop with a manual clock; `run` executes a step on the loop.
     final class Harness: @unchecked Sendable {
-        // Invariant: `exchange`, `writer` and `upstream` are touched inside `run` (on the loop) only.
+        // Invariant: `exchange`, `writer` and `upstream` are touched inside `run` only, on the test's thread: the
+        // scheduler is the fake one, so no thread and no epoll set run beside the test.
         let clock = ManualClock()
-        let loop: EventLoop
+        let loop: ManualScheduler
         let writer: FakeResponseWriter
         let upstream = FakeUpstreamClient()
         let metrics = RelayMetrics()
@@ -106,8 +107,8 @@ final class FakeUpstreamClient: UpstreamClient, @unchecked Sendable {
 
         init(method: String = "POST", body: [UInt8]? = [], policy: BodyPolicy = BodyPolicy(), key: String? = nil,
              usage: UsageMeter.Settings = UsageMeter.Settings(), drainMaxSeconds: Double? = nil) {
-            loop = EventLoop(index: 0, clock: clock)
-            writer = FakeResponseWriter(loop: loop)
+            loop = ManualScheduler(clock: clock)
+            writer = FakeResponseWriter(scheduler: loop)
             let settings = ExchangeStateMachine.Settings(
                 requestMethod: method, clientVersion: .http1_1, keepAlive: true, requestID: "req-1",
                 firstByteTimeoutSeconds: 10, idleTimeoutSeconds: 5, extraResponseHeaders: HTTPHeaders(),
@@ -132,10 +133,15 @@ final class FakeUpstreamClient: UpstreamClient, @unchecked Sendable {
         /// A fake admission store's recorded answers go with the harness (see `RecordingAdmissionStore.dropAnswers`).
         deinit {
             let exchange = exchange
-            loop.queue.sync { (exchange?.admission?.store as? RecordingAdmissionStore)?.dropAnswers() }
+            (exchange?.admission?.store as? RecordingAdmissionStore)?.dropAnswers()
         }
 
-        func run<R>(_ step: () throws -> R) rethrows -> R { try loop.queue.sync { try step() } }
+        /// One turn of the loop: `step`, then the work it handed to the loop.
+        func run<R>(_ step: () throws -> R) rethrows -> R {
+            let result = try step()
+            loop.runPending()
+            return result
+        }
 
         /// Moves the clock and fires what is due, as the loop's timer would.
         func advance(_ seconds: Double) {

@@ -97,14 +97,15 @@ private extension ReplayBuffer {
     }
 
     final class Owner: StreamOwner, @unchecked Sendable {
-        // Invariant: `notices` is touched on `ownerLoop.queue` only.
-        let ownerLoop = EventLoop(index: 0)
+        // Invariant: `notices` is touched on `loop.queue` only.
+        let loop = EventLoop(index: 0)
+        var ownerLoop: any LoopScheduler { loop }
         var notices: [String] = []
         func readerAttached() { notices.append("attached") }
         func readerLeft() { notices.append("left") }
         func originalTakenOver() { notices.append("originalTakenOver") }
         func stopRequested() { notices.append("stop") }
-        var seen: [String] { ownerLoop.queue.sync { notices } }
+        var seen: [String] { loop.queue.sync { notices } }
     }
 
     static func stream(maxBytes: Int = 1024, cap: Int = 1 << 20) -> (ResumableStreams, ResumableStream, Owner) {

@@ -48,7 +48,7 @@ package final class RecordingAdmissionStore: AdmissionStore {
     package var log: [String] { record.withLock { $0.log } }
     package var shutdowns: Int { record.withLock { $0.shutdowns } }
 
-    package func admit(_ request: AdmissionRequest, on loop: EventLoop, _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
+    package func admit(_ request: AdmissionRequest, on loop: any LoopScheduler, _ completion: @escaping @Sendable (AdmissionDecision) -> Void) {
         record.withLock { $0.admits.append(Admit(request: request, answer: completion)); $0.log.append("admit") }
         switch answers {
         case .byHand: break
@@ -57,7 +57,7 @@ package final class RecordingAdmissionStore: AdmissionStore {
         }
     }
 
-    package func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: EventLoop, _ completion: @escaping @Sendable (Bool) -> Void) {
+    package func extend(_ grant: AdmissionGrant, byTokens tokens: Int, on loop: any LoopScheduler, _ completion: @escaping @Sendable (Bool) -> Void) {
         record.withLock { $0.extensions.append(Extension(grant: grant, tokens: tokens, answer: completion)); $0.log.append("extend \(grant.id)") }
         switch answers {
         case .byHand: break
@@ -71,7 +71,7 @@ package final class RecordingAdmissionStore: AdmissionStore {
         if case .forward(let inner) = answers { inner.settle(grant, usedTokens: usedTokens) }
     }
 
-    package func usageReport(identity: String, wallClockSeconds: Int64, on loop: EventLoop,
+    package func usageReport(identity: String, wallClockSeconds: Int64, on loop: any LoopScheduler,
                              _ completion: @escaping @Sendable (BudgetReport?) -> Void) {
         if case .forward(let inner) = answers {
             inner.usageReport(identity: identity, wallClockSeconds: wallClockSeconds, on: loop, completion)

@@ -20,7 +20,7 @@ struct AttestationGate: Sendable {
     let target: String
 
     /// Calls `completion` on `loop` (possibly before returning) with the route policy's verdict.
-    func check(body: [UInt8], on loop: EventLoop, _ completion: @escaping @Sendable (AttestationVerdict) -> Void) {
+    func check(body: [UInt8], on loop: any LoopScheduler, _ completion: @escaping @Sendable (AttestationVerdict) -> Void) {
         let appCheck = presented.appCheck.map { service.checkAppCheck($0) }
         let finish: @Sendable (ProofResult?) -> Void = { [self] appAttest in
             let verdict = AttestationVerdict.decide(mode, presented: presented, appAttest: appAttest, appCheck: appCheck)

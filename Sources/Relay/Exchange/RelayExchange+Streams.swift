@@ -34,7 +34,7 @@ struct StreamKeeping {
 }
 
 extension RelayExchange: StreamOwner {
-    var ownerLoop: EventLoop { writer.loop }
+    var ownerLoop: any LoopScheduler { writer.scheduler }
 
     /// At the provider's head: a 2xx event stream gets heartbeats (if the route has them) and, on a resumable route
     /// with room under `limits.resumeBufferBytes`, an id in `X-Relay-Stream`. A provider's own `X-Relay-Stream` never
@@ -152,6 +152,6 @@ extension RelayExchange: StreamOwner {
         guard let stream = keeping.stream, let registry = keeping.registry else { return }
         let clean = machine.outcome == .completed || machine.outcome == .budgetExhausted
         stream.finish(clean ? .completed : .broken)
-        writer.loop.schedule(afterSeconds: stream.windowSeconds) { registry.remove(stream) }
+        writer.scheduler.schedule(afterSeconds: stream.windowSeconds) { registry.remove(stream) }
     }
 }

@@ -27,7 +27,7 @@ import Usage
 ///
 /// Owned by the connection's loop queue (the transfer's driver runs on the same queue).
 final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendable {
-    // Invariant: touched on `writer.loop.queue` only.
+    // Invariant: touched on `writer.scheduler.queue` only.
     var machine: ExchangeStateMachine
     let writer: any ResponseWriter
     private var transfer: (any UpstreamCall)?
@@ -82,7 +82,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// as received, after its `RequestBodyPlan` (made with `plan`) accepted it; the plan's edits (clamp, usage
     /// request, written ceiling) are applied in one pass.
     func start(_ request: UpstreamRequest, upstream: any UpstreamClient, plan: RequestBodyPlan.Settings) {
-        writer.loop.assertOnLoop()
+        writer.scheduler.assertOnLoop()
         pendingCall = (request, upstream, plan)
     }
 
@@ -91,19 +91,19 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     // MARK: RequestResponder
 
     func requestBody(_ bytes: [UInt8]) {
-        writer.loop.assertOnLoop()
+        writer.scheduler.assertOnLoop()
         record.bytesIn += bytes.count
         metrics.bytesToUpstream.wrappingAdd(bytes.count, ordering: .relaxed)
         body.append(contentsOf: bytes)
     }
 
     func requestEnd() {
-        writer.loop.assertOnLoop()
+        writer.scheduler.assertOnLoop()
         machine.requestBodyComplete(now: clock.now())
         guard let call = pendingCall, machine.phase == .awaitingUpstreamHead else { return }
         if let gate = attestationGate {
             attestationGate = nil   // this runs again once the gate has answered
-            return gate.check(body: body, on: writer.loop) { verdict in
+            return gate.check(body: body, on: writer.scheduler) { verdict in
                 guard self.machine.phase == .awaitingUpstreamHead else { return }
                 if let error = verdict.apply(to: &self.record, admission: &self.admission) { self.reject(error) } else { self.requestEnd() }
             }
@@ -144,7 +144,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         let asked = AdmissionRequest(address: admission.address, identity: admission.identity, budget: charge.charge,
                                      wallClockSeconds: Int64(admission.wallClock()))
         // The store may answer before `admit` returns (memory) or later on this loop (Redis): nothing follows.
-        admission.store.admit(asked, on: writer.loop) { decision in self.admissionDecided(decision) }
+        admission.store.admit(asked, on: writer.scheduler) { decision in self.admissionDecided(decision) }
     }
 
     /// Answers the client with `error`; the provider is not called.
@@ -189,14 +189,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func clientClosed() {
-        writer.loop.assertOnLoop()
+        writer.scheduler.assertOnLoop()
         if streamClientClosed() { return }   // a resumable stream runs on, detached
         clientLeft()
     }
 
     /// The client is gone for good: the upstream is cancelled (or drained).
     func clientLeft() {
-        writer.loop.assertOnLoop()
+        writer.scheduler.assertOnLoop()
         let phase = machine.phase
         let actions = machine.clientClosed(now: clock.now(), afterFinish: meter.awaitsUsageAfterFinish)
         // Only a call that was made can be cancelled: a client gone mid-body never reached the provider. A drained
@@ -208,14 +208,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func clientDrained() {
-        writer.loop.assertOnLoop()
+        writer.scheduler.assertOnLoop()
         perform(machine.clientDrained(now: clock.now()))
     }
 
     // MARK: TransferDelegate
 
     func transfer(_ transfer: any UpstreamCall, didReceiveHead status: Int, headers: HTTPHeaders) {
-        writer.loop.assertOnLoop()
+        writer.scheduler.assertOnLoop()
         record.upstreamHeadAt = clock.now()
         var headers = headers
         if let key = providerKey {
@@ -234,7 +234,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func transfer(_ transfer: any UpstreamCall, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool {
-        writer.loop.assertOnLoop()
+        writer.scheduler.assertOnLoop()
         switch machine.upstreamBody(clientAboveHighWater: writer.isAboveHighWater && !keeping.originalGone, now: clock.now()) {
         case .forward:
             streamDelivered()
@@ -292,7 +292,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         case .extend(let tokens):
             guard let admission, let grant else { return }
             // Bytes keep flowing while the store decides; the answer comes on this loop (at once from memory).
-            admission.store.extend(grant, by: .step(tokens, price: admittedPrice), on: writer.loop) { granted in self.extensionAnswered(granted) }
+            admission.store.extend(grant, by: .step(tokens, price: admittedPrice), on: writer.scheduler) { granted in self.extensionAnswered(granted) }
         case .cut:
             metrics.budgetCut(route: record.route)
             if meter.atEventBoundary { cut() }   // else the next delivery ends the event under way, then the cut
@@ -318,7 +318,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func transfer(_ transfer: any UpstreamCall, didCompleteWith result: Result<Void, UpstreamFailure>) {
-        writer.loop.assertOnLoop()
+        writer.scheduler.assertOnLoop()
         if case .failure(let failure) = result {
             if case .connectFailed = failure { callReachedProvider = false }
             if case .connectTimeout = failure { callReachedProvider = false }
@@ -370,7 +370,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         guard let deadline = deadlines.min() else { return }
         // Body deliveries move the idle deadline later without re-arming: when the old timer fires, the machine
         // ignores the early call and the timer is armed again for the real deadline.
-        timer.arm(at: deadline, on: writer.loop) { [weak self] in
+        timer.arm(at: deadline, on: writer.scheduler) { [weak self] in
             guard let self else { return }
             self.timer.fired()
             let phase = self.machine.phase

@@ -28,7 +28,7 @@ final class FailoverClient: UpstreamClient {
     let targets: [Target]
     let pools: UpstreamPools
     let driver: any UpstreamClient
-    let loop: EventLoop
+    let loop: any LoopScheduler
     /// The exchange's request id, for the log lines of its attempts.
     let requestID: String
     let maxAttempts: Int
@@ -36,7 +36,7 @@ final class FailoverClient: UpstreamClient {
     let wallClock: @Sendable () -> Double
     weak var exchange: RelayExchange?
 
-    init(targets: [Target], pools: UpstreamPools, driver: any UpstreamClient, loop: EventLoop, requestID: String,
+    init(targets: [Target], pools: UpstreamPools, driver: any UpstreamClient, loop: any LoopScheduler, requestID: String,
          maxAttempts: Int, firstByteSeconds: Double, wallClock: @escaping @Sendable () -> Double) {
         self.targets = targets
         self.pools = pools

@@ -25,7 +25,7 @@ extension RelayHandler {
                 httpVersion: upstream.httpVersion, caFile: upstream.caFile, idleConnectionSeconds: upstream.idleConnectionSeconds,
                 keyDisabledSeconds: upstream.keyDisabledSeconds)
         }
-        return FailoverClient(targets: targets, pools: server.pools, driver: driver, loop: writer.loop, requestID: requestID,
+        return FailoverClient(targets: targets, pools: server.pools, driver: driver, loop: writer.scheduler, requestID: requestID,
                               maxAttempts: route.maxAttempts, firstByteSeconds: configuration.timeouts.upstreamFirstByteSeconds,
                               wallClock: server.wallClock)
     }

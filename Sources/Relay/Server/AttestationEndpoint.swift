@@ -23,7 +23,7 @@ import Transport
 /// flooding costs time. A responder: the store may answer later (Redis); a client gone meanwhile gets nothing.
 /// Owned by the connection's loop queue.
 final class AttestationEndpoint: RequestResponder, @unchecked Sendable {
-    // Invariant: touched on `writer.loop.queue` only (the store answers there).
+    // Invariant: touched on `writer.scheduler.queue` only (the store answers there).
     enum Kind { case challenge, register }
 
     /// A registration body: base64 of a 16 KiB attestation object plus the JSON around it.
@@ -72,7 +72,7 @@ final class AttestationEndpoint: RequestResponder, @unchecked Sendable {
         guard let store = service.store, let apple = service.configuration.apple else { return }
         var random = SystemRandomNumberGenerator()   // getrandom(2) on Linux, arc4random on Darwin: a CSPRNG
         let challenge = Base64URL.encode((0..<32).map { _ in random.next() as UInt8 })
-        store.issueChallenge(challenge, ttlSeconds: apple.challengeTTLSeconds, on: writer.loop) { issued in
+        store.issueChallenge(challenge, ttlSeconds: apple.challengeTTLSeconds, on: writer.scheduler) { issued in
             guard !self.gone else { return }
             guard issued else { return self.refuse(.stateUnavailable, result: "unavailable", step: "store_unavailable") }
             self.service.metrics.attestationRegistration(result: "challenge")
@@ -117,7 +117,7 @@ final class AttestationEndpoint: RequestResponder, @unchecked Sendable {
             return refuse(step.step == "attestation_too_large" ? .attestationTooLarge : .attestationMalformed, result: "malformed", step: step.step)
         }
         body = []
-        store.redeemChallenge(registration.challenge, on: writer.loop) { redeemed in
+        store.redeemChallenge(registration.challenge, on: writer.scheduler) { redeemed in
             guard !self.gone else { return }
             switch redeemed {
             case .unavailable: return self.refuse(.stateUnavailable, result: "unavailable", step: "store_unavailable")
@@ -135,7 +135,7 @@ final class AttestationEndpoint: RequestResponder, @unchecked Sendable {
             let stored = RegisteredAppAttestKey(keyID: keyID, publicKey: key.publicKey, appID: key.appId,
                                                 environment: key.environment.rawValue, receipt: key.receipt,
                                                 registeredAt: Int64(self.service.wallClock()))
-            store.register(stored, on: self.writer.loop) { registered in
+            store.register(stored, on: self.writer.scheduler) { registered in
                 guard !self.gone else { return }
                 switch registered {
                 case .unavailable: self.refuse(.stateUnavailable, result: "unavailable", step: "store_unavailable")
@@ -194,7 +194,7 @@ extension AttestationService {
             writer.respond(error: .methodNotAllowed(allowed: ["POST"]), requestID: requestID, keepAlive: head.keepAlive)
             return nil
         }
-        switch limiter.acquire(key: writer.clientAddress, now: writer.loop.clock.now()) {
+        switch limiter.acquire(key: writer.clientAddress, now: writer.scheduler.clock.now()) {
         case .allowed(let lease):
             limiter.release(lease)
         case .limited(let wait, _):

@@ -33,7 +33,7 @@ extension RelayHandler {
     /// route, CORS, the method, the address's failed-authentication bucket, the credentials, no body on GET or HEAD.
     /// The per-address and per-identity buckets, stream caps and budgets are the admission store's, asked once the
     /// request is whole (`RelayExchange`). `context` gathers what the rejection's log line names.
-    func admit(_ head: RequestHead, client address: String, on loop: EventLoop, context: inout Rejection) -> HeadAdmission {
+    func admit(_ head: RequestHead, client address: String, on loop: any LoopScheduler, context: inout Rejection) -> HeadAdmission {
         let now = loop.clock.now()
         let configuration = server.configuration
         if admin == .adminOnly { return .rejected(.notFound(path: head.path), reason: "not_found", detail: nil) }

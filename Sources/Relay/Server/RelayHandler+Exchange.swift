@@ -10,8 +10,8 @@ extension RelayHandler {
     /// called once the request is whole). The server keeps the exchange until it ends.
     func startExchange(_ admitted: AdmittedRequest, head: RequestHead, requestID: String, writer: any ResponseWriter) -> RelayExchange {
         let configuration = server.configuration
-        let state = server.loopStates[writer.loop.index]
-        let now = writer.loop.clock.now()
+        let state = server.loopStates[writer.scheduler.index]
+        let now = writer.scheduler.clock.now()
         let route = admitted.route, upstream = admitted.upstream
         let bodyless = head.framing == .none || head.method == "GET" || head.method == "HEAD"
         var request = UpstreamRequest(
@@ -42,7 +42,7 @@ extension RelayHandler {
         record.identity = admitted.identity
         let server = self.server
         let exchange = RelayExchange(machine: ExchangeStateMachine(settings: settings, now: now), writer: writer,
-                                     clock: writer.loop.clock, record: record, metrics: server.metrics,
+                                     clock: writer.scheduler.clock, record: record, metrics: server.metrics,
                                      usage: usage) { ended in
             server.exchangeEnded(ended, on: state)
         }

@@ -22,7 +22,7 @@ import Transport
 ///
 /// Owned by its connection's loop queue; `wake` and `takenOver` come from any loop and hop there.
 final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable {
-    // Invariant: every stored `var` is touched on `writer.loop.queue` only.
+    // Invariant: every stored `var` is touched on `writer.scheduler.queue` only.
     private let head: RequestHead
     private let requestID: String
     private let writer: any ResponseWriter
@@ -61,7 +61,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         self.requestID = requestID
         self.writer = writer
         self.server = server
-        self.startedAt = writer.loop.clock.now()
+        self.startedAt = writer.scheduler.clock.now()
     }
 
     func requestBody(_ bytes: [UInt8]) {}
@@ -81,14 +81,14 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         case .invalid(let error, let result): return refuse(error, result: result)
         case .resume(let i, _), .stop(let i): id = i
         }
-        let now = writer.loop.clock.now()
+        let now = writer.scheduler.clock.now()
         let address = writer.clientAddress
         if let retryAfter = server.authFailureLimiter.retryAfterIfEmpty(key: address, now: now) {
             return refuse(.rateLimited(retryAfterSeconds: retryAfter), result: "rate_limited")
         }
         let local = server.streams?.lookup(id)
         if local == nil, let mirror = server.streams?.mirror {
-            return mirror.lookup(id, on: writer.loop) { found in
+            return mirror.lookup(id, on: writer.scheduler) { found in
                 self.remoteLookedUp(found, id: id, request: request, mirror: mirror, address: address, now: now)
             }
         }
@@ -156,7 +156,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
             return notFound(address: address, now: now)
         }
         guard case .resume(_, let offset) = request else {
-            return mirror.requestStop(id, windowSeconds: resume.windowSeconds, on: writer.loop) { stored in
+            return mirror.requestStop(id, windowSeconds: resume.windowSeconds, on: writer.scheduler) { stored in
                 guard !self.done else { return }
                 if stored { self.answerStopped() } else { self.notFound(address: address, now: now) }
             }
@@ -169,7 +169,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         }
         if meta.state == .broken && offset == meta.written { return refuse(StreamRequest.streamBroken, result: "broken") }
         let token = StreamIDs.make()
-        mirror.claim(id, token: token, on: writer.loop)
+        mirror.claim(id, token: token, on: writer.scheduler)
         remote = RemoteCursor(id: id, token: token, mirror: mirror)
         self.offset = offset
         sendResumedHead(id: id)
@@ -180,7 +180,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     private func pollRemote() {
         guard !done, let cursor = remote, !cursor.busy, !writer.isAboveHighWater else { return }
         remote?.busy = true
-        cursor.mirror.poll(cursor.id, token: cursor.token, from: offset, limit: Self.readLimit, on: writer.loop) { poll in
+        cursor.mirror.poll(cursor.id, token: cursor.token, from: offset, limit: Self.readLimit, on: writer.scheduler) { poll in
             guard !self.done else { return }
             let step = poll.map {
                 RemoteFollow.step(meta: $0.meta, stopped: $0.stopped, claimed: $0.claimed, offset: self.offset, fetched: $0.bytes.count)
@@ -194,7 +194,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
                 poll!.bytes.withUnsafeBytes { _ = self.writer.sendBody(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
                 self.pollRemote()
             case .wait:
-                _ = self.writer.loop.schedule(afterSeconds: Self.remotePollSeconds) {
+                _ = self.writer.scheduler.schedule(afterSeconds: Self.remotePollSeconds) {
                     self.remote?.busy = false
                     self.pollRemote()
                 }
@@ -266,11 +266,11 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     }
 
     func wake() {
-        writer.loop.execute { self.pump() }
+        writer.scheduler.execute { self.pump() }
     }
 
     func takenOver() {
-        writer.loop.execute {
+        writer.scheduler.execute {
             guard !self.done else { return }
             self.done = true
             self.writer.abort()
@@ -283,7 +283,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
             ("request_id", .string(requestID)), ("client_ip", .string(writer.clientAddress)), ("method", .string(head.method)),
             ("path", .string(StreamRequest.pathPrefix + "…")), ("status", .int(status)), ("bytes_out", .int(bytesOut)),
             ("outcome", .string(outcome)), ("result", .string(result)),
-            ("duration_ms", .double(writer.loop.clock.now().seconds(since: startedAt) * 1000)),
+            ("duration_ms", .double(writer.scheduler.clock.now().seconds(since: startedAt) * 1000)),
         ]
         if let resumeOffset { fields.append(("resume_offset", .int(resumeOffset))) }
         if remote != nil { fields.append(("from_redis", .bool(true))) }

@@ -10,7 +10,7 @@ import Transport
 /// trip to Redis), so this is a responder that answers when the request has ended and the report is in; a client
 /// gone meanwhile gets nothing. Owned by the connection's loop queue.
 final class UsageEndpoint: RequestResponder, @unchecked Sendable {
-    // Invariant: touched on `writer.loop.queue` only (the store answers there).
+    // Invariant: touched on `writer.scheduler.queue` only (the store answers there).
     private let writer: any ResponseWriter
     private let store: any AdmissionStore
     private let identity: String?
@@ -35,7 +35,7 @@ final class UsageEndpoint: RequestResponder, @unchecked Sendable {
             writer.respond(error: Self.missingIdentity.response, requestID: nil, keepAlive: keepAlive)
             return
         }
-        store.usageReport(identity: identity, wallClockSeconds: wallClockSeconds, on: writer.loop) { report in
+        store.usageReport(identity: identity, wallClockSeconds: wallClockSeconds, on: writer.scheduler) { report in
             self.answer(report)
         }
     }
