@@ -37,7 +37,7 @@ import Upstream
         m.requestBodyComplete(now: at(7))
         #expect(m.nextDeadline == at(5 + firstByteSeconds))
         #expect(m.deadlinePassed(now: justBefore(5 + firstByteSeconds)) == [])
-        #expect(m.deadlinePassed(now: at(5 + firstByteSeconds)) == [.cancelUpstream, .respondError(.upstreamTimeout)])
+        #expect(m.deadlinePassed(now: at(5 + firstByteSeconds)) == [.cancelUpstream, .respondError(.upstreamTimeout, keepAlive: true)])
     }
 
     @Test func clientLeavingWhileTheBodyArrivesEndsTheExchange() {
@@ -48,6 +48,39 @@ import Upstream
     }
 
     // MARK: awaitingUpstreamHead → streaming
+
+    /// Keep-alive and the extra response headers of an error answer are the machine's decisions, not the shell's.
+    @Test(arguments: [true, false])
+    func anErrorAnswerCarriesTheRequestsKeepAliveAndTheExtraHeaders(_ keepAlive: Bool) {
+        var extra = HTTPHeaders()
+        extra.add(name: "Access-Control-Allow-Origin", value: "https://app.example")
+        var settings = exchangeSettings(method: "POST", version: .http1_1, keepAlive: keepAlive)
+        settings.extraResponseHeaders = extra
+        var m = ExchangeStateMachine(settings: settings, now: t0)
+        m.requestBodyComplete(now: t0)
+        let actions = m.upstreamCompleted(.failure(.connectTimeout), now: at(1))
+        guard case .respondError(let error, let keep)? = actions.first else { Issue.record("no error answer: \(actions)"); return }
+        #expect(keep == keepAlive)
+        #expect(error.code == "upstream_connect_timeout")
+        #expect(error.extraHeaders.map(\.0) == ["Access-Control-Allow-Origin"])
+        #expect(error.extraHeaders.map(\.1) == ["https://app.example"])
+    }
+
+    /// "Is it over" is answered once, by the machine: not before a terminal phase, once at it, never again.
+    @Test func theEndIsTakenExactlyOnceAndOnlyWhenTerminal() {
+        var m = streamingMachine()
+        var answers: [Bool] = []
+        answers.append(m.takeEnd())   // streaming is not an end
+        _ = m.upstreamBody(clientAboveHighWater: false, now: at(2))
+        answers.append(m.takeEnd())
+        _ = m.upstreamCompleted(.success(()), now: at(3))
+        answers.append(m.takeEnd())   // the end
+        answers.append(m.takeEnd())   // a second ask gets nothing
+        _ = m.clientClosed(now: at(4))
+        answers.append(m.takeEnd())   // a later event does not end it again
+        #expect(answers == [false, false, true, false, false])
+        #expect(m.endTaken)
+    }
 
     @Test func headMovesToStreamingAndSendsTheRewrittenSSEHead() {
         var m = newMachine()
@@ -148,7 +181,7 @@ import Upstream
         let actions = m.upstreamCompleted(.success(()), now: at(1))
         #expect(actions == [.respondError(RelayError(
             status: 502, type: "upstream_error", code: "upstream_bad_response",
-            message: "The provider's response was broken or cut off."))])
+            message: "The provider's response was broken or cut off."), keepAlive: true)])
         #expect(m.phase == .upstreamFailed)
         #expect(m.outcome == .upstreamError)
     }
@@ -170,7 +203,7 @@ import Upstream
     func firstByteTimeoutCancelsAndAnswers504(lateByNanoseconds late: UInt64) {
         var m = newMachine()
         let actions = m.deadlinePassed(now: at(firstByteSeconds, plusNanoseconds: late))
-        #expect(actions == [.cancelUpstream, .respondError(.upstreamTimeout)])
+        #expect(actions == [.cancelUpstream, .respondError(.upstreamTimeout, keepAlive: true)])
         #expect(RelayError.upstreamTimeout.status == 504)
         #expect(RelayError.upstreamTimeout.code == "upstream_timeout")
         #expect(m.phase == .upstreamFailed)
@@ -186,7 +219,7 @@ import Upstream
         clock.advance(bySeconds: 9.5)
         #expect(m.deadlinePassed(now: clock.now()) == [])
         clock.advance(bySeconds: 0.5)
-        #expect(m.deadlinePassed(now: clock.now()) == [.cancelUpstream, .respondError(.upstreamTimeout)])
+        #expect(m.deadlinePassed(now: clock.now()) == [.cancelUpstream, .respondError(.upstreamTimeout, keepAlive: true)])
         clock.advance(bySeconds: 100)
         #expect(m.deadlinePassed(now: clock.now()) == [])
     }

@@ -54,7 +54,7 @@ extension ExchangeStateMachine.Action {
         return false
     }
     var relayError: RelayError? {
-        if case .respondError(let e) = self { return e }
+        if case .respondError(let e, _) = self { return e }
         return nil
     }
 }

@@ -170,7 +170,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             case .allowedUnavailable: metrics.stateUnavailable(outcome: "allowed")
             case .local: metrics.stateUnavailable(outcome: "local")
             }
-            guard !ended, let call = admittedCall, machine.phase == .awaitingUpstreamHead else {
+            guard !isEnded, let call = admittedCall, machine.phase == .awaitingUpstreamHead else {
                 admission.store.settle(granted, usedTokens: 0)
                 return
             }
@@ -181,7 +181,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         case .refused(let refusal):
             if refusal == .unavailable { metrics.stateUnavailable(outcome: "rejected") }
             admittedCall = nil
-            guard !ended else { return }
+            guard !isEnded else { return }
             record.rejection = refusal.reason
             metrics.rejected(reason: refusal.reason)
             perform(machine.rejected(refusal.error))
@@ -300,7 +300,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     private func extensionAnswered(_ granted: Bool) {
-        guard !ended, budgetGuard != nil else { return }
+        guard !isEnded, budgetGuard != nil else { return }
         if granted, grant != nil { grant!.reservedTokens += budgetGuard!.step }
         guardAction(budgetGuard!.extensionAnswered(granted: granted, output: meter.countedOutput))
     }
@@ -342,10 +342,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                 transfer?.cancel()
             case .resumeUpstream:
                 transfer?.resumeReceiving()
-            case .respondError(var error):
+            case .respondError(let error, let keepAlive):
                 record.status = error.status
-                for field in machine.settings.extraResponseHeaders { error.extraHeaders.append((field.name, field.value)) }
-                writer.respond(error: error, requestID: machine.settings.requestID, keepAlive: machine.settings.keepAlive)
+                writer.respond(error: error, requestID: machine.settings.requestID, keepAlive: keepAlive)
             case .finishResponse(let keepAlive):
                 if let tail = masker?.finish(), !tail.isEmpty { tail.withUnsafeBytes { send($0) } }
                 let held = meter.finishClientBytes()
@@ -386,8 +385,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         }
     }
 
-    private var ended = false
-    var isEnded: Bool { ended }
+    /// The exchange is over (the machine says so once, `takeEnd`).
+    var isEnded: Bool { machine.endTaken }
 
     /// The cancel floor (`ExchangeAdmission.Reservation.outputFloor`) at `now`, on the exchange's clock: only with
     /// budgets, a reservation, and a response head (before it the provider has generated nothing billable).
@@ -398,8 +397,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     private func end() {
-        guard !ended else { return }
-        ended = true
+        guard machine.takeEnd() else { return }
         timer.cancel()
         record.outcome = machine.outcome?.rawValue ?? "aborted"
         record.endedAt = clock.now()

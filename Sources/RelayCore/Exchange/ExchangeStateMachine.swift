@@ -33,8 +33,9 @@ package struct ExchangeStateMachine: Sendable {
         case sendHead(ResponseHead, ResponseBodyMode)
         case cancelUpstream
         case resumeUpstream
-        /// A complete error response (the head has not gone out).
-        case respondError(RelayError)
+        /// A complete error response (the head has not gone out), the extra response headers (CORS) already in
+        /// it; `keepAlive` says whether the connection may take another request after it.
+        case respondError(RelayError, keepAlive: Bool)
         /// The body is complete: terminal chunk if chunked, then keep the connection or close it.
         case finishResponse(keepAlive: Bool)
         /// The head has gone out and the body cannot complete: close without a clean end.
@@ -97,6 +98,8 @@ package struct ExchangeStateMachine: Sendable {
     private var firstByteClockStart: Instant
     private var lastBodyAt: Instant
     private var drainUntil: Instant?
+    /// The exchange's end was taken (`takeEnd`): it is over, and its end work done or under way.
+    package private(set) var endTaken = false
     /// The admission store has not answered yet: no call was made.
     package private(set) var awaitingAdmission = false
     private var bodyMode: ResponseBodyMode?
@@ -197,11 +200,11 @@ package struct ExchangeStateMachine: Sendable {
         case (.awaitingUpstreamHead, .success):
             phase = .upstreamFailed
             outcome = .upstreamError
-            return [.respondError(Self.error(for: .brokenResponse("no response head")))]
+            return [respond(Self.error(for: .brokenResponse("no response head")))]
         case (.awaitingUpstreamHead, .failure(let failure)):
             phase = .upstreamFailed
             outcome = failure == .connectTimeout ? .upstreamTimeout : .upstreamError
-            return [.respondError(Self.error(for: failure))]
+            return [respond(Self.error(for: failure))]
         case (.draining, _):
             phase = .clientGone
             return []
@@ -215,7 +218,7 @@ package struct ExchangeStateMachine: Sendable {
         guard phase == .awaitingUpstreamHead else { return [] }
         phase = .rejected
         outcome = .rejected
-        return [.respondError(error)]
+        return [respond(error)]
     }
 
     /// How long a client that left after the answer's finish chunk leaves the relay reading for the usage chunk.
@@ -274,7 +277,7 @@ package struct ExchangeStateMachine: Sendable {
         case .awaitingUpstreamHead:
             phase = .upstreamFailed
             outcome = .upstreamTimeout
-            return [.cancelUpstream, .respondError(.upstreamTimeout)]
+            return [.cancelUpstream, respond(.upstreamTimeout)]
         case .streaming:
             phase = .upstreamFailed
             outcome = .upstreamTimeout
@@ -285,6 +288,22 @@ package struct ExchangeStateMachine: Sendable {
         default:
             return []
         }
+    }
+
+    /// An error answer as this exchange sends it: with the route's extra response headers (CORS), and the
+    /// request's own keep-alive (the connection closes after it anyway when the request body did not end).
+    private func respond(_ error: RelayError) -> Action {
+        var error = error
+        for field in settings.extraResponseHeaders { error.extraHeaders.append((field.name, field.value)) }
+        return .respondError(error, keepAlive: settings.keepAlive)
+    }
+
+    /// True exactly once: the first time it is asked after the exchange reached a terminal phase. Where the
+    /// exchange's end (settle, access log, stream end) is decided: once, whichever event ended it.
+    package mutating func takeEnd() -> Bool {
+        guard isTerminal, !endTaken else { return false }
+        endTaken = true
+        return true
     }
 
     static func error(for failure: UpstreamFailure) -> RelayError {
