@@ -82,6 +82,28 @@ import Upstream
         #expect(m.endTaken)
     }
 
+    /// A resumable stream nobody reads: the window and the time detached are the machine's; a paused upstream
+    /// reads on; a second detach, or one outside `streaming`, changes nothing.
+    @Test func aDetachedStreamRunsOnForItsWindowAndCountsTheTimeDetached() {
+        var m = streamingMachine()
+        #expect(m.upstreamBody(clientAboveHighWater: true, now: at(2)) == .refuse)
+        #expect(m.detachDeadline == nil)
+        #expect(m.detached(now: at(3), windowSeconds: 30) == [.resumeUpstream], "nobody to hold a paused upstream for")
+        #expect(m.detachDeadline == at(33))
+        #expect(m.detached(now: at(5), windowSeconds: 30) == [], "already detached: the window keeps its start")
+        #expect(m.detachDeadline == at(33))
+        #expect(m.phase == .streaming)
+        m.reattached(now: at(13))
+        #expect(m.detachDeadline == nil)
+        #expect(m.detachedSeconds == 10)
+        _ = m.detached(now: at(20), windowSeconds: 30)
+        m.reattached(now: at(22).advanced(bySeconds: 0.5))
+        #expect(m.detachedSeconds == 12.5, "windows add up")
+        _ = m.upstreamCompleted(.success(()), now: at(23))
+        #expect(m.detached(now: at(24), windowSeconds: 30) == [], "an ended exchange is not detached")
+        #expect(m.detachDeadline == nil)
+    }
+
     @Test func headMovesToStreamingAndSendsTheRewrittenSSEHead() {
         var m = newMachine()
         let upstream = headers([

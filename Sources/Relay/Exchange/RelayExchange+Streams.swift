@@ -17,20 +17,9 @@ struct StreamKeeping {
     /// Made at the head of a 2xx event stream.
     var heartbeat: HeartbeatSchedule?
     var stream: ResumableStream?
-    /// Since when nobody reads the stream (its client left, no resume yet).
-    var detachedSince: Instant?
-    var detachedSeconds = 0.0
     /// The original client's connection is gone (or was taken over): its backpressure no longer counts.
     var originalGone = false
 
-    /// When the exchange's timer must ask `streamTimer`: the next heartbeat or the end of the detach window.
-    var nextDeadline: Instant? {
-        let window = detachedSince.flatMap { since in resume.map { since.advanced(bySeconds: $0.windowSeconds) } }
-        switch (heartbeat?.nextDue, window) {
-        case (let a?, let b?): return min(a, b)
-        case (let a, let b): return a ?? b
-        }
-    }
 }
 
 extension RelayExchange: StreamOwner {
@@ -72,7 +61,7 @@ extension RelayExchange: StreamOwner {
     /// The exchange's timer fired: a heartbeat due, or a detach window over.
     func streamTimer(now: Instant) {
         guard machine.phase == .streaming else { return }
-        if let since = keeping.detachedSince, let resume = keeping.resume, now >= since.advanced(bySeconds: resume.windowSeconds) {
+        if let window = machine.detachDeadline, now >= window {
             if keeping.stream?.abandonIfUnread() == true { return abandon() }
             closeDetachWindow()   // a resume attached (its notice is on its way here): no deadline left to spin on
         }
@@ -95,9 +84,7 @@ extension RelayExchange: StreamOwner {
         case .unresumable: return false
         case .stillRead: return true
         case .detached:
-            keeping.detachedSince = keeping.detachedSince ?? clock.now()
-            perform(machine.clientDrained(now: clock.now()))   // a paused upstream reads on
-            armTimer()
+            perform(machine.detached(now: clock.now(), windowSeconds: stream.windowSeconds))   // arms the window's end
             return true
         }
     }
@@ -110,10 +97,7 @@ extension RelayExchange: StreamOwner {
     }
 
     private func closeDetachWindow() {
-        if let since = keeping.detachedSince {
-            keeping.detachedSeconds += clock.now().seconds(since: since)
-            keeping.detachedSince = nil
-        }
+        machine.reattached(now: clock.now())
     }
 
     // MARK: StreamOwner (on this loop)
@@ -125,10 +109,9 @@ extension RelayExchange: StreamOwner {
     }
 
     func readerLeft() {
-        guard machine.phase == .streaming, keeping.detachedSince == nil else { return }
-        if keeping.stream?.isOverflowed == true { return abandon() }
-        keeping.detachedSince = clock.now()
-        armTimer()
+        guard machine.phase == .streaming, machine.detachedSince == nil, let stream = keeping.stream else { return }
+        if stream.isOverflowed { return abandon() }
+        perform(machine.detached(now: clock.now(), windowSeconds: stream.windowSeconds))   // arms the window's end
     }
 
     func originalTakenOver() {
@@ -148,7 +131,7 @@ extension RelayExchange: StreamOwner {
     /// nobody read it is forgotten now).
     func streamEnded() {
         closeDetachWindow()
-        record.detachedMs = keeping.stream == nil ? nil : keeping.detachedSeconds * 1000
+        record.detachedMs = keeping.stream == nil ? nil : machine.detachedSeconds * 1000
         guard let stream = keeping.stream, let registry = keeping.registry else { return }
         let clean = machine.outcome == .completed || machine.outcome == .budgetExhausted
         stream.finish(clean ? .completed : .broken)

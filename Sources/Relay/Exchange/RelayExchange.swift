@@ -365,7 +365,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func armTimer() {
-        let deadlines = [machine.nextDeadline, keeping.nextDeadline].compactMap { $0 }
+        let deadlines = [machine.nextDeadline, machine.detachDeadline, keeping.heartbeat?.nextDue].compactMap { $0 }
         guard let deadline = deadlines.min() else { return }
         // Body deliveries move the idle deadline later without re-arming: when the old timer fires, the machine
         // ignores the early call and the timer is armed again for the real deadline.

@@ -302,7 +302,7 @@ extension RelayServer {
     /// Exchanges whose stream nobody reads now (client gone, no resume yet): a sync point for tests.
     package func detachedStreamCount() -> Int {
         loopStates.reduce(0) { total, state in
-            total + state.loop.queue.sync { state.exchanges.values.filter { $0.keeping.detachedSince != nil }.count }
+            total + state.loop.queue.sync { state.exchanges.values.filter { $0.machine.detachedSince != nil }.count }
         }
     }
 

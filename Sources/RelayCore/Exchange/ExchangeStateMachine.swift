@@ -21,6 +21,9 @@ import Support
 ///   then ends it (`clientGone`, never `draining`: nothing was called), a refusal is `rejected`.
 /// - `streaming` → `finished` with outcome `budget_exhausted` (`budgetExhausted`): the relay ends the stream itself
 ///   with one closing event, at an event boundary.
+/// - `streaming`, detached (`detached` → `reattached`): a resumable stream that nobody reads runs on for its
+///   window; the shell asks the stream registry at `detachDeadline` whether a resume came in time, and if none did,
+///   the exchange ends as `clientCancelled` (`clientClosed`).
 /// - `finished`, `upstreamFailed`, `clientGone`, `rejected` are terminal: every later event returns no action.
 /// Before the head has gone out a failure becomes a complete error response; after it, only an abort (no
 /// terminal chunk), so the client sees a truncated stream and never a clean end.
@@ -98,6 +101,11 @@ package struct ExchangeStateMachine: Sendable {
     private var firstByteClockStart: Instant
     private var lastBodyAt: Instant
     private var drainUntil: Instant?
+    /// Since when nobody reads this resumable stream (`detached`); nil while someone does.
+    package private(set) var detachedSince: Instant?
+    private var detachWindowSeconds = 0.0
+    /// The time spent detached, windows closed so far (the access log's `detached_ms`).
+    package private(set) var detachedSeconds = 0.0
     /// The exchange's end was taken (`takeEnd`): it is over, and its end work done or under way.
     package private(set) var endTaken = false
     /// The admission store has not answered yet: no call was made.
@@ -262,6 +270,29 @@ package struct ExchangeStateMachine: Sendable {
             return [.cancelUpstream, .abortClient]
         }
     }
+
+    // MARK: Detached: a resumable stream nobody reads
+
+    /// Nobody reads the stream now (its client left, or its resumer did): it runs on for `windowSeconds`, the
+    /// route's `resume.windowSeconds`, and a paused upstream reads on, since nobody is there to hold it for. The
+    /// phase stays `streaming`: the provider's bytes still go where a reader finds them (the replay buffer).
+    package mutating func detached(now: Instant, windowSeconds: Double) -> [Action] {
+        guard phase == .streaming, detachedSince == nil else { return [] }
+        detachedSince = now
+        detachWindowSeconds = windowSeconds
+        return clientDrained(now: now)
+    }
+
+    /// Someone reads the stream again (a resume attached), or it ended: the time it was detached is counted.
+    package mutating func reattached(now: Instant) {
+        guard let since = detachedSince else { return }
+        detachedSeconds += now.seconds(since: since)
+        detachedSince = nil
+    }
+
+    /// When a detached stream's window ends (the shell then asks the stream registry whether a resume came in time);
+    /// nil while someone reads.
+    package var detachDeadline: Instant? { detachedSince?.advanced(bySeconds: detachWindowSeconds) }
 
     /// The usage tap has the provider's final counts: a drain has what it waited for.
     package mutating func usageArrived() -> [Action] {
