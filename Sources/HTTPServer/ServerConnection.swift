@@ -19,6 +19,8 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     private var responder: (any RequestResponder)?
     private var sizeLine: [UInt8] = []
     private var timer = LazyTimer()
+    /// `LatencyTrace` only: when the connection was accepted, then when its exchange started (0: tracing is off).
+    private var traceMark = LatencyTrace.now()
 
     /// The connection's own client before any forwarding header: the TCP peer, or the source its PROXY header named.
     public private(set) var peerAddress: String
@@ -142,6 +144,10 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     }
 
     private func startExchange(_ head: RequestHead) {
+        if LatencyTrace.enabled {
+            LatencyTrace.since(traceMark, .acceptToRequest)   // on a kept-alive connection: since the last exchange
+            traceMark = LatencyTrace.now()
+        }
         if peerIsTrusted { client = clientAddresses.resolve(peer: peerAddress, forwardedFor: head.headers.values("X-Forwarded-For")) }
         // Assigned after `handle` returns: a handler that answered inside it may still return a responder.
         responder = handler.handle(head, writer: self)
@@ -158,7 +164,7 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
             case .readRequests:
                 readRequests()
             case .scheduleReadRequests:
-                loop.queue.async { [self] in
+                loop.soon { [self] in
                     machine.scheduledReadStarted()
                     readRequests()
                 }
@@ -228,11 +234,18 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
         var bytes: [UInt8] = []
         bytes.reserveCapacity(512)
         head.serialize(into: &bytes)
-        // The head waits for the rest of this turn of the loop: the first chunk (or the whole small body) that
-        // usually arrives in the same curl callback batch then leaves with it in one write.
+        // The head waits until the handler running now returns (`EventLoop.soon`): the first chunk (or the whole
+        // small body) that usually arrives in the same curl callback batch then leaves with it in one write, and
+        // nothing else of the loop's batch runs in between.
         connection.hold()
         connection.write(bytes)
-        loop.queue.async { [connection] in connection.releaseHold() }
+        LatencyTrace.since(traceMark, .requestToHead)
+        let headAt = LatencyTrace.now()
+        loop.soon { [connection] in
+            LatencyTrace.since(headAt, .hop)
+            connection.releaseHold()
+            LatencyTrace.since(headAt, .headToSend)
+        }
     }
 
     /// Writes one body delivery; for chunked framing the size line, payload and CRLF leave in one syscall.

@@ -55,6 +55,13 @@ public final class EventLoop: @unchecked Sendable {
         queue.async(execute: work)
     }
 
+    /// Runs `work` on this loop as soon as the code running now (one poller handler) returns, in the same turn
+    /// of the loop: see `Poller.soon`. Call on the loop.
+    public func soon(_ work: @escaping () -> Void) {
+        assertOnLoop()
+        poller.soon(work)
+    }
+
     /// Runs `action` on this loop at `deadline` unless the returned timer is cancelled first. Call on the loop.
     @discardableResult
     public func schedule(at deadline: Instant, _ action: @escaping () -> Void) -> LoopTimer {
