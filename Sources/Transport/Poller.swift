@@ -41,10 +41,11 @@ extension PollerHandler {
 /// ready list holds thousands of sockets and epoll hands them out 128 at a time, oldest first: a new connection
 /// or a client's close then waited for the whole list to go round (issue 24: 134 ms from accept to the request,
 /// 268 ms more to the upstream's head, with 5 000 streams). Each turn polls the first set whenever the main
-/// set reports it ready or returns a full batch (the main set's backlog may hide it), so when idle a wake-up
-/// still costs one `epoll_wait`.
+/// set reports it ready or returns a full batch (the main set's backlog may hide it), and again after every 16
+/// handlers of a long batch, at most 16 at a time (`firstSlice`): each class gets at least half of the handler
+/// calls when both are busy. When idle a wake-up still costs one `epoll_wait`.
 ///
-/// One turn handles one batch (up to 128 ready descriptors of each class), and after each handler the work it
+/// One turn handles one batch (up to 128 ready descriptors), and after each handler the work it
 /// handed to `soon` (a response head released with its first chunk, curl's "act now" timer). Between turns
 /// the queue runs its other work (timers, blocks from other loops), so no turn holds it longer than one batch.
 ///
@@ -70,7 +71,7 @@ public final class Poller: @unchecked Sendable {
     /// Where the kernel reports ready descriptors: allocated once, not per wake-up.
     #if canImport(Glibc)
     private let events = UnsafeMutableBufferPointer<epoll_event>.allocate(capacity: 128)
-    private let firstEvents = UnsafeMutableBufferPointer<epoll_event>.allocate(capacity: 128)
+    private let firstEvents = UnsafeMutableBufferPointer<epoll_event>.allocate(capacity: Poller.firstSlice)
     /// The set of descriptors served first; itself a member of `pollFD` (readable when one of them is ready).
     private let firstFD: Int32
     /// A pipe in the set whose readable end tells the waiting thread to stop.
@@ -287,15 +288,19 @@ public final class Poller: @unchecked Sendable {
         inTurn = true
         defer { endTurn() }
         // The first set is looked at when it says it is ready, or when a full batch may have left its
-        // readiness behind in the main set's backlog.
+        // readiness behind in the main set's backlog; and again after every `firstSlice` of a long batch's
+        // other handlers (under load one relayed readiness can cost half a millisecond: 64 ms for a batch).
         var firstReady = n == events.count
         for i in 0..<n where events[i].data.fd == firstFD { firstReady = true }
-        if firstReady {
-            let m = Syscall.epollPoll(firstFD, into: firstEvents)
-            for i in 0..<m { dispatch(firstEvents[i], polledAt: polledAt) }
-        }
+        if firstReady { serveFirst(polledAt: polledAt) }
+        var sinceFirst = 0
         for i in 0..<n where events[i].data.fd != firstFD {
             dispatch(events[i], polledAt: polledAt)
+            sinceFirst += 1
+            if sinceFirst == Self.firstSlice && n > Self.firstSlice {
+                sinceFirst = 0
+                serveFirst(polledAt: polledAt)
+            }
         }
         #else
         let n = Syscall.kqueuePoll(pollFD, into: events)
@@ -318,6 +323,17 @@ public final class Poller: @unchecked Sendable {
     }
 
     #if canImport(Glibc)
+    /// The most first-class handlers per look at the first set, and the other handlers between two looks in a
+    /// long batch: when both classes are busy each gets at least half of the handler calls, so a flood of
+    /// client bytes or connections cannot starve the running streams, nor the streams a new connection.
+    static let firstSlice = 16
+
+    /// Handles up to `firstSlice` ready descriptors of the first class.
+    private func serveFirst(polledAt: UInt64) {
+        let m = Syscall.epollPoll(firstFD, into: firstEvents)
+        for i in 0..<m { dispatch(firstEvents[i], polledAt: polledAt) }
+    }
+
     @inline(__always)
     private func dispatch(_ event: epoll_event, polledAt: UInt64) {
         let fd = event.data.fd
