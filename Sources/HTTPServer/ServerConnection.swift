@@ -234,9 +234,9 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
         var bytes: [UInt8] = []
         bytes.reserveCapacity(512)
         head.serialize(into: &bytes)
-        // The head waits until the handler running now returns (`EventLoop.soon`): the first chunk (or the whole
-        // small body) that usually arrives in the same curl callback batch then leaves with it in one write, and
-        // nothing else of the loop's batch runs in between.
+        // The head waits until the slice of handlers running now has run (`EventLoop.soon`): the first chunk
+        // (or the whole small body) that usually arrives in the same curl callback batch then leaves with it in
+        // one write, without waiting for the rest of a long batch.
         connection.hold()
         connection.write(bytes)
         LatencyTrace.since(traceMark, .requestToHead)

@@ -55,8 +55,8 @@ public final class EventLoop: @unchecked Sendable {
         queue.async(execute: work)
     }
 
-    /// Runs `work` on this loop as soon as the code running now (one poller handler) returns, in the same turn
-    /// of the loop: see `Poller.soon`. Call on the loop.
+    /// Runs `work` on this loop in the same turn, once the slice of poller handlers running now has run (no
+    /// hop through the queue): see `Poller.soon`. Call on the loop.
     public func soon(_ work: @escaping () -> Void) {
         assertOnLoop()
         poller.soon(work)

@@ -45,6 +45,29 @@ private final class OnLoop<Value>: @unchecked Sendable {
         }
     }
 
+    /// A backlog handler (its descriptor stays ready) that runs `onFire` on its first call after being armed.
+    final class Trigger: PollerHandler, @unchecked Sendable {
+        // Invariant: touched on the loop's queue only.
+        var calls = 0
+        var armed = false
+        var onFire: () -> Void = {}
+        func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
+            calls += 1
+            if armed {
+                armed = false
+                onFire()
+            }
+        }
+    }
+
+    /// Makes every pipe readable and watches its read end for `handler`. Call on the loop.
+    static func fill(_ loop: EventLoop, _ pipes: [(read: Int32, write: Int32)], _ handler: any PollerHandler) {
+        for p in pipes {
+            put(p.write)
+            loop.poller.watch(p.read, read: true, write: false, handler: handler)
+        }
+    }
+
     static func makePipe() -> (read: Int32, write: Int32) {
         var fds: [Int32] = [-1, -1]
         precondition(pipe(&fds) == 0)
@@ -126,10 +149,7 @@ private final class OnLoop<Value>: @unchecked Sendable {
             done.signal()
         }
         loop.queue.sync {
-            for p in backlog {
-                Self.put(p.write)
-                loop.poller.watch(p.read, read: true, write: false, handler: spinner)
-            }
+            Self.fill(loop, backlog, spinner)
             loop.poller.watch(urgent.read, read: true, write: false, handler: handler)
         }
         // Once the backlog has gone round a few times, the urgent descriptor becomes ready (from the loop, so
@@ -153,19 +173,6 @@ private final class OnLoop<Value>: @unchecked Sendable {
     /// A first-class descriptor that becomes ready in the middle of a long batch (here: made ready by the batch's
     /// first handler) is handled after at most 16 more of the batch's handlers, not at the batch's end (127).
     @Test func firstClassReadyMidBatchWaitsOneSlice() {
-        final class Trigger: PollerHandler, @unchecked Sendable {
-            // Invariant: touched on the loop's queue only.
-            var calls = 0
-            var armed = false
-            var onFire: () -> Void = {}
-            func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
-                calls += 1
-                if armed {
-                    armed = false
-                    onFire()
-                }
-            }
-        }
         let loop = EventLoop(index: 0)
         let backlog = Trigger()
         let pipes = (0..<500).map { _ in Self.makePipe() }
@@ -183,10 +190,7 @@ private final class OnLoop<Value>: @unchecked Sendable {
             Self.put(urgent.write)
         }
         loop.queue.sync {
-            for p in pipes {
-                Self.put(p.write)
-                loop.poller.watch(p.read, read: true, write: false, handler: backlog)
-            }
+            Self.fill(loop, pipes, backlog)
             loop.poller.watch(urgent.read, read: true, write: false, handler: handler)
         }
         // Armed between two turns: the next turn's first backlog handler fires it.
@@ -195,6 +199,32 @@ private final class OnLoop<Value>: @unchecked Sendable {
         loop.queue.sync {
             for p in pipes { loop.poller.remove(p.read) }
             #expect(waited.value >= 0 && waited.value <= 16, "backlog handlers run after the urgent one was ready: \(waited.value)")
+        }
+    }
+
+    /// Work a handler hands to `soon` runs once the slice of 16 handlers it belongs to has run, not after the
+    /// rest of a long batch (127 more handlers) nor after the queue's other work.
+    @Test func soonRunsAfterTheSliceNotTheBatch() {
+        let loop = EventLoop(index: 0)
+        let backlog = Trigger()
+        let pipes = (0..<500).map { _ in Self.makePipe() }
+        defer { for p in pipes { close(p.read); close(p.write) } }
+        let waited = OnLoop(-1)
+        let done = DispatchSemaphore(value: 0)
+        backlog.onFire = {
+            let mark = backlog.calls
+            loop.soon {
+                waited.value = backlog.calls - mark
+                done.signal()
+            }
+        }
+        loop.queue.sync { Self.fill(loop, pipes, backlog) }
+        // Armed between two turns: the next turn's first backlog handler hands the work over.
+        Self.when(loop, { backlog.calls >= 2_000 }) { backlog.armed = true }
+        done.wait()
+        loop.queue.sync {
+            for p in pipes { loop.poller.remove(p.read) }
+            #expect(waited.value >= 0 && waited.value <= 15, "handlers run between the hand-over and the work: \(waited.value)")
         }
     }
 
@@ -228,10 +258,7 @@ private final class OnLoop<Value>: @unchecked Sendable {
         loop.queue.sync {
             connection.delegate = delegate
             connection.start()
-            for p in backlog {
-                Self.put(p.write)
-                loop.poller.watch(p.read, read: true, write: false, handler: spinner)
-            }
+            Self.fill(loop, backlog, spinner)
         }
         Self.whenBusy(loop, spinner) {
             mark.value = spinner.calls
