@@ -68,6 +68,8 @@ public final class Poller: @unchecked Sendable {
     private var inTurn = false
     /// A queue block is on its way to run `soon` work handed over outside a turn.
     private var soonFlushQueued = false
+    /// `LatencyTrace.enabled`, read once: the probes on the event path cost one test of a stored flag.
+    private let tracing = LatencyTrace.enabled
     /// Where the kernel reports ready descriptors: allocated once, not per wake-up.
     #if canImport(Glibc)
     private let events = UnsafeMutableBufferPointer<epoll_event>.allocate(capacity: 128)
@@ -140,6 +142,10 @@ public final class Poller: @unchecked Sendable {
             var stopping = false
             for i in 0..<n where events[i].data.fd == wakeRead { stopping = true }
             if stopping { break }
+            guard tracing else {
+                queue.sync { handleBatch(n) }
+                continue
+            }
             let polledAt = LatencyTrace.now()
             queue.sync {
                 LatencyTrace.since(polledAt, .queueWait)
@@ -284,10 +290,10 @@ public final class Poller: @unchecked Sendable {
         var polledAt = polledAt
         if n == 0 {
             n = Syscall.epollPoll(pollFD, into: events)
-            polledAt = LatencyTrace.now()
+            if tracing { polledAt = LatencyTrace.now() }
         }
         guard n > 0 else { return }
-        if LatencyTrace.enabled { LatencyTrace.record(.eventsPerBatch, UInt64(n)) }
+        if tracing { LatencyTrace.record(.eventsPerBatch, UInt64(n)) }
         inTurn = true
         defer { endTurn() }
         // The first set is looked at when it says it is ready, or when a full batch may have left its
@@ -351,6 +357,10 @@ public final class Poller: @unchecked Sendable {
         let readable = entry.read && (e & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed)
         let writable = entry.write && (e & EPOLLOUT.rawValue != 0 || failed)
         guard readable || writable else { return }
+        guard tracing else {
+            entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable)
+            return
+        }
         LatencyTrace.since(polledAt, .position)
         let start = LatencyTrace.now()
         entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable)
