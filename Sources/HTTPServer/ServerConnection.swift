@@ -19,6 +19,8 @@ package final class ServerConnection: ConnectionDelegate, ResponseWriter, @unche
     private var responder: (any RequestResponder)?
     private var sizeLine: [UInt8] = []
     private var timer = LazyTimer()
+    /// `LatencyTrace` only: when the connection was accepted, then when its exchange started (0: tracing is off).
+    private var traceMark = LatencyTrace.now()
 
     /// The connection's own client before any forwarding header: the TCP peer, or the source its PROXY header named.
     package private(set) var peerAddress: String
@@ -143,6 +145,10 @@ package final class ServerConnection: ConnectionDelegate, ResponseWriter, @unche
     }
 
     private func startExchange(_ head: RequestHead) {
+        if LatencyTrace.enabled {
+            LatencyTrace.since(traceMark, .acceptToRequest)   // on a kept-alive connection: since the last exchange
+            traceMark = LatencyTrace.now()
+        }
         if peerIsTrusted { client = clientAddresses.resolve(peer: peerAddress, forwardedFor: head.headers.values("X-Forwarded-For")) }
         // Assigned after `handle` returns: a handler that answered inside it may still return a responder.
         responder = handler.handle(head, writer: self)
@@ -159,7 +165,7 @@ package final class ServerConnection: ConnectionDelegate, ResponseWriter, @unche
             case .readRequests:
                 readRequests()
             case .scheduleReadRequests:
-                loop.queue.async { [self] in
+                loop.soon { [self] in
                     machine.scheduledReadStarted()
                     readRequests()
                 }
@@ -229,11 +235,18 @@ package final class ServerConnection: ConnectionDelegate, ResponseWriter, @unche
         var bytes: [UInt8] = []
         bytes.reserveCapacity(512)
         head.serialize(into: &bytes)
-        // The head waits for the rest of this turn of the loop: the first chunk (or the whole small body) that
-        // usually arrives in the same curl callback batch then leaves with it in one write.
+        // The head waits until the slice of handlers running now has run (`EventLoop.soon`): the first chunk
+        // (or the whole small body) that usually arrives in the same curl callback batch then leaves with it in
+        // one write, without waiting for the rest of a long batch.
         connection.hold()
         connection.write(bytes)
-        loop.queue.async { [connection] in connection.releaseHold() }
+        LatencyTrace.since(traceMark, .requestToHead)
+        let headAt = LatencyTrace.now()
+        loop.soon { [connection] in
+            LatencyTrace.since(headAt, .hop)
+            connection.releaseHold()
+            LatencyTrace.since(headAt, .headToSend)
+        }
     }
 
     /// Writes one body delivery; for chunked framing the size line, payload and CRLF leave in one syscall.

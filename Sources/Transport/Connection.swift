@@ -61,6 +61,9 @@ package final class Connection: PollerHandler, @unchecked Sendable {
         loop.poller.watch(fd, read: true, write: false, handler: self)
     }
 
+    /// A client's request or close runs before the batch's relayed events: see `PollerHandler`.
+    package var pollerHandlesFirst: Bool { true }
+
     package func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
         loop.assertOnLoop()
         if readable { self.readable() }
@@ -145,8 +148,8 @@ package final class Connection: PollerHandler, @unchecked Sendable {
 
     /// Collects writes without sending them until `releaseHold()`, so that what one turn of the loop produces
     /// (a response head, then its first chunk or whole body) leaves in one syscall and one TCP segment.
-    /// Release it within the same turn of the loop (the caller schedules it): holding never delays a byte
-    /// beyond the work already under way.
+    /// Release it within the same turn of the loop (the caller schedules it, with `EventLoop.soon`): holding
+    /// never delays a byte beyond the handler already under way.
     package func hold() {
         loop.assertOnLoop()
         held = true

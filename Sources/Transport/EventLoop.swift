@@ -55,6 +55,13 @@ package final class EventLoop: @unchecked Sendable {
         queue.async(execute: work)
     }
 
+    /// Runs `work` on this loop in the same turn, once the slice of poller handlers running now has run (no
+    /// hop through the queue): see `Poller.soon`. Call on the loop.
+    package func soon(_ work: @escaping () -> Void) {
+        assertOnLoop()
+        poller.soon(work)
+    }
+
     /// Runs `action` on this loop at `deadline` unless the returned timer is cancelled first. Call on the loop.
     @discardableResult
     package func schedule(at deadline: Instant, _ action: @escaping () -> Void) -> LoopTimer {

@@ -89,6 +89,8 @@ package final class Listener: Sendable {
             self.listener = listener
             self.loop = loop
         }
+        /// New connections before the batch's relayed events: see `PollerHandler`.
+        var pollerHandlesFirst: Bool { true }
         func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
             if readable && !stopped { listener.acceptAll(self) }
         }

@@ -9,6 +9,13 @@ import Darwin
 /// Receives readiness for the descriptors it registered with a `Poller`. Called on the poller's loop queue.
 package protocol PollerHandler: AnyObject {
     func pollerEvent(fd: Int32, readable: Bool, writable: Bool)
+    /// True for the handlers whose events open or close streams (the listening socket, client connections): their
+    /// descriptors are served first (see `Poller`). Read when the descriptor is first watched. Default false.
+    var pollerHandlesFirst: Bool { get }
+}
+
+extension PollerHandler {
+    package var pollerHandlesFirst: Bool { false }
 }
 
 /// One event loop's private epoll set (kqueue on Darwin): the client connections' sockets and curl's sockets all
@@ -28,21 +35,47 @@ package protocol PollerHandler: AnyObject {
 /// write and read, two futex hand-overs to a worker thread): 11.8 system calls per event, against 4 now. On
 /// Darwin a Dispatch read source still watches the kqueue.
 ///
+/// Two classes of descriptors (Linux: two epoll sets, the "first" one nested in the main one). What opens or
+/// closes a stream (the listening socket, client connections, an upstream socket until its response head
+/// arrives: `watch(first:)`, `setHandlesFirst`) is served before the streams' events. Under load the main set's
+/// ready list holds thousands of sockets and epoll hands them out 128 at a time, oldest first: a new connection
+/// or a client's close then waited for the whole list to go round (issue 24: 134 ms from accept to the request,
+/// 268 ms more to the upstream's head, with 5 000 streams). Each turn polls the first set whenever the main
+/// set reports it ready or returns a full batch (the main set's backlog may hide it), and again after every 16
+/// handlers of a long batch, at most 16 at a time (`firstSlice`): each class gets at least half of the handler
+/// calls when both are busy. When idle a wake-up still costs one `epoll_wait`.
+///
+/// One turn handles one batch (up to 128 ready descriptors), and after each slice of 16 handlers the work they
+/// handed to `soon` (a response head released with its first chunk, curl's "act now" timer). Between turns
+/// the queue runs its other work (timers, blocks from other loops), so no turn holds it longer than one batch.
+///
 /// Owned by the loop's queue: every method but `stop` is called there.
 package final class Poller: @unchecked Sendable {
-    // Invariant: `entries` and the epoll set are touched on `queue` only (the waiting thread touches `events`
-    // and `entries` inside `queue.sync`).
+    // Invariant: `entries`, `soonTasks`, `inTurn`, `soonFlushQueued` and the epoll sets are touched on `queue`
+    // only (the waiting thread touches `events` and `entries` inside `queue.sync`).
     private let pollFD: Int32
     private let queue: DispatchQueue
     private struct Entry {
         let handler: any PollerHandler
         var read: Bool
         var write: Bool
+        var first: Bool
     }
     private var entries: [Int32: Entry] = [:]
+    /// Work handed to `soon`, run when the current slice of handlers has run (in order).
+    private var soonTasks: [() -> Void] = []
+    /// True while a turn handles a batch: `soon` work then runs inside it, with no hop through the queue.
+    private var inTurn = false
+    /// A queue block is on its way to run `soon` work handed over outside a turn.
+    private var soonFlushQueued = false
+    /// `LatencyTrace.enabled`, read once: the probes on the event path cost one test of a stored flag.
+    private let tracing = LatencyTrace.enabled
     /// Where the kernel reports ready descriptors: allocated once, not per wake-up.
     #if canImport(Glibc)
     private let events = UnsafeMutableBufferPointer<epoll_event>.allocate(capacity: 128)
+    private let firstEvents = UnsafeMutableBufferPointer<epoll_event>.allocate(capacity: Poller.firstSlice)
+    /// The set of descriptors served first; itself a member of `pollFD` (readable when one of them is ready).
+    private let firstFD: Int32
     /// A pipe in the set whose readable end tells the waiting thread to stop.
     private let wakeRead: Int32
     private let wakeWrite: Int32
@@ -55,11 +88,13 @@ package final class Poller: @unchecked Sendable {
         self.queue = queue
         #if canImport(Glibc)
         pollFD = Syscall.epollCreate()
-        precondition(pollFD >= 0, "cannot create the event loop's poller")
+        firstFD = Syscall.epollCreate()
+        precondition(pollFD >= 0 && firstFD >= 0, "cannot create the event loop's poller")
         guard let wake = Syscall.wakePipe() else { preconditionFailure("cannot create the event loop's wake-up pipe") }
         wakeRead = wake.read
         wakeWrite = wake.write
         _ = Syscall.epollControl(pollFD, EPOLL_CTL_ADD, wakeRead, events: EPOLLIN.rawValue)
+        _ = Syscall.epollControl(pollFD, EPOLL_CTL_ADD, firstFD, events: EPOLLIN.rawValue)
         // The thread holds the poller until it has stopped: it owns the descriptors' closing.
         let context = Unmanaged.passRetained(self).toOpaque()
         var thread = pthread_t()
@@ -76,12 +111,17 @@ package final class Poller: @unchecked Sendable {
         source = DispatchSource.makeReadSource(fileDescriptor: pollFD, queue: queue)
         let fd = pollFD
         source.setCancelHandler { Syscall.close(fd) }
-        source.setEventHandler { [unowned self] in self.drain(first: 0) }
+        source.setEventHandler { [unowned self] in self.handleBatch(0) }
         source.activate()
         #endif
     }
 
-    deinit { events.deallocate() }
+    deinit {
+        events.deallocate()
+        #if canImport(Glibc)
+        firstEvents.deallocate()
+        #endif
+    }
 
     /// Stops watching everything and closes the poll descriptor (once the waiting thread has woken up). Safe
     /// from any thread.
@@ -102,11 +142,22 @@ package final class Poller: @unchecked Sendable {
             var stopping = false
             for i in 0..<n where events[i].data.fd == wakeRead { stopping = true }
             if stopping { break }
-            queue.sync { drain(first: n) }
+            guard tracing else {
+                queue.sync { handleBatch(n) }
+                continue
+            }
+            let polledAt = LatencyTrace.now()
+            queue.sync {
+                LatencyTrace.since(polledAt, .queueWait)
+                let start = LatencyTrace.now()
+                handleBatch(n, polledAt: polledAt)
+                LatencyTrace.since(start, .batch)
+            }
         }
         queue.sync { entries.removeAll() }
         Syscall.close(wakeRead)
         Syscall.close(wakeWrite)
+        Syscall.close(firstFD)
         Syscall.close(pollFD)
     }
     #endif
@@ -115,11 +166,17 @@ package final class Poller: @unchecked Sendable {
     package func handler(of fd: Int32) -> (any PollerHandler)? { entries[fd]?.handler }
 
     /// Watches `fd` for the given directions on behalf of `handler` (replacing any previous registration of
-    /// that number: a descriptor number belongs to whoever opened it last).
-    package func watch(_ fd: Int32, read: Bool, write: Bool, handler: any PollerHandler) {
-        let known = entries[fd] != nil
-        entries[fd] = Entry(handler: handler, read: read, write: write)
-        apply(fd, read: read, write: write, known: known)
+    /// that number: a descriptor number belongs to whoever opened it last). `first` (default: the handler's
+    /// `pollerHandlesFirst`) serves it before the streams' events.
+    package func watch(_ fd: Int32, read: Bool, write: Bool, handler: any PollerHandler, first: Bool? = nil) {
+        let previous = entries[fd]
+        let first = first ?? handler.pollerHandlesFirst
+        entries[fd] = Entry(handler: handler, read: read, write: write, first: first)
+        #if canImport(Glibc)
+        // A number registered in the other set (by a previous owner that did not say goodbye) leaves it first.
+        if let previous, previous.first != first { _ = Syscall.epollControl(set(previous.first), EPOLL_CTL_DEL, fd, events: 0) }
+        #endif
+        apply(fd, read: read, write: write, first: first, known: previous?.first == first)
     }
 
     /// Changes the directions of a registered descriptor.
@@ -129,27 +186,47 @@ package final class Poller: @unchecked Sendable {
         entry.read = read
         entry.write = write
         entries[fd] = entry
-        apply(fd, read: read, write: write, known: true)
+        apply(fd, read: read, write: write, first: entry.first, known: true)
     }
 
-    /// Stops watching `fd` (before it is closed, or when its owner no longer cares).
-    package func remove(_ fd: Int32) {
-        guard entries.removeValue(forKey: fd) != nil else { return }
+    /// Moves a registered descriptor between the two classes (an upstream socket whose response head arrived
+    /// joins the streams' events).
+    package func setHandlesFirst(_ fd: Int32, _ first: Bool) {
+        guard var entry = entries[fd], entry.first != first else { return }
+        entry.first = first
+        entries[fd] = entry
         #if canImport(Glibc)
-        _ = Syscall.epollControl(pollFD, EPOLL_CTL_DEL, fd, events: 0)   // EBADF/ENOENT: already closed, which is fine
-        #else
-        apply(fd, read: false, write: false, known: true)
+        _ = Syscall.epollControl(set(!first), EPOLL_CTL_DEL, fd, events: 0)
+        apply(fd, read: entry.read, write: entry.write, first: first, known: false)
         #endif
     }
 
-    private func apply(_ fd: Int32, read: Bool, write: Bool, known: Bool) {
+    /// Whether `fd` is registered as served first (tests).
+    package func handlesFirst(_ fd: Int32) -> Bool? { entries[fd]?.first }
+
+    /// Stops watching `fd` (before it is closed, or when its owner no longer cares).
+    package func remove(_ fd: Int32) {
+        guard let entry = entries.removeValue(forKey: fd) else { return }
+        #if canImport(Glibc)
+        _ = Syscall.epollControl(set(entry.first), EPOLL_CTL_DEL, fd, events: 0)   // EBADF/ENOENT: already closed, which is fine
+        #else
+        apply(fd, read: false, write: false, first: entry.first, known: true)
+        #endif
+    }
+
+    #if canImport(Glibc)
+    private func set(_ first: Bool) -> Int32 { first ? firstFD : pollFD }
+    #endif
+
+    private func apply(_ fd: Int32, read: Bool, write: Bool, first: Bool, known: Bool) {
         #if canImport(Glibc)
         let mask = (read ? EPOLLIN.rawValue | EPOLLRDHUP.rawValue : 0) | (write ? EPOLLOUT.rawValue : 0)
+        let set = set(first)
         // What we believe is registered picks ADD or MOD; the belief is stale when a descriptor was closed
         // without telling us and its number came back, and then the other operation is the right one.
-        switch Syscall.epollControl(pollFD, known ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, events: mask) {
-        case ENOENT: _ = Syscall.epollControl(pollFD, EPOLL_CTL_ADD, fd, events: mask)
-        case EEXIST: _ = Syscall.epollControl(pollFD, EPOLL_CTL_MOD, fd, events: mask)
+        switch Syscall.epollControl(set, known ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, events: mask) {
+        case ENOENT: _ = Syscall.epollControl(set, EPOLL_CTL_ADD, fd, events: mask)
+        case EEXIST: _ = Syscall.epollControl(set, EPOLL_CTL_MOD, fd, events: mask)
         default: break
         }
         #else
@@ -160,39 +237,134 @@ package final class Poller: @unchecked Sendable {
         #endif
     }
 
-    /// Handles the `first` events already in `events`, then polls again (without blocking) while batches come
-    /// back full.
-    private func drain(first: Int) {
+    /// Runs `task` on this loop within the same turn, once the slice of handlers running now (at most 16) has
+    /// run: no hop through the queue, so what a handler leaves for "right after me" (a held response head, curl's
+    /// request to act now) waits neither for the rest of a long batch nor for another thread's wake-up; and what
+    /// a slice's handlers leave is done together (one `curl_multi_socket_action` for every transfer they added,
+    /// responses sent back to back: run after each handler instead, S3 lost 20 % of its requests per second to
+    /// the peers' extra wake-ups). Outside a turn (a timer, a block on the queue) the task runs in a block
+    /// queued now. Call on the loop.
+    package func soon(_ task: @escaping () -> Void) {
+        soonTasks.append(task)
+        if !inTurn { queueFlush() }
+    }
+
+    /// Outside a turn: a block on the queue runs the waiting tasks (what they hand over queues the next one).
+    private func queueFlush() {
+        guard !soonFlushQueued else { return }
+        soonFlushQueued = true
+        queue.async { [self] in
+            soonFlushQueued = false
+            runSoonTasks()
+        }
+    }
+
+    /// How many `soon` tasks wait (tests).
+    package var pendingSoonCount: Int { soonTasks.count }
+
+    @inline(__always)
+    private func runSoonTasksIfAny() {
+        if !soonTasks.isEmpty { runSoonTasks() }
+    }
+
+    /// Runs the tasks waiting now; what they hand over waits for the next slice's end (or the turn's end), so a
+    /// task that keeps handing over more (curl asking again and again to act now) cannot hold the loop.
+    private func runSoonTasks() {
+        let count = soonTasks.count
+        for i in 0..<count { soonTasks[i]() }
+        soonTasks.removeFirst(count)
+    }
+
+    /// The turn is over: one more round of `soon` work, and what that hands over runs in a queued block.
+    private func endTurn() {
+        runSoonTasksIfAny()
+        inTurn = false
+        if !soonTasks.isEmpty { queueFlush() }
+    }
+
+    /// Handles one batch: the `count` events already in `events` (or, with none, what a non-blocking poll
+    /// returns). The first class's ready descriptors run first, then the rest; `soon` work after each slice.
+    func handleBatch(_ count: Int, polledAt: UInt64 = 0) {
         #if canImport(Glibc)
-        var n = first
-        for round in 0..<8 {
-            if round > 0 || n == 0 { n = Syscall.epollPoll(pollFD, into: events) }
-            guard n > 0 else { return }
-            for i in 0..<n {
-                let fd = events[i].data.fd
-                let e = events[i].events
-                // Looked up now: an earlier handler in this batch may have closed this descriptor.
-                guard let entry = entries[fd] else { continue }
-                let failed = e & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0
-                let readable = entry.read && (e & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed)
-                let writable = entry.write && (e & EPOLLOUT.rawValue != 0 || failed)
-                if readable || writable { entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable) }
+        var n = count
+        var polledAt = polledAt
+        if n == 0 {
+            n = Syscall.epollPoll(pollFD, into: events)
+            if tracing { polledAt = LatencyTrace.now() }
+        }
+        guard n > 0 else { return }
+        if tracing { LatencyTrace.record(.eventsPerBatch, UInt64(n)) }
+        inTurn = true
+        defer { endTurn() }
+        // The first set is looked at when it says it is ready, or when a full batch may have left its
+        // readiness behind in the main set's backlog; and again after every `firstSlice` of a long batch's
+        // other handlers (under load one relayed readiness can cost half a millisecond: 64 ms for a batch).
+        var firstReady = n == events.count
+        for i in 0..<n where events[i].data.fd == firstFD { firstReady = true }
+        if firstReady { serveFirst(polledAt: polledAt) }
+        var sinceFirst = 0
+        for i in 0..<n where events[i].data.fd != firstFD {
+            dispatch(events[i], polledAt: polledAt)
+            sinceFirst += 1
+            if sinceFirst == Self.firstSlice {
+                sinceFirst = 0
+                runSoonTasksIfAny()
+                serveFirst(polledAt: polledAt)
             }
-            if n < events.count { return }
         }
         #else
-        for _ in 0..<8 {
-            let n = Syscall.kqueuePoll(pollFD, into: events)
-            guard n > 0 else { return }
+        let n = Syscall.kqueuePoll(pollFD, into: events)
+        guard n > 0 else { return }
+        inTurn = true
+        defer { endTurn() }
+        var handled = 0
+        for pass in 0..<2 {
             for i in 0..<n {
                 let fd = Int32(events[i].ident)
-                guard let entry = entries[fd] else { continue }
+                guard let entry = entries[fd], entry.first == (pass == 0) else { continue }
                 let readable = entry.read && events[i].filter == Int16(EVFILT_READ)
                 let writable = entry.write && events[i].filter == Int16(EVFILT_WRITE)
-                if readable || writable { entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable) }
+                if readable || writable {
+                    entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable)
+                    handled += 1
+                    if handled % 16 == 0 { runSoonTasksIfAny() }
+                }
             }
-            if n < events.count { return }
         }
         #endif
     }
+
+    #if canImport(Glibc)
+    /// The most first-class handlers per look at the first set, and the other handlers between two looks in a
+    /// long batch: when both classes are busy each gets at least half of the handler calls, so a flood of
+    /// client bytes or connections cannot starve the running streams, nor the streams a new connection.
+    static let firstSlice = 16
+
+    /// Handles up to `firstSlice` ready descriptors of the first class, then the `soon` work they left.
+    private func serveFirst(polledAt: UInt64) {
+        let m = Syscall.epollPoll(firstFD, into: firstEvents)
+        for i in 0..<m { dispatch(firstEvents[i], polledAt: polledAt) }
+        runSoonTasksIfAny()
+    }
+
+    @inline(__always)
+    private func dispatch(_ event: epoll_event, polledAt: UInt64) {
+        let fd = event.data.fd
+        let e = event.events
+        // Looked up now: an earlier handler in this batch may have closed this descriptor.
+        guard let entry = entries[fd] else { return }
+        let failed = e & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0
+        let readable = entry.read && (e & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed)
+        let writable = entry.write && (e & EPOLLOUT.rawValue != 0 || failed)
+        guard readable || writable else { return }
+        guard tracing else {
+            entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable)
+            return
+        }
+        LatencyTrace.since(polledAt, .position)
+        let start = LatencyTrace.now()
+        entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable)
+        LatencyTrace.since(start, .handler)
+    }
+    #endif
 }

@@ -34,6 +34,8 @@ package final class Transfer: UpstreamCall, @unchecked Sendable {
     /// curl wanted to send the request again and was refused: the transfer fails with `connectionReset`.
     private var resendRefused = false
     private var sawResponseBytes = false
+    /// A byte of the response (head or body) arrived.
+    var hasResponded: Bool { sawResponseBytes }
     /// The request's header lines as curl reads them (CURLOPT_HTTPHEADER, which curl does not copy): see
     /// `HeaderLines`.
     private var headerLines: HeaderLines?
@@ -269,7 +271,15 @@ package final class Transfer: UpstreamCall, @unchecked Sendable {
         guard !sawResponseBytes else { return }
         sawResponseBytes = true
         body = []
+        if setupSocket >= 0 {
+            driver.setUpDone(socket: setupSocket)
+            setupSocket = -1
+        }
     }
+
+    /// The upstream socket the driver registered as served first while this transfer was being set up (-1:
+    /// none): it joins the streams' events when the response begins.
+    var setupSocket: Int32 = -1
 
     fileprivate func onRead(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
         driver.loop.assertOnLoop()
