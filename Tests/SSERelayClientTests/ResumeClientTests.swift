@@ -302,9 +302,13 @@ extension ClientThroughRelayTests {
                 let client = ClientThroughRelayTests.client(dev.relay.port) { $0.dropAfterEvents = drop }
                 #expect(try await ResumeClientTests.answer(client) == FakeProvider.answer, "dropped after \(drop) events")
             }
-            // Each dropped answer was resumed once, from the relay's log; the provider answered 4 requests in all.
-            try await eventually("four exchanges logged", timeout: 10) {
-                dev.relay.logs.lines.filter { $0.contains(#""path":"/v1/chat/completions""#) }.count == 4
+            // Each dropped answer was resumed once, from the relay's log; the provider answered 4 requests in all. A
+            // resume's log line is written when its reader's exchange ends, which may come after the client has its
+            // text (and after the last answer's own line): both counts are waited for.
+            try await eventually("four exchanges and three resumes logged", timeout: 10) {
+                let lines = dev.relay.logs.lines
+                return lines.filter { $0.contains(#""path":"/v1/chat/completions""#) }.count == 4
+                    && lines.filter { $0.contains(#""result":"resumed""#) }.count >= 3
             }
             let resumed = dev.relay.logs.lines.filter { $0.contains(#""result":"resumed""#) }
             #expect(resumed.count == 3)
