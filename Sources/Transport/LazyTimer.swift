@@ -18,11 +18,13 @@ package struct LazyTimer {
 
     /// Arms for `deadline` unless an armed timer fires no later. `fire` runs on the loop when the timer fires; it
     /// must call `fired()` first.
-    package mutating func arm(at deadline: Instant, on loop: any LoopScheduler, _ fire: @escaping () -> Void) {
+    /// `loop` is read only when a timer is armed: the common case, an earlier deadline already armed, costs a
+    /// comparison.
+    package mutating func arm(at deadline: Instant, on loop: @autoclosure () -> any LoopScheduler, _ fire: @escaping () -> Void) {
         if let armed = armedAt, armed <= deadline, timer?.isCancelled == false { return }
         timer?.cancel()
         armedAt = deadline
-        timer = loop.schedule(at: deadline, fire)
+        timer = loop().schedule(at: deadline, fire)
     }
 
     /// The timer fired: nothing is armed now.

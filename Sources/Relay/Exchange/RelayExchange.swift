@@ -82,7 +82,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// as received, after its `RequestBodyPlan` (made with `plan`) accepted it; the plan's edits (clamp, usage
     /// request, written ceiling) are applied in one pass.
     func start(_ request: UpstreamRequest, upstream: any UpstreamClient, plan: RequestBodyPlan.Settings) {
-        writer.scheduler.assertOnLoop()
+        assertOnLoop()
         pendingCall = (request, upstream, plan)
     }
 
@@ -91,14 +91,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     // MARK: RequestResponder
 
     func requestBody(_ bytes: [UInt8]) {
-        writer.scheduler.assertOnLoop()
+        assertOnLoop()
         record.bytesIn += bytes.count
         metrics.bytesToUpstream.wrappingAdd(bytes.count, ordering: .relaxed)
         body.append(contentsOf: bytes)
     }
 
     func requestEnd() {
-        writer.scheduler.assertOnLoop()
+        assertOnLoop()
         machine.requestBodyComplete(now: clock.now())
         guard let call = pendingCall, machine.phase == .awaitingUpstreamHead else { return }
         if let gate = attestationGate {
@@ -189,14 +189,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func clientClosed() {
-        writer.scheduler.assertOnLoop()
+        assertOnLoop()
         if streamClientClosed() { return }   // a resumable stream runs on, detached
         clientLeft()
     }
 
     /// The client is gone for good: the upstream is cancelled (or drained).
     func clientLeft() {
-        writer.scheduler.assertOnLoop()
+        assertOnLoop()
         let phase = machine.phase
         let actions = machine.clientClosed(now: clock.now(), afterFinish: meter.awaitsUsageAfterFinish)
         // Only a call that was made can be cancelled: a client gone mid-body never reached the provider. A drained
@@ -208,14 +208,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func clientDrained() {
-        writer.scheduler.assertOnLoop()
+        assertOnLoop()
         perform(machine.clientDrained(now: clock.now()))
     }
 
     // MARK: TransferDelegate
 
     func transfer(_ transfer: any UpstreamCall, didReceiveHead status: Int, headers: HTTPHeaders) {
-        writer.scheduler.assertOnLoop()
+        assertOnLoop()
         record.upstreamHeadAt = clock.now()
         var headers = headers
         if let key = providerKey {
@@ -234,7 +234,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func transfer(_ transfer: any UpstreamCall, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool {
-        writer.scheduler.assertOnLoop()
+        assertOnLoop()
         switch machine.upstreamBody(clientAboveHighWater: writer.isAboveHighWater && !keeping.originalGone, now: clock.now()) {
         case .forward:
             streamDelivered()
@@ -318,7 +318,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     func transfer(_ transfer: any UpstreamCall, didCompleteWith result: Result<Void, UpstreamFailure>) {
-        writer.scheduler.assertOnLoop()
+        assertOnLoop()
         if case .failure(let failure) = result {
             if case .connectFailed = failure { callReachedProvider = false }
             if case .connectTimeout = failure { callReachedProvider = false }
@@ -362,6 +362,15 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         } else {
             armTimer()
         }
+    }
+
+    /// Debug builds check that the exchange runs on its loop; release builds do nothing, not even fetch the
+    /// writer's scheduler (an existential: a retain, a release and a call per entry point).
+    @inline(__always)
+    func assertOnLoop() {
+        #if DEBUG
+        writer.scheduler.assertOnLoop()
+        #endif
     }
 
     func armTimer() {

@@ -38,11 +38,7 @@ package enum Endpoint: String, Sendable, Equatable {
         // Gemini's method separator, as sent or percent-encoded (a reserved character: left encoded by the path
         // rules, and read as `:` by Google's front end).
         if bare.contains(UInt8(ascii: "%")) { bare = Self.decodingColons(bare) }
-        func ends(_ suffix: StaticString) -> Bool {
-            let n = suffix.utf8CodeUnitCount
-            guard bare.count >= n else { return false }
-            return bare[(bare.count - n)...].elementsEqual(UnsafeBufferPointer(start: suffix.utf8Start, count: n))
-        }
+        func ends(_ suffix: StaticString) -> Bool { Self.hasSuffix(bare, suffix) }
         if ends("/completions") {   // chat and legacy completions alike
             self = .openAIChat
         } else if ends("/responses") {
@@ -62,10 +58,7 @@ package enum Endpoint: String, Sendable, Equatable {
     static func isChatCompletions(_ path: String) -> Bool {
         var bare = Array(path.utf8.prefix { $0 != UInt8(ascii: "?") })
         if bare.count > 1 && bare.last == UInt8(ascii: "/") { bare.removeLast() }
-        let suffix: StaticString = "/chat/completions"
-        let n = suffix.utf8CodeUnitCount
-        guard bare.count >= n else { return false }
-        return bare[(bare.count - n)...].elementsEqual(UnsafeBufferPointer(start: suffix.utf8Start, count: n))
+        return hasSuffix(bare, "/chat/completions")
     }
 
     /// Whether the relay reads this endpoint's answers for usage and reserves for its requests.
@@ -98,5 +91,17 @@ extension Endpoint {
             }
         }
         return out
+    }
+}
+
+extension Endpoint {
+    /// Whether `bytes` ends with `suffix`, compared byte by byte (no generic sequence machinery on the request path).
+    static func hasSuffix(_ bytes: [UInt8], _ suffix: StaticString) -> Bool {
+        let n = suffix.utf8CodeUnitCount
+        guard bytes.count >= n else { return false }
+        let start = bytes.count - n
+        let tail = suffix.utf8Start
+        for i in 0..<n where bytes[start + i] != tail[i] { return false }
+        return true
     }
 }
