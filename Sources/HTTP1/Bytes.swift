@@ -87,7 +87,7 @@ func decodeFieldValue(_ bytes: UnsafeBufferPointer<UInt8>, hasHighBytes: Bool) -
 
 /// The bytes as a string if they are well-formed UTF-8 (no overlong forms, surrogates or scalars past U+10FFFF),
 /// else nil: what `String(validating:as:)` does, which needs macOS 15 / iOS 18 (the package's floor is macOS 13).
-package func validatedUTF8String<Bytes: Collection>(_ bytes: Bytes) -> String? where Bytes.Element == UInt8 {
+public func validatedUTF8String<Bytes: Collection>(_ bytes: Bytes) -> String? where Bytes.Element == UInt8 {
     var iterator = bytes.makeIterator()
     var decoder = Unicode.UTF8()
     while true {

@@ -1,11 +1,11 @@
 /// An address block such as `10.0.0.0/8` or `fd00::/8` (a bare address is a block of one).
-package struct CIDR: Hashable, Sendable, CustomStringConvertible {
-    package let network: IPAddress
-    package let prefixLength: Int
+public struct CIDR: Hashable, Sendable, CustomStringConvertible {
+    public let network: IPAddress
+    public let prefixLength: Int
 
     /// Parses `address/length` or a bare address. Nil when malformed, or when bits beyond the prefix are set
     /// (`10.0.0.1/8` is more likely a typo for a single address than a wish to trust 16 million).
-    package init?(_ text: String) {
+    public init?(_ text: String) {
         let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard let address = IPAddress(parts[0]) else { return nil }
         let bits = address.bytes.count * 8
@@ -20,13 +20,13 @@ package struct CIDR: Hashable, Sendable, CustomStringConvertible {
         prefixLength = length
     }
 
-    package func contains(_ address: IPAddress) -> Bool {
+    public func contains(_ address: IPAddress) -> Bool {
         let candidate = address.unmapped.bytes
         guard candidate.count == network.bytes.count else { return false }
         return CIDR.masked(candidate, prefixLength) == network.bytes
     }
 
-    package var description: String { "\(network)/\(prefixLength)" }
+    public var description: String { "\(network)/\(prefixLength)" }
 
     static func masked(_ bytes: [UInt8], _ length: Int) -> [UInt8] {
         var out = bytes
@@ -39,22 +39,22 @@ package struct CIDR: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// Where one request really came from, and what the provider is told about it.
-package struct ClientAddress: Equatable, Sendable {
+public struct ClientAddress: Equatable, Sendable {
     /// The address rate limits key on and logs show.
-    package var address: String
+    public var address: String
     /// The `X-Forwarded-For` value sent upstream: the hops the relay's trusted proxies vouched for, then the peer.
-    package var forwardedFor: String
+    public var forwardedFor: String
     /// The connection came from a trusted proxy, so its `X-Forwarded-Proto` is believed.
-    package var viaTrustedProxy: Bool
+    public var viaTrustedProxy: Bool
 
-    package init(address: String, forwardedFor: String, viaTrustedProxy: Bool) {
+    public init(address: String, forwardedFor: String, viaTrustedProxy: Bool) {
         self.address = address
         self.forwardedFor = forwardedFor
         self.viaTrustedProxy = viaTrustedProxy
     }
 
     /// A client connected straight to the relay: its own forwarding headers count for nothing.
-    package static func direct(_ peer: String) -> ClientAddress {
+    public static func direct(_ peer: String) -> ClientAddress {
         ClientAddress(address: peer, forwardedFor: peer, viaTrustedProxy: false)
     }
 }
@@ -70,24 +70,24 @@ package struct ClientAddress: Equatable, Sendable {
 /// - A hop that is not an IP address (`unknown`, a name, garbage) stops the walk: the client is the last valid hop
 ///   (or the peer), as nginx does. Nothing right of a trusted proxy can be forged, so the answer stays one a trusted
 ///   proxy vouched for. Ports (`1.2.3.4:5678`, `[2001:db8::1]:443`, as some balancers write) are ignored.
-package struct ClientAddressResolver: Sendable {
-    package let trustedProxies: [CIDR]
+public struct ClientAddressResolver: Sendable {
+    public let trustedProxies: [CIDR]
 
-    package init(trustedProxies: [CIDR] = []) {
+    public init(trustedProxies: [CIDR] = []) {
         self.trustedProxies = trustedProxies
     }
 
-    package func isTrusted(_ address: IPAddress) -> Bool {
+    public func isTrusted(_ address: IPAddress) -> Bool {
         trustedProxies.contains { $0.contains(address) }
     }
 
-    package func isTrusted(_ text: String) -> Bool {
+    public func isTrusted(_ text: String) -> Bool {
         guard !trustedProxies.isEmpty, let address = IPAddress(text) else { return false }
         return isTrusted(address)
     }
 
     /// `forwardedFor`: every `X-Forwarded-For` field line, in order (RFC 9110 §5.3: one comma-separated list).
-    package func resolve(peer: String, forwardedFor: [String]) -> ClientAddress {
+    public func resolve(peer: String, forwardedFor: [String]) -> ClientAddress {
         guard isTrusted(peer) else { return .direct(peer) }
         let hops = forwardedFor.flatMap { $0.split(separator: ",") }
             .map { $0.trimmingSpaces() }

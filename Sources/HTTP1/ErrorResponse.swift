@@ -5,17 +5,17 @@ import Support
 /// The connection uses it for what it detects on its own (a malformed request, a request that came too slowly);
 /// an application's richer error type (the relay's `RelayError`) converts to it. Messages are written by the
 /// server, never copied from the request, so nothing the client sent (a credential, say) is echoed.
-package struct ErrorResponse: Error, Sendable, Equatable {
-    package var status: Int
+public struct ErrorResponse: Error, Sendable, Equatable {
+    public var status: Int
     /// The body's `error.type`.
-    package var type: String
+    public var type: String
     /// The body's `error.code`: what metrics and rejection logs count.
-    package var code: String
-    package var message: String
+    public var code: String
+    public var message: String
     /// Fields sent after `Content-Type` (`Allow`, `Retry-After`, CORS fields), in order.
-    package var headers: [(String, String)]
+    public var headers: [(String, String)]
 
-    package init(status: Int, type: String, code: String, message: String, headers: [(String, String)] = []) {
+    public init(status: Int, type: String, code: String, message: String, headers: [(String, String)] = []) {
         self.status = status
         self.type = type
         self.code = code
@@ -23,18 +23,18 @@ package struct ErrorResponse: Error, Sendable, Equatable {
         self.headers = headers
     }
 
-    package static func == (a: ErrorResponse, b: ErrorResponse) -> Bool {
+    public static func == (a: ErrorResponse, b: ErrorResponse) -> Bool {
         a.status == b.status && a.type == b.type && a.code == b.code && a.message == b.message
             && a.headers.map { "\($0.0):\($0.1)" } == b.headers.map { "\($0.0):\($0.1)" }
     }
 
-    package var jsonBody: [UInt8] {
+    public var jsonBody: [UInt8] {
         let body = "{\"error\":{\"message\":\(JSONLine.quote(message)),\"type\":\(JSONLine.quote(type)),\"code\":\(JSONLine.quote(code))}}"
         return Array(body.utf8)
     }
 
     /// The head fields of the answer, before framing: `Content-Type`, the extra fields, then `X-Request-Id`.
-    package func headerFields(requestID: String?) -> HTTPHeaders {
+    public func headerFields(requestID: String?) -> HTTPHeaders {
         var fields = HTTPHeaders()
         fields.add(name: "Content-Type", value: "application/json")
         for (name, value) in headers { fields.add(name: name, value: value) }
@@ -43,7 +43,7 @@ package struct ErrorResponse: Error, Sendable, Equatable {
     }
 
     /// The whole answer as bytes, for a socket that gets nothing else (a connection refused at accept).
-    package func serialized(requestID: String? = nil) -> [UInt8] {
+    public func serialized(requestID: String? = nil) -> [UInt8] {
         let body = jsonBody
         var bytes: [UInt8] = []
         ResponseHead.complete(status: status, headers: headerFields(requestID: requestID), contentLength: body.count,
@@ -52,7 +52,7 @@ package struct ErrorResponse: Error, Sendable, Equatable {
     }
 
     /// A request the parser refused; the status is the parser's (400, 413, 414, 431, 505).
-    package static func badRequest(_ error: HTTPParseError) -> ErrorResponse {
+    public static func badRequest(_ error: HTTPParseError) -> ErrorResponse {
         ErrorResponse(status: error.status, type: "invalid_request_error", code: code(for: error.kind), message: error.message)
     }
 
@@ -68,7 +68,7 @@ package struct ErrorResponse: Error, Sendable, Equatable {
     }
 
     /// A head or body that did not arrive within its deadline (`ConnectionDeadlines`).
-    package static let requestTimeout = ErrorResponse(
+    public static let requestTimeout = ErrorResponse(
         status: 408, type: "invalid_request_error", code: "request_timeout",
         message: "The request was not received in time.")
 }
@@ -77,7 +77,7 @@ extension ResponseHead {
     /// The head of a complete response whose body is `contentLength` bytes: the given fields, then `Content-Length`,
     /// then `Connection: close` unless the connection is kept (RFC 9112 §9.6). The one place such heads are built,
     /// so an answer written by a connection and one written to a refused socket are the same bytes.
-    package static func complete(status: Int, headers: HTTPHeaders, contentLength: Int, keepAlive: Bool) -> ResponseHead {
+    public static func complete(status: Int, headers: HTTPHeaders, contentLength: Int, keepAlive: Bool) -> ResponseHead {
         var headers = headers
         headers.add(name: "Content-Length", value: String(contentLength))
         if !keepAlive { headers.add(name: "Connection", value: "close") }

@@ -1,10 +1,10 @@
 /// One field line: a name and its value, both as received or as they will be sent.
 /// RFC 9110 §5 defines fields; the name is kept in its original case so relayed headers are not rewritten.
-package struct HTTPField: Sendable, Equatable {
-    package var name: String
-    package var value: String
+public struct HTTPField: Sendable, Equatable {
+    public var name: String
+    public var value: String
 
-    package init(name: String, value: String) {
+    public init(name: String, value: String) {
         self.name = name
         self.value = value
     }
@@ -13,14 +13,14 @@ package struct HTTPField: Sendable, Equatable {
 /// An ordered list of fields that looks names up case-insensitively (ASCII) and keeps duplicates in order.
 /// RFC 9110 §5.1 makes field names case-insensitive and §5.3 makes the order of same-named lines significant,
 /// so this is a list rather than a dictionary. `==` compares the exact lists (order and spelling).
-package struct HTTPHeaders: Sendable, Equatable, Sequence {
+public struct HTTPHeaders: Sendable, Equatable, Sequence {
     private var fields: [HTTPField]
 
-    package init() {
+    public init() {
         fields = []
     }
 
-    package init(_ pairs: [(String, String)]) {
+    public init(_ pairs: [(String, String)]) {
         fields = pairs.map { HTTPField(name: $0.0, value: $0.1) }
     }
 
@@ -28,47 +28,47 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
         self.fields = fields
     }
 
-    package var count: Int { fields.count }
+    public var count: Int { fields.count }
 
-    package var underestimatedCount: Int { fields.count }
+    public var underestimatedCount: Int { fields.count }
 
-    package mutating func add(name: String, value: String) {
+    public mutating func add(name: String, value: String) {
         fields.append(HTTPField(name: name, value: value))
     }
 
-    package func first(_ name: String) -> String? {
+    public func first(_ name: String) -> String? {
         for field in fields where Self.namesEqual(field.name, name) {
             return field.value
         }
         return nil
     }
 
-    package func values(_ name: String) -> [String] {
+    public func values(_ name: String) -> [String] {
         fields.compactMap { Self.namesEqual($0.name, name) ? $0.value : nil }
     }
 
-    package func contains(_ name: String) -> Bool {
+    public func contains(_ name: String) -> Bool {
         fields.contains { Self.namesEqual($0.name, name) }
     }
 
     /// Removes every occurrence.
-    package mutating func remove(_ name: String) {
+    public mutating func remove(_ name: String) {
         fields.removeAll { Self.namesEqual($0.name, name) }
     }
 
     /// Removes all occurrences, then adds one at the end.
-    package mutating func replaceOrAdd(name: String, value: String) {
+    public mutating func replaceOrAdd(name: String, value: String) {
         remove(name)
         add(name: name, value: value)
     }
 
-    package mutating func removeAll(where shouldRemove: (HTTPField) -> Bool) {
+    public mutating func removeAll(where shouldRemove: (HTTPField) -> Bool) {
         fields.removeAll(where: shouldRemove)
     }
 
     /// Comma-separated list values over all occurrences, trimmed, lowercased, empties dropped (Connection, TE...).
     /// RFC 9110 §5.3 lets a list be split across lines or joined with commas; both spellings mean the same.
-    package func tokens(_ name: String) -> [String] {
+    public func tokens(_ name: String) -> [String] {
         var result: [String] = []
         for field in fields where Self.namesEqual(field.name, name) {
             for element in field.value.utf8.split(separator: 0x2C, omittingEmptySubsequences: true) {
@@ -83,7 +83,7 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
         return result
     }
 
-    package func makeIterator() -> IndexingIterator<[HTTPField]> {
+    public func makeIterator() -> IndexingIterator<[HTTPField]> {
         fields.makeIterator()
     }
 
@@ -96,7 +96,7 @@ package struct HTTPHeaders: Sendable, Equatable, Sequence {
 /// Whether two strings are the same bytes up to ASCII case: how field names compare (RFC 9110 §5.1). Works on
 /// the strings' own storage (native strings are contiguous UTF-8), so a lookup costs no allocation.
 @inlinable
-package func asciiCaseInsensitiveEqual(_ a: String, _ b: String) -> Bool {
+public func asciiCaseInsensitiveEqual(_ a: String, _ b: String) -> Bool {
     guard a.utf8.count == b.utf8.count else { return false }
     let fast = a.utf8.withContiguousStorageIfAvailable { x in
         b.utf8.withContiguousStorageIfAvailable { y in
@@ -111,7 +111,7 @@ package func asciiCaseInsensitiveEqual(_ a: String, _ b: String) -> Bool {
 }
 
 /// Whether `s` starts with `prefix` up to ASCII case (`prefix` given in lowercase), without lowercasing `s`.
-package func asciiCaseInsensitiveHasPrefix(_ s: String, lowercasePrefix prefix: String) -> Bool {
+public func asciiCaseInsensitiveHasPrefix(_ s: String, lowercasePrefix prefix: String) -> Bool {
     let x = s.utf8, y = prefix.utf8
     guard x.count >= y.count else { return false }
     return zip(x, y).allSatisfy { asciiLower($0) == $1 }

@@ -5,12 +5,12 @@
 /// is rejected rather than read as octal, as some stacks do), and IPv6 per RFC 4291 §2.2 (`::` compression, an
 /// embedded IPv4 tail). Printed: RFC 5952 (lowercase, longest zero run compressed, IPv4-mapped as `::ffff:a.b.c.d`),
 /// the same text `inet_ntop` gives, so one address always has one spelling (one rate-limit key).
-package enum IPAddress: Hashable, Sendable, CustomStringConvertible {
+public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
     case v4(UInt32)
     case v6([UInt8])
 
     /// Parses an address; nil for anything else (names, ports, zone ids, CIDR suffixes).
-    package init?(_ text: some StringProtocol) {
+    public init?(_ text: some StringProtocol) {
         let bytes = Array(text.utf8)
         if let v4 = IPAddress.parseV4(bytes[...]) {
             self = .v4(v4)
@@ -22,7 +22,7 @@ package enum IPAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// From 4 (IPv4) or 16 (IPv6) network-order bytes.
-    package init?(bytes: some Collection<UInt8>) {
+    public init?(bytes: some Collection<UInt8>) {
         let b = Array(bytes)
         switch b.count {
         case 4: self = .v4(b.reduce(0) { $0 << 8 | UInt32($1) })
@@ -32,7 +32,7 @@ package enum IPAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Network-order bytes: 4 for IPv4, 16 for IPv6.
-    package var bytes: [UInt8] {
+    public var bytes: [UInt8] {
         switch self {
         case .v4(let n): return [UInt8(n >> 24), UInt8(truncatingIfNeeded: n >> 16), UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n)]
         case .v6(let b): return b
@@ -42,14 +42,14 @@ package enum IPAddress: Hashable, Sendable, CustomStringConvertible {
     /// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, what a dual-stack socket reports for an IPv4 peer) as the
     /// IPv4 address it stands for; every other address unchanged. CIDR matching uses this, so `10.0.0.0/8`
     /// matches a peer seen as `::ffff:10.1.2.3`.
-    package var unmapped: IPAddress {
+    public var unmapped: IPAddress {
         if case .v6(let b) = self, b[0..<10].allSatisfy({ $0 == 0 }), b[10] == 0xFF, b[11] == 0xFF {
             return IPAddress(bytes: b[12..<16])!
         }
         return self
     }
 
-    package var description: String {
+    public var description: String {
         switch self {
         case .v4(let n):
             return "\(n >> 24).\((n >> 16) & 0xFF).\((n >> 8) & 0xFF).\(n & 0xFF)"

@@ -1,11 +1,11 @@
 /// The protocol version of a message. Only HTTP/1.0 and HTTP/1.1 are spoken (RFC 9112 §2.3); anything else is
 /// refused by the parser before a value of this type exists.
-package enum HTTPVersion: Sendable, Equatable {
+public enum HTTPVersion: Sendable, Equatable {
     case http1_0, http1_1
 }
 
 /// How a request's body is delimited on the wire, decided once from its head (RFC 9112 §6.3).
-package enum BodyFraming: Sendable, Equatable {
+public enum BodyFraming: Sendable, Equatable {
     /// No body: a request without Content-Length or Transfer-Encoding has none (RFC 9112 §6.3 rule 7).
     case none
     case contentLength(Int)
@@ -14,21 +14,21 @@ package enum BodyFraming: Sendable, Equatable {
 
 /// A parsed, validated request head: what the relay routes and rewrites on.
 /// Derived fields (`framing`, `keepAlive`, `expectsContinue`) follow RFC 9112 §6.3, §9.3 and RFC 9110 §10.1.1.
-package struct RequestHead: Sendable, Equatable {
-    package var method: String
+public struct RequestHead: Sendable, Equatable {
+    public var method: String
     /// The request-target in origin-form (RFC 9112 §3.2.1), e.g. "/v1/chat/completions?a=b": as sent, or for an
     /// absolute-form target ("http://host/v1/x?a=b", §3.2.2) its path and query, the authority dropped, so routing,
     /// rewriting and logs all see the path that is served. "*" for OPTIONS.
-    package var target: String
-    package var version: HTTPVersion
-    package var headers: HTTPHeaders
-    package var framing: BodyFraming
+    public var target: String
+    public var version: HTTPVersion
+    public var headers: HTTPHeaders
+    public var framing: BodyFraming
     /// 1.1: true unless `Connection: close`; 1.0: only with `Connection: keep-alive` (RFC 9112 §9.3).
-    package var keepAlive: Bool
+    public var keepAlive: Bool
     /// `Expect: 100-continue` on a 1.1 request; RFC 9110 §10.1.1 says to ignore it on 1.0.
-    package var expectsContinue: Bool
+    public var expectsContinue: Bool
 
-    package init(
+    public init(
         method: String,
         target: String,
         version: HTTPVersion = .http1_1,
@@ -47,13 +47,13 @@ package struct RequestHead: Sendable, Equatable {
     }
 
     /// The target up to the first '?'.
-    package var path: String {
+    public var path: String {
         guard let q = target.utf8.firstIndex(of: 0x3F) else { return target }
         return String(target[..<q])
     }
 
     /// The text after the first '?', or nil when there is no '?' (an empty query "" is kept distinct from none).
-    package var query: String? {
+    public var query: String? {
         guard let q = target.utf8.firstIndex(of: 0x3F) else { return nil }
         return String(target[target.utf8.index(after: q)...])
     }
@@ -61,17 +61,17 @@ package struct RequestHead: Sendable, Equatable {
 
 /// Upper bounds that keep a hostile or broken client from making the parser buffer without end.
 /// RFC 9112 §2.3 and §3 allow servers to impose such limits; the statuses come from RFC 9110 §15 and RFC 6585 §5.
-package struct RequestLimits: Sendable, Equatable {
+public struct RequestLimits: Sendable, Equatable {
     /// Request line + header lines, terminators included. Chunked trailers get a budget of the same size.
-    package var maxHeadBytes: Int
+    public var maxHeadBytes: Int
     /// Header field lines; chunked trailers get a budget of the same size.
-    package var maxHeaderCount: Int
+    public var maxHeaderCount: Int
     /// Request-target bytes.
-    package var maxURIBytes: Int
+    public var maxURIBytes: Int
     /// Decoded body bytes (Content-Length or the sum of chunk sizes).
-    package var maxBodyBytes: Int
+    public var maxBodyBytes: Int
 
-    package init(
+    public init(
         maxHeadBytes: Int = 32 * 1024,
         maxHeaderCount: Int = 100,
         maxURIBytes: Int = 8 * 1024,
@@ -86,9 +86,9 @@ package struct RequestLimits: Sendable, Equatable {
 
 /// Why a request was refused, mapped to the status the server should answer with before closing.
 /// Statuses per RFC 9110 §15.5 (400, 413, 414), §15.6.6 (505) and RFC 6585 §5 (431).
-package struct HTTPParseError: Error, Sendable, Equatable {
+public struct HTTPParseError: Error, Sendable, Equatable {
     /// Which limit or rule was broken; `status` derives the response code from it (RFC 9110 §15, RFC 6585 §5).
-    package enum Kind: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
         case headTooLarge, tooManyHeaders   // 431
         case uriTooLong                     // 414
         case bodyTooLarge                   // 413
@@ -96,16 +96,16 @@ package struct HTTPParseError: Error, Sendable, Equatable {
         case versionNotSupported            // 505
     }
 
-    package var kind: Kind
+    public var kind: Kind
     /// Short and fixed text, safe to show a client: it never echoes header values or body bytes.
-    package var message: String
+    public var message: String
 
-    package init(kind: Kind, message: String) {
+    public init(kind: Kind, message: String) {
         self.kind = kind
         self.message = message
     }
 
-    package var status: Int {
+    public var status: Int {
         switch kind {
         case .headTooLarge, .tooManyHeaders: return 431
         case .uriTooLong: return 414
@@ -122,7 +122,7 @@ package struct HTTPParseError: Error, Sendable, Equatable {
 
 /// What the parser has recognised so far, in wire order. A message is `.head`, zero or more `.body`, then `.end`.
 /// Body framing follows RFC 9112 §6 and §7.1; chunked bodies arrive decoded.
-package enum RequestEvent: Sendable, Equatable {
+public enum RequestEvent: Sendable, Equatable {
     case head(RequestHead)
     /// Body bytes as they become available (decoded payload for chunked); never empty.
     case body([UInt8])

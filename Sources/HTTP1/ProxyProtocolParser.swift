@@ -1,5 +1,5 @@
 /// What a PROXY protocol header said about the connection.
-package enum ProxyHeader: Equatable, Sendable {
+public enum ProxyHeader: Equatable, Sendable {
     /// The balancer relayed a client's TCP connection: its source is the client.
     case proxied(source: IPAddress, sourcePort: Int, destination: IPAddress, destinationPort: Int)
     /// No client address to take: a v2 `LOCAL` command (the balancer's own health check), v1 `UNKNOWN`, or a v2
@@ -14,8 +14,8 @@ package enum ProxyHeader: Equatable, Sendable {
 /// to the header (the rest is the client's HTTP request), or `.invalid`. It decides at the first byte that cannot
 /// start a header, so a client speaking plain HTTP to a port that requires the header is refused on its first byte.
 /// The header is bounded: v1 by the spec's 107 bytes, v2 by `maxV2Length` (TLVs included).
-package struct ProxyProtocolParser: Sendable {
-    package enum Result: Equatable, Sendable {
+public struct ProxyProtocolParser: Sendable {
+    public enum Result: Equatable, Sendable {
         case needMore
         case header(ProxyHeader, consumed: Int)
         case invalid(String)
@@ -29,18 +29,18 @@ package struct ProxyProtocolParser: Sendable {
 
     /// Most address bytes plus TLVs accepted after the 16-byte v2 preamble. Balancers add a few TLVs (AWS's VPC
     /// endpoint id, Azure's link id, a unique id), tens of bytes; a limit keeps a hostile peer's header bounded.
-    package let maxV2Length: Int
+    public let maxV2Length: Int
     private var buffer: [UInt8] = []
     private var finished = false
 
-    package init(maxV2Length: Int = 2048) {
+    public init(maxV2Length: Int = 2048) {
         self.maxV2Length = maxV2Length
         buffer.reserveCapacity(Self.v1MaxLength)
     }
 
     /// Feeds the next bytes of the connection. After a `.header` or `.invalid` answer the parser is done: feeding
     /// it again is a programming error, answered `.invalid`.
-    package mutating func parse(_ bytes: UnsafeRawBufferPointer) -> Result {
+    public mutating func parse(_ bytes: UnsafeRawBufferPointer) -> Result {
         guard !finished else { return .invalid("the PROXY header was already read") }
         let before = buffer.count
         // Take only as much as the longest header could still need, so `consumed` never counts request bytes.
@@ -60,7 +60,7 @@ package struct ProxyProtocolParser: Sendable {
         }
     }
 
-    package mutating func parse(_ bytes: [UInt8]) -> Result {
+    public mutating func parse(_ bytes: [UInt8]) -> Result {
         bytes.withUnsafeBytes { parse($0) }
     }
 

@@ -6,7 +6,7 @@
 /// A value type; whoever owns it feeds bytes with `append` and pulls events with `next()` until it returns nil.
 /// Unconsumed bytes live in one array with a head index, so consuming never shifts memory; the array is
 /// compacted on `append` once the consumed prefix is at least half of it.
-package struct RequestParser: Sendable {
+public struct RequestParser: Sendable {
     // The stored state below is internal, not private, only so the parser's facets in RequestParser+*.swift
     // (request line, head, chunked body) can reach it; nothing else in the module touches it.
     let limits: RequestLimits
@@ -22,18 +22,18 @@ package struct RequestParser: Sendable {
     /// Sum of announced chunk sizes in this message, to refuse an oversized chunked body before reading it.
     var decodedBodyBytes = 0
 
-    package init(limits: RequestLimits = RequestLimits()) {
+    public init(limits: RequestLimits = RequestLimits()) {
         self.limits = limits
     }
 
-    package mutating func append(_ bytes: UnsafeRawBufferPointer) {
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         if case .failed = state { return }
         guard !bytes.isEmpty else { return }
         compact()
         bytes.withMemoryRebound(to: UInt8.self) { buffer.append(contentsOf: $0) }
     }
 
-    package mutating func append(_ bytes: [UInt8]) {
+    public mutating func append(_ bytes: [UInt8]) {
         if case .failed = state { return }
         guard !bytes.isEmpty else { return }
         compact()
@@ -41,7 +41,7 @@ package struct RequestParser: Sendable {
     }
 
     /// The next event, or nil if more bytes are needed. After a throw the parser stays failed (throws again).
-    package mutating func next() throws(HTTPParseError) -> RequestEvent? {
+    public mutating func next() throws(HTTPParseError) -> RequestEvent? {
         if case .failed(let error) = state { throw error }
         do {
             return try step()
@@ -55,10 +55,10 @@ package struct RequestParser: Sendable {
     }
 
     /// Bytes appended but not yet consumed by events.
-    package var bufferedByteCount: Int { buffer.count - start }
+    public var bufferedByteCount: Int { buffer.count - start }
 
     /// No message in progress and no partial bytes buffered.
-    package var isBetweenMessages: Bool {
+    public var isBetweenMessages: Bool {
         if case .head = state { return buffer.count == start }
         return false
     }

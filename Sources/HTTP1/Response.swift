@@ -1,13 +1,13 @@
 /// A response's status line and header section, serialised for the wire (RFC 9112 §4 status line, §5 fields).
 /// The relay builds one per response and writes it before streaming the body.
-package struct ResponseHead: Sendable, Equatable {
-    package var status: Int
+public struct ResponseHead: Sendable, Equatable {
+    public var status: Int
     /// nil → the standard phrase for the status (RFC 9112 §4 lets the phrase be anything, clients ignore it).
-    package var reason: String?
-    package var version: HTTPVersion
-    package var headers: HTTPHeaders
+    public var reason: String?
+    public var version: HTTPVersion
+    public var headers: HTTPHeaders
 
-    package init(status: Int, reason: String? = nil, version: HTTPVersion = .http1_1, headers: HTTPHeaders = HTTPHeaders()) {
+    public init(status: Int, reason: String? = nil, version: HTTPVersion = .http1_1, headers: HTTPHeaders = HTTPHeaders()) {
         self.status = status
         self.reason = reason
         self.version = version
@@ -17,7 +17,7 @@ package struct ResponseHead: Sendable, Equatable {
     /// Appends "HTTP/1.1 200 OK\r\nName: value\r\n...\r\n" (blank line included) to `buffer`.
     /// CR, LF and NUL inside the reason, names or values are written as SP: values can come from upstream or
     /// configuration, and a stray line break would let them inject fields or a second response.
-    package func serialize(into buffer: inout [UInt8]) {
+    public func serialize(into buffer: inout [UInt8]) {
         buffer.reserveCapacity(buffer.count + 32 + headers.count * 48)
         buffer.append(contentsOf: version == .http1_1 ? Self.http11 : Self.http10)
         appendDecimal(status, to: &buffer)
@@ -62,8 +62,8 @@ private func appendDecimal(_ value: Int, to buffer: inout [UInt8]) {
 
 /// Standard reason phrases, from the status code registry of RFC 9110 §15 (plus 429/431 of RFC 6585 and 451 of
 /// RFC 7725). Used when a response has no explicit reason.
-package enum HTTPStatus {
-    package static func reasonPhrase(_ status: Int) -> String {
+public enum HTTPStatus {
+    public static func reasonPhrase(_ status: Int) -> String {
         switch status {
         case 100: return "Continue"
         case 101: return "Switching Protocols"
@@ -122,9 +122,9 @@ package enum HTTPStatus {
 
 /// Writes the chunked transfer coding of RFC 9112 §7.1 for responses whose length is not known in advance
 /// (every streamed SSE response).
-package enum ChunkedEncoding {
+public enum ChunkedEncoding {
     /// Writes the chunk-size line ("1a\r\n" for 26, lowercase hex) into `buffer`.
-    package static func appendSizeLine(_ count: Int, to buffer: inout [UInt8]) {
+    public static func appendSizeLine(_ count: Int, to buffer: inout [UInt8]) {
         precondition(count >= 0, "chunk size must not be negative")
         let digits = count == 0 ? 1 : (Int.bitWidth - count.leadingZeroBitCount + 3) / 4
         var shift = (digits - 1) * 4
@@ -137,15 +137,15 @@ package enum ChunkedEncoding {
     }
 
     /// "\r\n", ends each chunk's data.
-    package static let crlf: [UInt8] = [CR, LF]
+    public static let crlf: [UInt8] = [CR, LF]
 
     /// "0\r\n\r\n": the last chunk with no trailers, ending the body.
-    package static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
+    public static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
 
     /// Convenience: size line + payload + CRLF in one array.
     /// An empty payload gives an empty array, not "0\r\n\r\n": a zero-size chunk would end the whole body, and
     /// an empty read must never do that by accident. Use `lastChunk` to end it on purpose.
-    package static func frame(_ payload: UnsafeRawBufferPointer) -> [UInt8] {
+    public static func frame(_ payload: UnsafeRawBufferPointer) -> [UInt8] {
         guard !payload.isEmpty else { return [] }
         var out: [UInt8] = []
         out.reserveCapacity(payload.count + 20)
@@ -161,10 +161,10 @@ package enum ChunkedEncoding {
 
 /// Fields that describe one connection rather than the message, which a relay must not forward
 /// (RFC 9110 §7.6.1), including any field the sender named in `Connection`.
-package enum HopByHop {
+public enum HopByHop {
     /// connection, keep-alive, proxy-connection, transfer-encoding, te, trailer, upgrade, proxy-authenticate,
     /// proxy-authorization  (lowercase)
-    package static let standard: Set<String> = [
+    public static let standard: Set<String> = [
         "connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade",
         "proxy-authenticate", "proxy-authorization",
     ]
@@ -183,7 +183,7 @@ package enum HopByHop {
     }
 
     /// Removes the standard hop-by-hop fields and every field named in `Connection` tokens.
-    package static func strip(_ headers: inout HTTPHeaders) {
+    public static func strip(_ headers: inout HTTPHeaders) {
         let named = headers.tokens("connection")
         headers.removeAll { field in
             isStandard(field.name) || named.contains { asciiCaseInsensitiveEqual(field.name, $0) }

@@ -1,5 +1,5 @@
 /// How the response body is framed towards the client.
-package enum ResponseBodyMode: Equatable, Sendable {
+public enum ResponseBodyMode: Equatable, Sendable {
     /// No body (HEAD, 204, 304).
     case none
     /// The upstream's Content-Length is kept and bytes pass as they are.

@@ -1,21 +1,21 @@
 /// What to send upstream: already rewritten (client credentials dropped, key injected, hop-by-hop stripped).
-package struct UpstreamRequest: Sendable {
-    package var url: String
-    package var method: String
-    package var headers: HTTPHeaders
+public struct UpstreamRequest: Sendable {
+    public var url: String
+    public var method: String
+    public var headers: HTTPHeaders
     /// The whole request body, read from the client before the call starts (so its length is always known and
     /// a slow client never holds a provider connection); nil for a request without one.
-    package var body: [UInt8]?
-    package var connectTimeoutSeconds: Double
+    public var body: [UInt8]?
+    public var connectTimeoutSeconds: Double
     /// The HTTP version offered to an https:// provider (ALPN); http:// always speaks HTTP/1.1.
-    package var httpVersion: UpstreamHTTPVersion = .http1_1
+    public var httpVersion: UpstreamHTTPVersion = .http1_1
     /// A PEM bundle of certificate authorities to trust instead of the system's (nil: the system's).
-    package var caFile: String?
+    public var caFile: String?
     /// A pooled connection idle longer than this is not reused (`CURLOPT_MAXAGE_CONN`): it must be closed by us
     /// before the provider's keep-alive limit closes it under a request.
-    package var idleConnectionSeconds: Int
+    public var idleConnectionSeconds: Int
 
-    package init(url: String, method: String, headers: HTTPHeaders, body: [UInt8]? = nil,
+    public init(url: String, method: String, headers: HTTPHeaders, body: [UInt8]? = nil,
                 connectTimeoutSeconds: Double = 10, idleConnectionSeconds: Int = 30) {
         self.url = url
         self.method = method
@@ -28,7 +28,7 @@ package struct UpstreamRequest: Sendable {
     /// Whether the request may be sent a second time after a connection died under it. Go's `http.Transport`
     /// rule (`isReplayable`): safe methods (RFC 9110 §9.2.1), or a request whose client made it idempotent with
     /// an `Idempotency-Key` / `X-Idempotency-Key`. A chat completion is neither: a second send is a second bill.
-    package var isReplayable: Bool {
+    public var isReplayable: Bool {
         switch method {
         case "GET", "HEAD", "OPTIONS", "TRACE": return true
         default: return headers.contains("Idempotency-Key") || headers.contains("X-Idempotency-Key")
@@ -39,13 +39,13 @@ package struct UpstreamRequest: Sendable {
 /// Which HTTP version the relay speaks to a provider. Both keep the cancel promise: on HTTP/1.1 a cancelled
 /// transfer's connection is closed (as nginx does); on HTTP/2 the stream is reset, and its RST_STREAM is pushed
 /// onto the wire at once (see `CurlDriver.remove`).
-package enum UpstreamHTTPVersion: String, Sendable, CaseIterable {
+public enum UpstreamHTTPVersion: String, Sendable, CaseIterable {
     case http1_1 = "1.1"
     case http2 = "2"
 }
 
 /// Why an upstream transfer failed, in the terms the relay maps to a status (before the head) or an abort (after).
-package enum UpstreamFailure: Error, Equatable, Sendable {
+public enum UpstreamFailure: Error, Equatable, Sendable {
     /// DNS failure, connection refused, TLS handshake failure.
     case connectFailed(String)
     /// TCP + TLS did not complete within the connect timeout.
@@ -59,7 +59,7 @@ package enum UpstreamFailure: Error, Equatable, Sendable {
     case other(String)
 
     /// A stable label for metrics.
-    package var kind: String {
+    public var kind: String {
         switch self {
         case .connectFailed: "connect_failed"
         case .connectTimeout: "connect_timeout"
@@ -69,7 +69,7 @@ package enum UpstreamFailure: Error, Equatable, Sendable {
         }
     }
 
-    package var summary: String {
+    public var summary: String {
         switch self {
         case .connectFailed(let m): "upstream connection failed: \(m)"
         case .connectTimeout: "upstream connect timed out"

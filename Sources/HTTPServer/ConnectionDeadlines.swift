@@ -11,13 +11,13 @@ import Support
 /// | reading a body | the last body byte | 408, closed (`bodyReadSeconds`) |
 /// | responding | no limit of its own (the exchange has the upstream timeouts) | |
 /// | client not reading, buffer above high water | the moment it went above | closed, upstream cancelled (`clientWriteStallSeconds`) |
-package struct ConnectionDeadlines: Sendable, Equatable {
-    package struct Settings: Sendable, Equatable {
-        package var headerReadSeconds: Double
-        package var bodyReadSeconds: Double
-        package var keepAliveIdleSeconds: Double
-        package var clientWriteStallSeconds: Double
-        package init(headerReadSeconds: Double, bodyReadSeconds: Double, keepAliveIdleSeconds: Double, clientWriteStallSeconds: Double) {
+public struct ConnectionDeadlines: Sendable, Equatable {
+    public struct Settings: Sendable, Equatable {
+        public var headerReadSeconds: Double
+        public var bodyReadSeconds: Double
+        public var keepAliveIdleSeconds: Double
+        public var clientWriteStallSeconds: Double
+        public init(headerReadSeconds: Double, bodyReadSeconds: Double, keepAliveIdleSeconds: Double, clientWriteStallSeconds: Double) {
             self.headerReadSeconds = headerReadSeconds
             self.bodyReadSeconds = bodyReadSeconds
             self.keepAliveIdleSeconds = keepAliveIdleSeconds
@@ -25,7 +25,7 @@ package struct ConnectionDeadlines: Sendable, Equatable {
         }
     }
 
-    package enum Phase: Sendable, Equatable {
+    public enum Phase: Sendable, Equatable {
         case awaitingFirstRequest(since: Instant)
         case idle(since: Instant)
         case readingHead(since: Instant)
@@ -33,7 +33,7 @@ package struct ConnectionDeadlines: Sendable, Equatable {
         case responding
     }
 
-    package enum Expiry: Sendable, Equatable {
+    public enum Expiry: Sendable, Equatable {
         /// Nothing was asked: close without a word.
         case closeQuietly
         /// A request was coming too slowly: 408, then close.
@@ -42,17 +42,17 @@ package struct ConnectionDeadlines: Sendable, Equatable {
         case writeStall
     }
 
-    package let settings: Settings
-    package private(set) var phase: Phase
-    package private(set) var writeStalledSince: Instant?
+    public let settings: Settings
+    public private(set) var phase: Phase
+    public private(set) var writeStalledSince: Instant?
 
-    package init(settings: Settings, acceptedAt: Instant) {
+    public init(settings: Settings, acceptedAt: Instant) {
         self.settings = settings
         self.phase = .awaitingFirstRequest(since: acceptedAt)
     }
 
     /// Bytes of a new request arrived while idle.
-    package mutating func headBytesArrived(now: Instant) {
+    public mutating func headBytesArrived(now: Instant) {
         switch phase {
         case .awaitingFirstRequest(let since): phase = .readingHead(since: since)   // slowloris: from accept
         case .idle: phase = .readingHead(since: now)
@@ -60,34 +60,34 @@ package struct ConnectionDeadlines: Sendable, Equatable {
         }
     }
 
-    package mutating func headComplete(now: Instant, hasBody: Bool) {
+    public mutating func headComplete(now: Instant, hasBody: Bool) {
         phase = hasBody ? .readingBody(lastProgress: now) : .responding
     }
 
-    package mutating func bodyProgress(now: Instant) {
+    public mutating func bodyProgress(now: Instant) {
         if case .readingBody = phase { phase = .readingBody(lastProgress: now) }
     }
 
-    package mutating func bodyComplete() {
+    public mutating func bodyComplete() {
         if case .readingBody = phase { phase = .responding }
     }
 
     /// The response ended and the connection stays open for another request.
-    package mutating func responseComplete(now: Instant) {
+    public mutating func responseComplete(now: Instant) {
         phase = .idle(since: now)
         writeStalledSince = nil
     }
 
-    package mutating func writeBufferFull(now: Instant) {
+    public mutating func writeBufferFull(now: Instant) {
         if writeStalledSince == nil { writeStalledSince = now }
     }
 
-    package mutating func writeBufferDrained() {
+    public mutating func writeBufferDrained() {
         writeStalledSince = nil
     }
 
     /// The earliest deadline and what happens there.
-    package var next: (deadline: Instant, expiry: Expiry)? {
+    public var next: (deadline: Instant, expiry: Expiry)? {
         var best: (Instant, Expiry)?
         func consider(_ deadline: Instant, _ expiry: Expiry) {
             if best == nil || deadline < best!.0 { best = (deadline, expiry) }
@@ -106,7 +106,7 @@ package struct ConnectionDeadlines: Sendable, Equatable {
     }
 
     /// What is due at `now`, if anything. Early calls return nil, so a timer may fire late or spuriously.
-    package func expired(now: Instant) -> Expiry? {
+    public func expired(now: Instant) -> Expiry? {
         guard let next, now >= next.deadline else { return nil }
         return next.expiry
     }

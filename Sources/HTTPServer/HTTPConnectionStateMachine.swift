@@ -19,8 +19,8 @@ import Support
 /// ```
 ///
 /// Owned by its connection's loop queue, like the connection.
-package struct HTTPConnectionStateMachine: Sendable {
-    package enum State: Sendable, Equatable {
+public struct HTTPConnectionStateMachine: Sendable {
+    public enum State: Sendable, Equatable {
         /// The listener requires a PROXY protocol header first (`listen.proxyProtocol`); no HTTP byte is read yet.
         /// → `idle` (header read), `closing` (malformed or late header).
         case awaitingProxyHeader
@@ -44,17 +44,17 @@ package struct HTTPConnectionStateMachine: Sendable {
     }
 
     /// The request being served and how far its response got.
-    package struct Exchange: Sendable, Equatable {
+    public struct Exchange: Sendable, Equatable {
         /// A HEAD request: a complete response carries its length but no body (RFC 9110 §9.3.2).
-        package var isHead: Bool
+        public var isHead: Bool
         /// The request has a body (its framing is not `.none`), so its end comes after the head.
-        package var hasBody: Bool
+        public var hasBody: Bool
         /// The client waits for `100 Continue` before sending the body (RFC 9110 §10.1.1).
-        package var expectsContinue: Bool
+        public var expectsContinue: Bool
         /// `nil` until the response head is out; then how its body is framed.
-        package var responseMode: ResponseBodyMode?
+        public var responseMode: ResponseBodyMode?
 
-        package init(isHead: Bool = false, hasBody: Bool, expectsContinue: Bool = false, responseMode: ResponseBodyMode? = nil) {
+        public init(isHead: Bool = false, hasBody: Bool, expectsContinue: Bool = false, responseMode: ResponseBodyMode? = nil) {
             self.isHead = isHead
             self.hasBody = hasBody
             self.expectsContinue = expectsContinue
@@ -62,7 +62,7 @@ package struct HTTPConnectionStateMachine: Sendable {
         }
     }
 
-    package enum Action: Sendable, Equatable {
+    public enum Action: Sendable, Equatable {
         /// Hand the head to the request handler, then report `handlerReturned`.
         case startExchange(RequestHead)
         /// Write `HTTP/1.1 100 Continue`: the handler wants the body the client is holding back.
@@ -99,22 +99,22 @@ package struct HTTPConnectionStateMachine: Sendable {
         case close(reset: Bool)
     }
 
-    package private(set) var state: State
-    package private(set) var deadlines: ConnectionDeadlines
+    public private(set) var state: State
+    public private(set) var deadlines: ConnectionDeadlines
     /// The current response is the connection's last (the server drains): it goes out with `Connection: close`.
-    package private(set) var closeAfterResponse = false
+    public private(set) var closeAfterResponse = false
     /// Bytes a client may send ahead (pipelined) while its current response is still streaming.
-    package let maxReadAhead: Int
+    public let maxReadAhead: Int
     private var readScheduled = false
 
-    package init(timeouts: ConnectionDeadlines.Settings, acceptedAt: Instant, proxyProtocol: Bool, maxReadAhead: Int) {
+    public init(timeouts: ConnectionDeadlines.Settings, acceptedAt: Instant, proxyProtocol: Bool, maxReadAhead: Int) {
         state = proxyProtocol ? .awaitingProxyHeader : .idle
         deadlines = ConnectionDeadlines(settings: timeouts, acceptedAt: acceptedAt)
         self.maxReadAhead = maxReadAhead
     }
 
     /// When the timer should fire next (nil: no timer). A closing connection has its own flush and linger timers.
-    package var nextDeadline: Instant? {
+    public var nextDeadline: Instant? {
         switch state {
         case .closing, .closed: nil
         default: deadlines.next?.deadline
@@ -123,7 +123,7 @@ package struct HTTPConnectionStateMachine: Sendable {
 
     /// Whether the parser's next event should be taken now. Not while a response streams (its request has
     /// ended: what follows is the next request, which waits its turn), nor once closing.
-    package var isReadingRequests: Bool {
+    public var isReadingRequests: Bool {
         switch state {
         case .idle, .readingRequest, .awaitingRequestEnd: true
         case .awaitingProxyHeader, .responding, .closing, .closed: false
@@ -131,7 +131,7 @@ package struct HTTPConnectionStateMachine: Sendable {
     }
 
     /// Whether bytes from the client are still wanted at all (a closing connection discards them).
-    package var acceptsInput: Bool {
+    public var acceptsInput: Bool {
         switch state {
         case .closing, .closed: false
         default: true
@@ -140,18 +140,18 @@ package struct HTTPConnectionStateMachine: Sendable {
 
     // MARK: Input
 
-    package mutating func proxyHeaderAccepted() {
+    public mutating func proxyHeaderAccepted() {
         if state == .awaitingProxyHeader { state = .idle }
     }
 
-    package mutating func proxyHeaderRejected(_ reason: String) -> [Action] {
+    public mutating func proxyHeaderRejected(_ reason: String) -> [Action] {
         guard state == .awaitingProxyHeader else { return [] }
         state = .closing
         return [.reportProxyHeaderRejected(reason), .close(reset: false)]
     }
 
     /// Bytes arrived and were appended to the parser, which now holds `bufferedBytes` not yet parsed.
-    package mutating func bytesArrived(bufferedBytes: Int, now: Instant) -> [Action] {
+    public mutating func bytesArrived(bufferedBytes: Int, now: Instant) -> [Action] {
         switch state {
         case .idle:
             deadlines.headBytesArrived(now: now)
@@ -168,7 +168,7 @@ package struct HTTPConnectionStateMachine: Sendable {
         }
     }
 
-    package mutating func requestHead(_ head: RequestHead, now: Instant) -> [Action] {
+    public mutating func requestHead(_ head: RequestHead, now: Instant) -> [Action] {
         guard state == .idle else { return [] }
         let hasBody = head.framing != .none
         deadlines.headComplete(now: now, hasBody: hasBody)
@@ -178,18 +178,18 @@ package struct HTTPConnectionStateMachine: Sendable {
 
     /// The handler returned from `handle`: with a responder, and nothing answered yet, a client that expects
     /// `100 Continue` gets it now.
-    package mutating func handlerReturned(hasResponder: Bool) -> [Action] {
+    public mutating func handlerReturned(hasResponder: Bool) -> [Action] {
         guard hasResponder, case .readingRequest(let exchange) = state, exchange.expectsContinue, exchange.responseMode == nil
         else { return [] }
         return [.writeContinue]
     }
 
-    package mutating func requestBodyReceived(now: Instant) {
+    public mutating func requestBodyReceived(now: Instant) {
         deadlines.bodyProgress(now: now)
     }
 
     /// The request ended; the parser holds `bufferedBytes` of whatever follows it.
-    package mutating func requestEnd(bufferedBytes: Int, now: Instant) -> [Action] {
+    public mutating func requestEnd(bufferedBytes: Int, now: Instant) -> [Action] {
         deadlines.bodyComplete()
         switch state {
         case .readingRequest(let exchange):
@@ -204,7 +204,7 @@ package struct HTTPConnectionStateMachine: Sendable {
 
     /// The parser refused the input. Before any response byte, the client gets the error and the connection
     /// closes after it; once a response has started, only closing is left (a second head would corrupt it).
-    package mutating func parseFailed(_ error: HTTPParseError) -> [Action] {
+    public mutating func parseFailed(_ error: HTTPParseError) -> [Action] {
         let response = ErrorResponse.badRequest(error)
         switch state {
         case .idle:
@@ -225,7 +225,7 @@ package struct HTTPConnectionStateMachine: Sendable {
 
     /// Whether a complete response (a head with its whole body) may go out now, kept alive or not, and whether
     /// its body is left out (HEAD). Nil once a response has started, or between requests.
-    package func completeResponse(keepAlive: Bool) -> (keepAlive: Bool, headOnly: Bool)? {
+    public func completeResponse(keepAlive: Bool) -> (keepAlive: Bool, headOnly: Bool)? {
         switch state {
         case .readingRequest(let exchange) where exchange.responseMode == nil:
             // Unread body bytes would be taken for the next request: only a bodiless request can be kept.
@@ -238,7 +238,7 @@ package struct HTTPConnectionStateMachine: Sendable {
     }
 
     /// The response head goes out now; false (write nothing) if a response already started or none may.
-    package mutating func sendHead(mode: ResponseBodyMode) -> Bool {
+    public mutating func sendHead(mode: ResponseBodyMode) -> Bool {
         switch state {
         case .readingRequest(var exchange) where exchange.responseMode == nil:
             exchange.responseMode = mode
@@ -255,7 +255,7 @@ package struct HTTPConnectionStateMachine: Sendable {
 
     /// How to frame a body delivery now; nil when there is no response body to write into.
     @inline(__always)
-    package var bodyMode: ResponseBodyMode? {
+    public var bodyMode: ResponseBodyMode? {
         switch state {
         case .readingRequest(let exchange), .responding(let exchange): exchange.responseMode
         default: nil
@@ -265,7 +265,7 @@ package struct HTTPConnectionStateMachine: Sendable {
     /// The response is complete. `keepAlive` asks to keep the connection; it is kept only if the request was
     /// (or, without a body, is about to be) read to its end, the body's end was not the connection's close, and
     /// the server is not draining. The parser holds `bufferedBytes` of a pipelined request.
-    package mutating func finish(keepAlive: Bool, bufferedBytes: Int, now: Instant) -> [Action] {
+    public mutating func finish(keepAlive: Bool, bufferedBytes: Int, now: Instant) -> [Action] {
         guard let mode = bodyMode else { return [] }
         var actions: [Action] = mode == .chunked ? [.writeLastChunk, .releaseResponder] : [.releaseResponder]
         let keep = keepAlive && mode != .closeDelimited && !closeAfterResponse
@@ -287,7 +287,7 @@ package struct HTTPConnectionStateMachine: Sendable {
     /// The response ends without a clean end (no terminal chunk): the connection closes after what is pending,
     /// or at once with RST when the body is close-delimited (its close is how such a body ends normally; only a
     /// reset says it did not).
-    package mutating func abort() -> [Action] {
+    public mutating func abort() -> [Action] {
         switch state {
         case .closing, .closed:
             return []
@@ -315,28 +315,28 @@ package struct HTTPConnectionStateMachine: Sendable {
     }
 
     /// The read scheduled by `.scheduleReadRequests` is running.
-    package mutating func scheduledReadStarted() {
+    public mutating func scheduledReadStarted() {
         readScheduled = false
     }
 
     // MARK: The client's buffer and the clock
 
-    package var writeStallClockRunning: Bool { deadlines.writeStalledSince != nil }
+    public var writeStallClockRunning: Bool { deadlines.writeStalledSince != nil }
 
     /// The pending output reached the high-water mark: the write-stall clock starts (if not already running).
-    package mutating func writeBufferFull(now: Instant) -> [Action] {
+    public mutating func writeBufferFull(now: Instant) -> [Action] {
         guard deadlines.writeStalledSince == nil else { return [] }
         deadlines.writeBufferFull(now: now)
         return [.rearmTimer]
     }
 
-    package mutating func writeBufferDrained() -> [Action] {
+    public mutating func writeBufferDrained() -> [Action] {
         deadlines.writeBufferDrained()
         return [.rearmTimer, .responderDrained]
     }
 
     /// The timer fired. It may be early or spurious: then it is only armed again.
-    package mutating func deadlineReached(now: Instant) -> [Action] {
+    public mutating func deadlineReached(now: Instant) -> [Action] {
         guard nextDeadline != nil else { return [] }
         switch deadlines.expired(now: now) {
         case nil:
@@ -366,13 +366,13 @@ package struct HTTPConnectionStateMachine: Sendable {
     // MARK: Closing
 
     /// Makes the current (or next) response the connection's last; `closeIfIdle` then closes an idle one.
-    package mutating func drain() {
+    public mutating func drain() {
         closeAfterResponse = true
     }
 
     /// Closes the connection if it sits between requests with nothing of a next one received, after what is
     /// still pending (`pendingBytes`) has gone out.
-    package mutating func closeIfIdle(bufferedBytes: Int, pendingBytes: Int) -> [Action] {
+    public mutating func closeIfIdle(bufferedBytes: Int, pendingBytes: Int) -> [Action] {
         switch state {
         case .idle, .awaitingProxyHeader:
             guard bufferedBytes == 0 else { return [] }
@@ -384,7 +384,7 @@ package struct HTTPConnectionStateMachine: Sendable {
     }
 
     /// The socket is gone (the client left, a write failed, or our close completed). Terminal.
-    package mutating func connectionClosed() -> [Action] {
+    public mutating func connectionClosed() -> [Action] {
         let previous = state
         state = .closed
         switch previous {

@@ -2,7 +2,7 @@ import HTTP1
 
 /// Answers one request: the handler's side of an exchange. Called on the connection's loop only.
 /// `clientClosed` is terminal; after it nothing is called and writes are ignored.
-package protocol RequestResponder: AnyObject {
+public protocol RequestResponder: AnyObject {
     func requestBody(_ bytes: [UInt8])
     func requestEnd()
     func clientClosed()
@@ -11,7 +11,7 @@ package protocol RequestResponder: AnyObject {
 }
 
 /// Decides what to do with each request head. Called on the connection's loop.
-package protocol RequestHandler: Sendable {
+public protocol RequestHandler: Sendable {
     /// Returns the responder that will see the body and answer, or nil if the request was already answered
     /// through `writer` (an error, say).
     func handle(_ head: RequestHead, writer: any ResponseWriter) -> (any RequestResponder)?
@@ -25,7 +25,7 @@ package protocol RequestHandler: Sendable {
 }
 
 extension RequestHandler {
-    package func connectionRejected(_ error: ErrorResponse, writer: any ResponseWriter) {}
-    package func proxyHeaderRejected(_ reason: String, writer: any ResponseWriter) {}
-    package func untrustedProxyPeerRefused(_ peer: String) {}
+    public func connectionRejected(_ error: ErrorResponse, writer: any ResponseWriter) {}
+    public func proxyHeaderRejected(_ reason: String, writer: any ResponseWriter) {}
+    public func untrustedProxyPeerRefused(_ peer: String) {}
 }

@@ -7,7 +7,7 @@ import Transport
 ///
 /// Called on `loop.queue` only. Calls after the response ended (`finish`, `abort`, `respond`), or after the client
 /// left, are ignored; `sendHead` and `respond` are exclusive (one response per request).
-package protocol ResponseWriter: AnyObject {
+public protocol ResponseWriter: AnyObject {
     /// The loop that owns the connection, as its scheduler: the exchange's timers, store answers and
     /// confinement checks go through it (a test gives a `ManualScheduler`).
     var scheduler: any LoopScheduler { get }

@@ -8,20 +8,20 @@ import Darwin
 #endif
 
 /// How a listener's connections are run.
-package struct ServerSettings: Sendable {
-    package var limits: RequestLimits
-    package var timeouts: ConnectionDeadlines.Settings
+public struct ServerSettings: Sendable {
+    public var limits: RequestLimits
+    public var timeouts: ConnectionDeadlines.Settings
     /// A connection's pending output above which the client counts as not reading (its write-stall clock starts,
     /// and `pendingByteCount` tells producers to pause); `clientDrained` follows at `lowWaterBytes`.
-    package var highWaterBytes: Int
-    package var lowWaterBytes: Int
+    public var highWaterBytes: Int
+    public var lowWaterBytes: Int
     /// Whose `X-Forwarded-For` to believe, and (with `proxyProtocol`) who may connect at all.
-    package var clientAddresses: ClientAddressResolver
+    public var clientAddresses: ClientAddressResolver
     /// Every connection starts with a PROXY protocol header (v1 or v2) naming the client; only peers that
     /// `clientAddresses` trusts may connect.
-    package var proxyProtocol: Bool
+    public var proxyProtocol: Bool
 
-    package init(limits: RequestLimits = RequestLimits(), timeouts: ConnectionDeadlines.Settings,
+    public init(limits: RequestLimits = RequestLimits(), timeouts: ConnectionDeadlines.Settings,
                 highWaterBytes: Int = 256 * 1024, lowWaterBytes: Int = 64 * 1024,
                 clientAddresses: ClientAddressResolver = ClientAddressResolver(), proxyProtocol: Bool = false) {
         self.limits = limits
@@ -34,7 +34,7 @@ package struct ServerSettings: Sendable {
 }
 
 /// What to do with a freshly accepted socket, before any byte is read.
-package enum Admission: Sendable {
+public enum Admission: Sendable {
     case accept
     /// Answer with this error (one non-blocking send, best effort), then close. Existing connections are not touched.
     case refuse(ErrorResponse)
@@ -47,7 +47,7 @@ package enum Admission: Sendable {
 /// may say who the client is; anyone else could name any address). Otherwise `admit` decides (a connection limit,
 /// say). `onOpen` sees each connection before it reads its first byte, `onClose` once when it has closed; both on
 /// the connection's loop, so a per-loop registry of live connections needs no lock.
-package func serve(
+public func serve(
     host: String, port: Int, group: EventLoopGroup, settings: ServerSettings, handler: any RequestHandler, logger: Logger,
     admit: @escaping @Sendable (_ peer: String, _ loop: EventLoop) -> Admission = { _, _ in .accept },
     onOpen: @escaping @Sendable (ServerConnection) -> Void = { _ in },

@@ -8,9 +8,9 @@ import Transport
 /// here, one write per body delivery.
 ///
 /// Owned by the connection's loop queue; every method is called there.
-package final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchecked Sendable {
+public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchecked Sendable {
     // Invariant: all state is touched on `connection.loop.queue` only.
-    package let connection: Connection
+    public let connection: Connection
     private let handler: any RequestHandler
     private var parser: RequestParser
     private var machine: HTTPConnectionStateMachine
@@ -23,18 +23,18 @@ package final class ServerConnection: ConnectionDelegate, ResponseWriter, @unche
     private var traceMark = LatencyTrace.now()
 
     /// The connection's own client before any forwarding header: the TCP peer, or the source its PROXY header named.
-    package private(set) var peerAddress: String
+    public private(set) var peerAddress: String
     private let peerIsTrusted: Bool
     private let clientAddresses: ClientAddressResolver
     /// Reads the PROXY protocol header while the machine awaits one (`listen.proxyProtocol`); nil after.
     private var proxyHeader: ProxyProtocolParser?
     /// The current request's client (the peer, or whom a trusted proxy names); between requests, the peer.
-    package private(set) var client: ClientAddress
+    public private(set) var client: ClientAddress
 
     /// `clientAddresses` says whose `X-Forwarded-For` to believe. With `proxyProtocol`, the connection must start
     /// with a PROXY header (v1 or v2) whose source becomes the peer and the client (no `X-Forwarded-For` is then
     /// believed); the caller accepts such connections from trusted balancers only.
-    package init(connection: Connection, handler: any RequestHandler, limits: RequestLimits,
+    public init(connection: Connection, handler: any RequestHandler, limits: RequestLimits,
                 timeouts: ConnectionDeadlines.Settings, logger: Logger, clientAddresses: ClientAddressResolver = ClientAddressResolver(),
                 proxyProtocol: Bool = false, onClose: @escaping (ServerConnection) -> Void) {
         self.connection = connection
@@ -54,24 +54,24 @@ package final class ServerConnection: ConnectionDelegate, ResponseWriter, @unche
     }
 
     /// Starts the connection's clock; call once, on the loop, when the connection starts reading.
-    package func start() {
+    public func start() {
         loop.assertOnLoop()
         armTimer()
     }
 
-    package var loop: EventLoop { connection.loop }
-    package var scheduler: any LoopScheduler { connection.loop }
+    public var loop: EventLoop { connection.loop }
+    public var scheduler: any LoopScheduler { connection.loop }
     /// The address rate limits key on and logs show (see `client`).
-    package var clientAddress: String { client.address }
-    package var pendingByteCount: Int { connection.pendingByteCount }
-    package var isAboveHighWater: Bool { connection.isAboveHighWater }
-    package var debugDescription: String {
+    public var clientAddress: String { client.address }
+    public var pendingByteCount: Int { connection.pendingByteCount }
+    public var isAboveHighWater: Bool { connection.isAboveHighWater }
+    public var debugDescription: String {
         "fd=\(connection.fd) open=\(connection.isOpen) state=\(machine.state) buffered=\(parser.bufferedByteCount) pending=\(connection.pendingByteCount) phase=\(machine.deadlines.phase)"
     }
 
     // MARK: ConnectionDelegate
 
-    package func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
+    public func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
         loop.assertOnLoop()
         var bytes = bytes
         if machine.state == .awaitingProxyHeader {
@@ -83,12 +83,12 @@ package final class ServerConnection: ConnectionDelegate, ResponseWriter, @unche
         perform(machine.bytesArrived(bufferedBytes: parser.bufferedByteCount, now: loop.clock.now()))
     }
 
-    package func connectionDidDrain(_ connection: Connection) {
+    public func connectionDidDrain(_ connection: Connection) {
         loop.assertOnLoop()
         perform(machine.writeBufferDrained())
     }
 
-    package func connection(_ connection: Connection, didCloseWith reason: ConnectionCloseReason) {
+    public func connection(_ connection: Connection, didCloseWith reason: ConnectionCloseReason) {
         loop.assertOnLoop()
         timer.cancel()
         perform(machine.connectionClosed())
@@ -205,12 +205,12 @@ package final class ServerConnection: ConnectionDelegate, ResponseWriter, @unche
     // MARK: Responses (the writer side)
 
     /// Sends a complete JSON error response. `keepAlive` is honoured only if the request was read to its end.
-    package func respond(error: ErrorResponse, requestID: String? = nil, keepAlive: Bool = true) {
+    public func respond(error: ErrorResponse, requestID: String? = nil, keepAlive: Bool = true) {
         respond(status: error.status, headers: error.headerFields(requestID: requestID), body: error.jsonBody, keepAlive: keepAlive)
     }
 
     /// Sends a complete response with a Content-Length body (none for HEAD requests).
-    package func respond(status: Int, headers: HTTPHeaders, body: [UInt8], keepAlive: Bool = true) {
+    public func respond(status: Int, headers: HTTPHeaders, body: [UInt8], keepAlive: Bool = true) {
         loop.assertOnLoop()
         guard let response = machine.completeResponse(keepAlive: keepAlive) else { return }
         sendHead(ResponseHead.complete(status: status, headers: headers, contentLength: body.count, keepAlive: response.keepAlive),
@@ -222,14 +222,14 @@ package final class ServerConnection: ConnectionDelegate, ResponseWriter, @unche
     /// The server drains: the current response (or, if `closeIfIdle` is false, the next) is the connection's last,
     /// and a connection between requests closes now, after what is still pending. A connection accepted while the
     /// server drains still answers the request it came with (`closeIfIdle: false`).
-    package func drain(closeIfIdle: Bool = true) {
+    public func drain(closeIfIdle: Bool = true) {
         loop.assertOnLoop()
         machine.drain()
         guard closeIfIdle else { return }
         perform(machine.closeIfIdle(bufferedBytes: parser.bufferedByteCount, pendingBytes: connection.pendingByteCount))
     }
 
-    package func sendHead(_ head: ResponseHead, mode: ResponseBodyMode) {
+    public func sendHead(_ head: ResponseHead, mode: ResponseBodyMode) {
         loop.assertOnLoop()
         guard machine.sendHead(mode: mode) else { return }
         var bytes: [UInt8] = []
@@ -251,7 +251,7 @@ package final class ServerConnection: ConnectionDelegate, ResponseWriter, @unche
 
     /// Writes one body delivery; for chunked framing the size line, payload and CRLF leave in one syscall.
     @discardableResult
-    package func sendBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    public func sendBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         loop.assertOnLoop()
         guard let mode = machine.bodyMode, bytes.count > 0 else { return machine.state != .closed }
         switch mode {
@@ -282,13 +282,13 @@ package final class ServerConnection: ConnectionDelegate, ResponseWriter, @unche
 
     /// The response is complete. With chunked framing the last chunk goes out; the connection is then kept for
     /// the next request (if `keepAlive` and the request was read to its end) or closed after the flush.
-    package func finish(keepAlive: Bool) {
+    public func finish(keepAlive: Bool) {
         loop.assertOnLoop()
         perform(machine.finish(keepAlive: keepAlive, bufferedBytes: parser.bufferedByteCount, now: loop.clock.now()))
     }
 
     /// Ends the response without a clean end: no terminal chunk, the connection closes after what is pending.
-    package func abort() {
+    public func abort() {
         loop.assertOnLoop()
         perform(machine.abort())
     }

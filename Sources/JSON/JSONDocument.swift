@@ -19,9 +19,9 @@ import Darwin
 /// member, and the index of its next sibling; a container's first child is the value right after it. Lookups
 /// compare decoded keys, so escapes cannot hide a member from the relay. Each value costs 24 bytes; the count is
 /// capped at `maxNodes`.
-package struct JSONDocument: Sendable {
+public struct JSONDocument: Sendable {
     /// What to do with a key given twice in one object.
-    package enum Duplicates: Sendable {
+    public enum Duplicates: Sendable {
         /// An error (`duplicateKey`): what every decision about a forwarded body uses.
         case refused
         /// Kept, in order (`JSONTopLevel.scan` lists them all).
@@ -29,11 +29,11 @@ package struct JSONDocument: Sendable {
     }
 
     /// The deepest nesting accepted; the top-level object is depth 1.
-    package static let maxDepth = 64
+    public static let maxDepth = 64
     /// The most values one document holds (24 bytes each: 48 MiB at most, reached only by a 4 MiB body of `[0,0,…]`).
-    package static let maxNodes = 2_000_000
+    public static let maxNodes = 2_000_000
     /// The top-level object.
-    package static let root = 0
+    public static let root = 0
 
     struct Node {
         var start: Int32
@@ -49,11 +49,11 @@ package struct JSONDocument: Sendable {
         var hasChildren: Bool
     }
 
-    package let bytes: [UInt8]
+    public let bytes: [UInt8]
     private(set) var nodes: [Node]
 
     /// Reads `bytes`, which must be exactly one JSON object.
-    package init(parsing bytes: [UInt8], duplicates: Duplicates = .refused) throws(JSONScanError) {
+    public init(parsing bytes: [UInt8], duplicates: Duplicates = .refused) throws(JSONScanError) {
         #if DEBUG
         JSONParseCount.note(bytes)
         #endif
@@ -65,24 +65,24 @@ package struct JSONDocument: Sendable {
     }
 
     /// The number of values (the top-level object included).
-    package var count: Int { nodes.count }
+    public var count: Int { nodes.count }
 
-    package func kind(of node: Int) -> JSONKind { nodes[node].kind }
+    public func kind(of node: Int) -> JSONKind { nodes[node].kind }
 
     /// The value's bytes (a string with its quotes).
-    package func range(of node: Int) -> Range<Int> { Int(nodes[node].start)..<Int(nodes[node].end) }
+    public func range(of node: Int) -> Range<Int> { Int(nodes[node].start)..<Int(nodes[node].end) }
 
     /// The children of an object or array, in order.
-    package func children(of node: Int) -> Children { Children(nodes: nodes, first: nodes[node].hasChildren ? node + 1 : -1) }
+    public func children(of node: Int) -> Children { Children(nodes: nodes, first: nodes[node].hasChildren ? node + 1 : -1) }
 
-    package struct Children: Sequence, IteratorProtocol {
+    public struct Children: Sequence, IteratorProtocol {
         let nodes: [Node]
         var current: Int
         init(nodes: [Node], first: Int) {
             self.nodes = nodes
             self.current = first
         }
-        package mutating func next() -> Int? {
+        public mutating func next() -> Int? {
             guard current >= 0 else { return nil }
             defer { current = Int(nodes[current].next) }
             return current
@@ -91,7 +91,7 @@ package struct JSONDocument: Sendable {
 
     /// The member of the object at `object` whose decoded key is `name` (the first one, when duplicates were
     /// allowed), or nil.
-    package func member(_ name: String, of object: Int) -> Int? {
+    public func member(_ name: String, of object: Int) -> Int? {
         guard nodes[object].kind == .object else { return nil }
         var name = name
         return name.withUTF8 { wanted in
@@ -101,7 +101,7 @@ package struct JSONDocument: Sendable {
     }
 
     /// The member reached by following `names` from `node`, each an object member.
-    package func member(path names: [String], from node: Int = JSONDocument.root) -> Int? {
+    public func member(path names: [String], from node: Int = JSONDocument.root) -> Int? {
         var current = node
         for name in names {
             guard let next = member(name, of: current) else { return nil }
@@ -111,13 +111,13 @@ package struct JSONDocument: Sendable {
     }
 
     /// Whether `node` is an object member whose decoded key is exactly `name` (UTF-8 bytes, no normalisation).
-    package func hasKey(_ node: Int, _ name: String) -> Bool {
+    public func hasKey(_ node: Int, _ name: String) -> Bool {
         var name = name
         return name.withUTF8 { keyEquals(node, $0) }
     }
 
     /// The decoded key of an object member.
-    package func key(of node: Int) -> String? {
+    public func key(of node: Int) -> String? {
         let n = nodes[node]
         guard n.keyStart >= 0 else { return nil }
         let scanner = JSONScanner(bytes)
@@ -125,7 +125,7 @@ package struct JSONDocument: Sendable {
     }
 
     /// The decoded text of a string value, or nil when `node` is not a string.
-    package func string(_ node: Int) -> String? {
+    public func string(_ node: Int) -> String? {
         let n = nodes[node]
         guard n.kind == .string else { return nil }
         let scanner = JSONScanner(bytes)
@@ -133,24 +133,24 @@ package struct JSONDocument: Sendable {
     }
 
     /// Whether `node` is the literal `true`.
-    package func isTrue(_ node: Int) -> Bool { nodes[node].kind == .bool && bytes[Int(nodes[node].start)] == UInt8(ascii: "t") }
+    public func isTrue(_ node: Int) -> Bool { nodes[node].kind == .bool && bytes[Int(nodes[node].start)] == UInt8(ascii: "t") }
 
     /// The integer a number value writes (`JSONTopLevel.integer`).
-    package func integer(_ node: Int) -> JSONInteger {
+    public func integer(_ node: Int) -> JSONInteger {
         guard nodes[node].kind == .number else { return .notAnInteger }
         return JSONTopLevel.integer(in: bytes, at: range(of: node))
     }
 
     /// The Unicode scalars a string value decodes to (an escape counts as the one character it stands for, a
     /// surrogate pair as one); 0 for anything else.
-    package func characterCount(of node: Int) -> Int {
+    public func characterCount(of node: Int) -> Int {
         let n = nodes[node]
         guard n.kind == .string else { return 0 }
         return Self.scalars(bytes, Int(n.start) + 1, Int(n.end) - 1, escaped: n.stringEscaped)
     }
 
     /// The characters of an object member's key (decoded), 0 for a value that is not a member.
-    package func keyCharacterCount(of node: Int) -> Int {
+    public func keyCharacterCount(of node: Int) -> Int {
         let n = nodes[node]
         guard n.keyStart >= 0 else { return 0 }
         return Self.scalars(bytes, Int(n.keyStart), Int(n.keyEnd), escaped: n.keyEscaped)
@@ -546,18 +546,18 @@ struct JSONScanner {
 
 /// Edits to a body, applied in one pass: each replaces a range (an insertion is an empty range) with new bytes;
 /// every other byte stays where it was. Ranges must not overlap; insertions at one offset keep their order.
-package struct JSONEdits: Sendable, Equatable {
-    package private(set) var edits: [(range: Range<Int>, bytes: [UInt8])] = []
+public struct JSONEdits: Sendable, Equatable {
+    public private(set) var edits: [(range: Range<Int>, bytes: [UInt8])] = []
 
-    package init() {}
+    public init() {}
 
-    package var isEmpty: Bool { edits.isEmpty }
+    public var isEmpty: Bool { edits.isEmpty }
 
-    package mutating func replace(_ range: Range<Int>, with bytes: [UInt8]) { edits.append((range, bytes)) }
+    public mutating func replace(_ range: Range<Int>, with bytes: [UInt8]) { edits.append((range, bytes)) }
 
-    package mutating func insert(_ bytes: [UInt8], at offset: Int) { edits.append((offset..<offset, bytes)) }
+    public mutating func insert(_ bytes: [UInt8], at offset: Int) { edits.append((offset..<offset, bytes)) }
 
-    package func applied(to body: [UInt8]) -> [UInt8] {
+    public func applied(to body: [UInt8]) -> [UInt8] {
         guard !edits.isEmpty else { return body }
         var out: [UInt8] = []
         out.reserveCapacity(body.count + edits.reduce(0) { $0 + $1.bytes.count })
@@ -575,7 +575,7 @@ package struct JSONEdits: Sendable, Equatable {
         return out
     }
 
-    package static func == (a: JSONEdits, b: JSONEdits) -> Bool {
+    public static func == (a: JSONEdits, b: JSONEdits) -> Bool {
         a.edits.count == b.edits.count && zip(a.edits, b.edits).allSatisfy { $0.range == $1.range && $0.bytes == $1.bytes }
     }
 }

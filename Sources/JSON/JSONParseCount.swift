@@ -3,7 +3,7 @@ import Foundation
 
 /// Debug builds only: counts the parses of bodies that carry a marker, so a test can show a request's body is read
 /// once (issue 19) while other tests parse their own bodies in parallel. Release builds have no hook at all.
-package enum JSONParseCount {
+public enum JSONParseCount {
     private static let counters = Counters()
 
     /// The markers being counted. Not `Mutex` (macOS 15; the package's floor is macOS 13), and the JSON target
@@ -21,7 +21,7 @@ package enum JSONParseCount {
     }
 
     /// Runs `body` and returns how many times a buffer containing `marker` was parsed meanwhile.
-    package static func counting<R>(marker: String, _ body: () throws -> R) rethrows -> (result: R, parses: Int) {
+    public static func counting<R>(marker: String, _ body: () throws -> R) rethrows -> (result: R, parses: Int) {
         let marker = Array(marker.utf8)
         counters.withLock { $0.append((marker, 0)) }
         let result = try body()

@@ -14,16 +14,16 @@ import Darwin
 /// a trap; nesting is capped at `maxDepth` so hostile input costs bounded stack. Keys are compared as raw bytes
 /// (providers never escape the ASCII key names read here); a key that appears twice resolves to the last one, as in
 /// JavaScript's and Python's parsers.
-package struct JSONPeek {
-    package static let maxDepth = 64
-    package let bytes: UnsafeBufferPointer<UInt8>
+public struct JSONPeek {
+    public static let maxDepth = 64
+    public let bytes: UnsafeBufferPointer<UInt8>
 
-    package init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    public init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
     private static let quote = UInt8(ascii: "\"")
     private static let backslash = UInt8(ascii: "\\")
 
-    package func skipWhitespace(_ i: Int) -> Int {
+    public func skipWhitespace(_ i: Int) -> Int {
         var i = i
         while i < bytes.count {
             switch bytes[i] {
@@ -35,12 +35,12 @@ package struct JSONPeek {
     }
 
     /// The first non-whitespace index, where the top-level value starts.
-    package var root: Int { skipWhitespace(0) }
+    public var root: Int { skipWhitespace(0) }
 
-    package func byte(at i: Int) -> UInt8? { i >= 0 && i < bytes.count ? bytes[i] : nil }
+    public func byte(at i: Int) -> UInt8? { i >= 0 && i < bytes.count ? bytes[i] : nil }
 
     /// The index after the closing quote of the string whose opening quote is at `i`.
-    package func endOfString(at i: Int) -> Int? {
+    public func endOfString(at i: Int) -> Int? {
         guard byte(at: i) == Self.quote, let base = bytes.baseAddress else { return nil }
         var j = i + 1
         // memchr to each quote, then the parity of the backslash run before it says whether it is escaped.
@@ -55,7 +55,7 @@ package struct JSONPeek {
     }
 
     /// The index after the value starting at `i` (no leading whitespace).
-    package func endOfValue(at i: Int, depth: Int = 1) -> Int? {
+    public func endOfValue(at i: Int, depth: Int = 1) -> Int? {
         guard let c = byte(at: i) else { return nil }
         switch c {
         case Self.quote:
@@ -95,7 +95,7 @@ package struct JSONPeek {
     }
 
     /// Where the value of `key` starts in the object at `object`, or nil (no such member, not an object, malformed).
-    package func member(_ key: String, inObjectAt object: Int) -> Int? {
+    public func member(_ key: String, inObjectAt object: Int) -> Int? {
         var found: Int?
         forEachMember(inObjectAt: object) { name, value in
             if Self.keyMatches(key, name) { found = value }
@@ -105,7 +105,7 @@ package struct JSONPeek {
 
     /// Calls `body` with each member's raw name (between its quotes) and where its value starts, in order, in one
     /// pass over the object at `object`; stops quietly at malformed input. Several members are read with one walk.
-    package func forEachMember(inObjectAt object: Int, _ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: Int) -> Void) {
+    public func forEachMember(inObjectAt object: Int, _ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: Int) -> Void) {
         guard byte(at: object) == UInt8(ascii: "{") else { return }
         var j = skipWhitespace(object + 1)
         if byte(at: j) == UInt8(ascii: "}") { return }
@@ -124,12 +124,12 @@ package struct JSONPeek {
     }
 
     /// Follows `first`, then `second`, from the object at `start`.
-    package func path(_ first: String, _ second: String, from start: Int) -> Int? {
+    public func path(_ first: String, _ second: String, from start: Int) -> Int? {
         member(first, inObjectAt: start).flatMap { member(second, inObjectAt: $0) }
     }
 
     /// The raw key bytes are `key`'s: lengths first, then the bytes in place (no iterator over the String).
-    package static func keyMatches(_ key: String, _ raw: UnsafeBufferPointer<UInt8>) -> Bool {
+    public static func keyMatches(_ key: String, _ raw: UnsafeBufferPointer<UInt8>) -> Bool {
         guard key.utf8.count == raw.count else { return false }
         return key.utf8.withContiguousStorageIfAvailable { k in
             k.count == 0 || memcmp(k.baseAddress!, raw.baseAddress!, k.count) == 0
@@ -137,7 +137,7 @@ package struct JSONPeek {
     }
 
     /// A non-negative integer written at `i` (token counts); nil for null, fractions, negatives, anything else.
-    package func integer(at i: Int) -> Int? {
+    public func integer(at i: Int) -> Int? {
         var j = i
         var value = 0
         while let c = byte(at: j), c >= UInt8(ascii: "0"), c <= UInt8(ascii: "9") {
@@ -152,14 +152,14 @@ package struct JSONPeek {
         return value
     }
 
-    package func isObject(at i: Int) -> Bool { byte(at: i) == UInt8(ascii: "{") }
+    public func isObject(at i: Int) -> Bool { byte(at: i) == UInt8(ascii: "{") }
 
-    package func isEmptyArray(at i: Int) -> Bool {
+    public func isEmptyArray(at i: Int) -> Bool {
         byte(at: i) == UInt8(ascii: "[") && byte(at: skipWhitespace(i + 1)) == UInt8(ascii: "]")
     }
 
     /// The start of every element of the array at `i`, in order (stops quietly at malformed input).
-    package func elements(ofArrayAt i: Int) -> [Int] {
+    public func elements(ofArrayAt i: Int) -> [Int] {
         guard byte(at: i) == UInt8(ascii: "[") else { return [] }
         var out: [Int] = []
         var j = skipWhitespace(i + 1)
@@ -175,9 +175,9 @@ package struct JSONPeek {
     }
 
     /// Member names to look for with `scanKeys`, as bytes (at most 64), made once.
-    package struct KeySet: Sendable {
-        package let keys: [[UInt8]]
-        package init(_ names: [String]) {
+    public struct KeySet: Sendable {
+        public let keys: [[UInt8]]
+        public init(_ names: [String]) {
             precondition(names.count <= 64)
             keys = names.map { Array($0.utf8) }
         }
@@ -194,7 +194,7 @@ package struct JSONPeek {
     /// quotes of the string values of the keys in `measuring` (as written: an escape counts its bytes), every
     /// occurrence summed. One pass: strings are skipped whole, so text inside a value can never pose as a key. This
     /// runs on every event of a stream, so it stays a tight loop: no allocation, names compared by length first.
-    package func scanKeys(_ set: KeySet, measuring: UInt64 = 0)
+    public func scanKeys(_ set: KeySet, measuring: UInt64 = 0)
         -> (present: UInt64, nonEmptyString: UInt64, object: UInt64, measured: Int) {
         var present: UInt64 = 0
         var nonEmpty: UInt64 = 0

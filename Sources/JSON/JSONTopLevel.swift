@@ -1,5 +1,5 @@
 /// The JSON type of a value, from its first byte.
-package typealias JSONKind = JSONMember.Kind
+public typealias JSONKind = JSONMember.Kind
 
 /// One member of a request body's top-level JSON object: its decoded key, and where its value sits in the body.
 ///
@@ -7,30 +7,30 @@ package typealias JSONKind = JSONMember.Kind
 /// includes its quotes, a number is just its characters. Keys are kept exactly as their code points; compare them
 /// with `hasKey(_:)`, which compares UTF-8 bytes (Swift's `==` on `String` uses canonical equivalence, which no
 /// JSON parser downstream does, so `"\u212A"` would "equal" `"K"`).
-package struct JSONMember: Equatable, Sendable {
+public struct JSONMember: Equatable, Sendable {
     /// The JSON type of a value, from its first byte.
-    package enum Kind: Equatable, Sendable {
+    public enum Kind: Equatable, Sendable {
         case string, number, object, array, bool, null
     }
 
-    package var key: String
-    package var valueRange: Range<Int>
-    package var kind: Kind
+    public var key: String
+    public var valueRange: Range<Int>
+    public var kind: Kind
 
-    package init(key: String, valueRange: Range<Int>, kind: Kind) {
+    public init(key: String, valueRange: Range<Int>, kind: Kind) {
         self.key = key
         self.valueRange = valueRange
         self.kind = kind
     }
 
     /// True when the key is exactly `name`, code point for code point.
-    package func hasKey(_ name: String) -> Bool { key == name && key.utf8.elementsEqual(name.utf8) }
+    public func hasKey(_ name: String) -> Bool { key == name && key.utf8.elementsEqual(name.utf8) }
 }
 
 /// Why a body is not exactly one well-formed JSON object, and the byte offset where the scanner gave up.
 /// Meant for logs and tests; the client is only ever told "not valid JSON", never the offending bytes.
-package struct JSONScanError: Error, Equatable, Sendable {
-    package enum Kind: Equatable, Sendable {
+public struct JSONScanError: Error, Equatable, Sendable {
+    public enum Kind: Equatable, Sendable {
         /// The body is empty or only whitespace.
         case empty
         /// The body starts with a UTF-8 byte order mark. RFC 8259 §8.1 lets a parser either skip or reject it;
@@ -65,24 +65,24 @@ package struct JSONScanError: Error, Equatable, Sendable {
 
     /// A body some parser could read differently from ours (rather than one every parser refuses): a byte order
     /// mark, malformed UTF-8, a lone surrogate, data after the value, a duplicate key.
-    package var isAmbiguous: Bool {
+    public var isAmbiguous: Bool {
         switch kind {
         case .byteOrderMark, .invalidUTF8, .loneSurrogate, .trailingData, .duplicateKey: true
         default: false
         }
     }
 
-    package var kind: Kind
-    package var offset: Int
+    public var kind: Kind
+    public var offset: Int
 
-    package init(_ kind: Kind, at offset: Int) {
+    public init(_ kind: Kind, at offset: Int) {
         self.kind = kind
         self.offset = offset
     }
 }
 
 /// What `JSONTopLevel.integer(in:at:)` found in a number value.
-package enum JSONInteger: Equatable, Sendable {
+public enum JSONInteger: Equatable, Sendable {
     /// An integer that fits in `Int` (`-0` is 0).
     case value(Int)
     /// An integer written without fraction or exponent, but outside `Int`'s range.
@@ -99,13 +99,13 @@ package enum JSONInteger: Equatable, Sendable {
 /// only space, tab, LF and CR count as whitespace. Nesting is capped at `maxDepth` so hostile input costs at most
 /// that many stack frames. Duplicate keys are valid JSON and are all returned, in order; callers that read a key
 /// must treat a duplicate as an error (see `duplicateKeys(in:)`).
-package enum JSONTopLevel {
+public enum JSONTopLevel {
     /// The deepest nesting accepted; the top-level object is depth 1.
-    package static let maxDepth = 64
+    public static let maxDepth = 64
 
     /// Every top-level member, in body order, duplicates included (read by `JSONDocument`, the one strict reader,
     /// with duplicates allowed).
-    package static func scan(_ body: [UInt8]) throws(JSONScanError) -> [JSONMember] {
+    public static func scan(_ body: [UInt8]) throws(JSONScanError) -> [JSONMember] {
         let document = try JSONDocument(parsing: body, duplicates: .allowed)
         var members: [JSONMember] = []
         members.reserveCapacity(8)
@@ -118,7 +118,7 @@ package enum JSONTopLevel {
 
     /// The decoded value of the JSON string token at exactly `range` (quotes included), or nil when `range` does
     /// not hold exactly one valid string token.
-    package static func string(in body: [UInt8], at range: Range<Int>) -> String? {
+    public static func string(in body: [UInt8], at range: Range<Int>) -> String? {
         guard range.lowerBound >= 0, range.upperBound <= body.count, range.lowerBound < range.upperBound,
               body[range.lowerBound] == UInt8(ascii: "\"")
         else { return nil }
@@ -129,7 +129,7 @@ package enum JSONTopLevel {
 
     /// The integer written at exactly `range`: `-?(0|[1-9][0-9]*)`. A fraction or exponent (even `1.0`, `1e2`)
     /// is `.notAnInteger`; digits past `Int`'s range are `.outOfRange`.
-    package static func integer(in body: [UInt8], at range: Range<Int>) -> JSONInteger {
+    public static func integer(in body: [UInt8], at range: Range<Int>) -> JSONInteger {
         guard range.lowerBound >= 0, range.upperBound <= body.count, !range.isEmpty else { return .notAnInteger }
         var i = range.lowerBound
         let negative = body[i] == UInt8(ascii: "-")
@@ -155,7 +155,7 @@ package enum JSONTopLevel {
 
     /// Keys that occur more than once, each once, in order of their first occurrence (compared code point for
     /// code point).
-    package static func duplicateKeys(in members: [JSONMember]) -> [String] {
+    public static func duplicateKeys(in members: [JSONMember]) -> [String] {
         var seen: [[UInt8]: Int] = [:]
         var out: [String] = []
         for member in members {

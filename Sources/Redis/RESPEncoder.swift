@@ -1,8 +1,8 @@
 /// Writes commands the way every Redis client does: an array of bulk strings (RESP2 "request" form), which is
 /// binary-safe whatever the arguments hold (spaces, CRLF, NUL). Pure.
-package enum RESPEncoder {
+public enum RESPEncoder {
     /// Appends one command to `buffer`, so a batch of pipelined commands can share one buffer and one write.
-    package static func append(command arguments: [[UInt8]], to buffer: inout [UInt8]) {
+    public static func append(command arguments: [[UInt8]], to buffer: inout [UInt8]) {
         buffer.append(UInt8(ascii: "*"))
         appendDecimal(arguments.count, to: &buffer)
         for argument in arguments {
@@ -13,7 +13,7 @@ package enum RESPEncoder {
         }
     }
 
-    package static func encode(command arguments: [[UInt8]]) -> [UInt8] {
+    public static func encode(command arguments: [[UInt8]]) -> [UInt8] {
         var buffer: [UInt8] = []
         buffer.reserveCapacity(arguments.reduce(16) { $0 + $1.count + 16 })
         append(command: arguments, to: &buffer)
@@ -21,7 +21,7 @@ package enum RESPEncoder {
     }
 
     /// The same from strings, written straight into one buffer (no array per argument: an admission has ~30).
-    package static func encode(command arguments: [String]) -> [UInt8] {
+    public static func encode(command arguments: [String]) -> [UInt8] {
         var buffer: [UInt8] = []
         buffer.reserveCapacity(arguments.reduce(16) { $0 + $1.utf8.count + 16 })
         buffer.append(UInt8(ascii: "*"))

@@ -1,9 +1,9 @@
 /// Why a byte stream is not RESP2. Any of these ends the connection: after a framing error, where the next reply
 /// starts is unknowable, so replies could no longer be matched to commands.
-package struct RESPParseError: Error, Sendable, Equatable, CustomStringConvertible {
-    package var reason: String
-    package init(_ reason: String) { self.reason = reason }
-    package var description: String { "malformed RESP: \(reason)" }
+public struct RESPParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { "malformed RESP: \(reason)" }
 }
 
 /// An incremental RESP2 reply parser: bytes in (as they arrive, split anywhere), whole values out, in order.
@@ -13,14 +13,14 @@ package struct RESPParseError: Error, Sendable, Equatable, CustomStringConvertib
 /// (a script's answer, an integer), and re-reading one is cheaper than keeping a resumable stack. Memory is
 /// bounded by `Limits`: a bulk string or an array announcing more than the limits allow, a line without CRLF
 /// longer than `maxLineLength`, or nesting deeper than `maxDepth` is an error, never an allocation.
-package struct RESPParser: Sendable {
-    package struct Limits: Sendable {
-        package var maxBulkLength: Int
-        package var maxArrayCount: Int
-        package var maxDepth: Int
-        package var maxLineLength: Int
+public struct RESPParser: Sendable {
+    public struct Limits: Sendable {
+        public var maxBulkLength: Int
+        public var maxArrayCount: Int
+        public var maxDepth: Int
+        public var maxLineLength: Int
 
-        package init(maxBulkLength: Int = 64 << 20, maxArrayCount: Int = 1 << 20, maxDepth: Int = 32, maxLineLength: Int = 64 << 10) {
+        public init(maxBulkLength: Int = 64 << 20, maxArrayCount: Int = 1 << 20, maxDepth: Int = 32, maxLineLength: Int = 64 << 10) {
             self.maxBulkLength = maxBulkLength
             self.maxArrayCount = maxArrayCount
             self.maxDepth = maxDepth
@@ -28,27 +28,27 @@ package struct RESPParser: Sendable {
         }
     }
 
-    package let limits: Limits
+    public let limits: Limits
     private var buffer: [UInt8] = []
     private var head = 0
 
-    package init(limits: Limits = Limits()) {
+    public init(limits: Limits = Limits()) {
         self.limits = limits
     }
 
     /// Bytes received and not yet returned as a value.
-    package var bufferedByteCount: Int { buffer.count - head }
+    public var bufferedByteCount: Int { buffer.count - head }
 
-    package mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
         buffer.append(contentsOf: bytes)
     }
 
-    package mutating func feed(_ bytes: [UInt8]) {
+    public mutating func feed(_ bytes: [UInt8]) {
         buffer.append(contentsOf: bytes)
     }
 
     /// The next complete value, or nil until more bytes arrive.
-    package mutating func next() throws(RESPParseError) -> RESPValue? {
+    public mutating func next() throws(RESPParseError) -> RESPValue? {
         guard head < buffer.count else { return nil }
         guard let (value, end) = try parse(at: head, depth: 0) else { return nil }
         head = end

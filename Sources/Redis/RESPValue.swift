@@ -1,7 +1,7 @@
 /// One RESP2 value (https://redis.io/docs/latest/develop/reference/protocol-spec/): what a Redis server answers.
 /// A plain value; the null bulk string (`$-1`) and the null array (`*-1`) are both `.null`, which is all a client
 /// needs to tell them apart from an empty string or an empty array.
-package enum RESPValue: Sendable, Equatable {
+public enum RESPValue: Sendable, Equatable {
     /// `+OK`
     case simpleString(String)
     /// `-ERR …`: a command failed (the connection is fine).
@@ -16,7 +16,7 @@ package enum RESPValue: Sendable, Equatable {
     case array([RESPValue])
 
     /// The value as text: simple and bulk strings (bulk decoded as UTF-8, invalid bytes replaced), integers.
-    package var string: String? {
+    public var string: String? {
         switch self {
         case .simpleString(let s): s
         case .bulkString(let b): String(decoding: b, as: UTF8.self)
@@ -26,7 +26,7 @@ package enum RESPValue: Sendable, Equatable {
     }
 
     /// The value as an integer: integers, and strings holding decimal digits (Lua numbers come back as either).
-    package var integer: Int64? {
+    public var integer: Int64? {
         switch self {
         case .integer(let i): i
         case .simpleString, .bulkString: string.flatMap { Int64($0) }
@@ -34,7 +34,7 @@ package enum RESPValue: Sendable, Equatable {
         }
     }
 
-    package var array: [RESPValue]? {
+    public var array: [RESPValue]? {
         if case .array(let a) = self { return a }
         return nil
     }

@@ -9,7 +9,7 @@ import Transport
 
 /// How a command failed. Only `.server` means Redis ran (or refused) the command; after the others the caller
 /// cannot know whether it ran, except `.notConnected`, which was never sent.
-package enum RedisError: Error, Sendable, Equatable {
+public enum RedisError: Error, Sendable, Equatable {
     /// No reply within `timeoutMs`.
     case timeout
     /// The client was between connections (backing off after a failure): the command was not sent.
@@ -37,23 +37,23 @@ package enum RedisError: Error, Sendable, Equatable {
 ///
 /// Owned by `loop.queue`: every method, and every completion, runs there. Completions may run before `send`
 /// returns (a client that is backing off fails at once).
-package final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Sendable {
+public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Sendable {
     // Invariant: every mutable property is read and written on `loop.queue` only.
 
-    package struct Configuration: Sendable {
-        package var host: String
-        package var port: Int
-        package var database: Int
-        package var username: String?
-        package var password: Secret?
+    public struct Configuration: Sendable {
+        public var host: String
+        public var port: Int
+        public var database: Int
+        public var username: String?
+        public var password: Secret?
         /// Per command: how long a caller waits for its reply.
-        package var timeoutMs: Int
+        public var timeoutMs: Int
         /// TCP connect plus handshake.
-        package var connectTimeoutMs: Int
-        package var initialBackoffMs: Int
-        package var maxBackoffMs: Int
+        public var connectTimeoutMs: Int
+        public var initialBackoffMs: Int
+        public var maxBackoffMs: Int
 
-        package init(host: String = "127.0.0.1", port: Int = 6379, database: Int = 0, username: String? = nil, password: Secret? = nil,
+        public init(host: String = "127.0.0.1", port: Int = 6379, database: Int = 0, username: String? = nil, password: Secret? = nil,
                     timeoutMs: Int = 50, connectTimeoutMs: Int = 1_000, initialBackoffMs: Int = 10, maxBackoffMs: Int = 1_000) {
             self.host = host
             self.port = port
@@ -67,21 +67,21 @@ package final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked S
         }
     }
 
-    package enum State: Equatable, Sendable {
+    public enum State: Equatable, Sendable {
         case idle, connecting, handshaking, ready, backingOff, closed
     }
 
-    package typealias Completion = (Result<RESPValue, RedisError>) -> Void
+    public typealias Completion = (Result<RESPValue, RedisError>) -> Void
 
-    package let loop: EventLoop
-    package let configuration: Configuration
+    public let loop: EventLoop
+    public let configuration: Configuration
     private let logger: Logger
-    package private(set) var state = State.idle
+    public private(set) var state = State.idle
     /// Runs each time a connection becomes ready, before the commands queued while connecting are written (so
     /// what it sends, e.g. SCRIPT LOAD, runs first).
-    package var onReady: (() -> Void)?
+    public var onReady: (() -> Void)?
     /// Connections made ready so far (the first one included): for tests and logs.
-    package private(set) var connectionCount = 0
+    public private(set) var connectionCount = 0
 
     private final class Pending {
         var completion: Completion?
@@ -114,7 +114,7 @@ package final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked S
     private var releaseScheduled = false
     private var outageLogged = false
 
-    package init(loop: EventLoop, configuration: Configuration, logger: Logger) {
+    public init(loop: EventLoop, configuration: Configuration, logger: Logger) {
         self.loop = loop
         self.configuration = configuration
         self.logger = logger
@@ -122,19 +122,19 @@ package final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked S
     }
 
     /// Starts connecting. Call once, on the loop.
-    package func start() {
+    public func start() {
         loop.assertOnLoop()
         guard state == .idle else { return }
         connect()
     }
 
     /// Sends one command. `completion` runs once, on the loop, with the reply or why there is none.
-    package func send(_ arguments: [[UInt8]], _ completion: @escaping Completion) {
+    public func send(_ arguments: [[UInt8]], _ completion: @escaping Completion) {
         send(encoded: RESPEncoder.encode(command: arguments), completion)
     }
 
     /// The same from strings, encoded straight into the command's bytes.
-    package func send(_ arguments: [String], _ completion: @escaping Completion) {
+    public func send(_ arguments: [String], _ completion: @escaping Completion) {
         send(encoded: RESPEncoder.encode(command: arguments), completion)
     }
 
@@ -158,10 +158,10 @@ package final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked S
     }
 
     /// Commands sent and not answered yet.
-    package var inFlightCount: Int { inFlight.count - inFlightHead }
+    public var inFlightCount: Int { inFlight.count - inFlightHead }
 
     /// Closes the connection for good; every command waiting fails with `.closed`.
-    package func close() {
+    public func close() {
         loop.assertOnLoop()
         guard state != .closed else { return }
         state = .closed
@@ -244,7 +244,7 @@ package final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked S
     }
 
     /// The connecting socket became writable: the connect finished, one way or the other.
-    package func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
+    public func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
         guard fd == connectingFD else { return }
         connectingFD = -1
         let error = Syscall.socketError(fd)
@@ -378,7 +378,7 @@ package final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked S
         connection.write(bytes)
     }
 
-    package func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
+    public func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer) {
         bytesRead &+= UInt64(bytes.count)
         parser.feed(bytes)
         while self.connection === connection {
@@ -407,9 +407,9 @@ package final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked S
         }
     }
 
-    package func connectionDidDrain(_ connection: Connection) {}
+    public func connectionDidDrain(_ connection: Connection) {}
 
-    package func connection(_ connection: Connection, didCloseWith reason: ConnectionCloseReason) {
+    public func connection(_ connection: Connection, didCloseWith reason: ConnectionCloseReason) {
         guard connection === self.connection else { return }
         self.connection = nil
         connectFailed(reason == .peerClosed ? "connection closed by redis" : "connection reset")

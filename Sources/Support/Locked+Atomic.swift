@@ -10,22 +10,22 @@
 ///
 /// The `ordering` arguments keep the call sites written for `Atomic` unchanged. A lock orders every access
 /// fully, so each ordering is as strong as `.sequentiallyConsistent`.
-package struct LockedOrdering: Sendable {
-    @inlinable package static var relaxed: LockedOrdering { LockedOrdering() }
-    @inlinable package static var acquiring: LockedOrdering { LockedOrdering() }
-    @inlinable package static var releasing: LockedOrdering { LockedOrdering() }
-    @inlinable package static var acquiringAndReleasing: LockedOrdering { LockedOrdering() }
-    @inlinable package static var sequentiallyConsistent: LockedOrdering { LockedOrdering() }
+public struct LockedOrdering: Sendable {
+    @inlinable public static var relaxed: LockedOrdering { LockedOrdering() }
+    @inlinable public static var acquiring: LockedOrdering { LockedOrdering() }
+    @inlinable public static var releasing: LockedOrdering { LockedOrdering() }
+    @inlinable public static var acquiringAndReleasing: LockedOrdering { LockedOrdering() }
+    @inlinable public static var sequentiallyConsistent: LockedOrdering { LockedOrdering() }
     @inlinable init() {}
 }
 
 extension Locked {
-    @inlinable package func load(ordering: LockedOrdering) -> Value { withLock { $0 } }
+    @inlinable public func load(ordering: LockedOrdering) -> Value { withLock { $0 } }
 
-    @inlinable package func store(_ desired: Value, ordering: LockedOrdering) { withLock { $0 = desired } }
+    @inlinable public func store(_ desired: Value, ordering: LockedOrdering) { withLock { $0 = desired } }
 
     /// Stores `desired` and returns the value it replaced.
-    @inlinable package func exchange(_ desired: Value, ordering: LockedOrdering) -> Value {
+    @inlinable public func exchange(_ desired: Value, ordering: LockedOrdering) -> Value {
         withLock { value in
             let old = value
             value = desired
@@ -37,7 +37,7 @@ extension Locked {
 extension Locked where Value: FixedWidthInteger {
     /// Adds with wraparound on overflow, like `Atomic.wrappingAdd`.
     @discardableResult
-    @inlinable package func wrappingAdd(_ operand: Value, ordering: LockedOrdering) -> (oldValue: Value, newValue: Value) {
+    @inlinable public func wrappingAdd(_ operand: Value, ordering: LockedOrdering) -> (oldValue: Value, newValue: Value) {
         withLock { value in
             let old = value
             value = old &+ operand
@@ -46,13 +46,13 @@ extension Locked where Value: FixedWidthInteger {
     }
 
     @discardableResult
-    @inlinable package func wrappingSubtract(_ operand: Value, ordering: LockedOrdering) -> (oldValue: Value, newValue: Value) {
+    @inlinable public func wrappingSubtract(_ operand: Value, ordering: LockedOrdering) -> (oldValue: Value, newValue: Value) {
         wrappingAdd(0 &- operand, ordering: ordering)
     }
 
     /// Adds, trapping on overflow, like `Atomic.add`.
     @discardableResult
-    @inlinable package func add(_ operand: Value, ordering: LockedOrdering) -> (oldValue: Value, newValue: Value) {
+    @inlinable public func add(_ operand: Value, ordering: LockedOrdering) -> (oldValue: Value, newValue: Value) {
         withLock { value in
             let old = value
             value = old + operand
@@ -61,7 +61,7 @@ extension Locked where Value: FixedWidthInteger {
     }
 
     @discardableResult
-    @inlinable package func subtract(_ operand: Value, ordering: LockedOrdering) -> (oldValue: Value, newValue: Value) {
+    @inlinable public func subtract(_ operand: Value, ordering: LockedOrdering) -> (oldValue: Value, newValue: Value) {
         withLock { value in
             let old = value
             value = old - operand

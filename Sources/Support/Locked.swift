@@ -8,7 +8,7 @@ import Darwin
 /// primitive Thread Sanitizer understands. Swift's `Mutex` on Linux takes a futex directly, which TSan cannot
 /// see, so every access under it was reported as a race (`make sanitize` could not pass); the relay's shared
 /// state uses this type instead. Safe from any thread.
-package final class Locked<Value>: @unchecked Sendable {
+public final class Locked<Value>: @unchecked Sendable {
     // Invariant: `value` is read and written only between lock and unlock of `mutex`. Both are visible to other
     // modules' inlined code only (`@usableFromInline`), so that `withLock` and the counters built on it
     // (`Locked+Atomic.swift`) are specialised where they are called, not run as generic code through witness
@@ -16,7 +16,7 @@ package final class Locked<Value>: @unchecked Sendable {
     @usableFromInline var value: Value
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-    package init(_ value: Value) {
+    public init(_ value: Value) {
         self.value = value
         mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
@@ -29,7 +29,7 @@ package final class Locked<Value>: @unchecked Sendable {
     }
 
     @inlinable @inline(__always)
-    package func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)

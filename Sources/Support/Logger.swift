@@ -6,10 +6,10 @@ import Darwin
 import Foundation
 
 /// Severity of a log line; lines below a logger's level cost one comparison and nothing else.
-package enum LogLevel: Int, Comparable, Sendable, CaseIterable {
+public enum LogLevel: Int, Comparable, Sendable, CaseIterable {
     case debug = 0, info, warning, error
-    package static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
-    package var name: String {
+    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+    public var name: String {
         switch self {
         case .debug: "debug"
         case .info: "info"
@@ -17,7 +17,7 @@ package enum LogLevel: Int, Comparable, Sendable, CaseIterable {
         case .error: "error"
         }
     }
-    package init?(name: String) {
+    public init?(name: String) {
         guard let level = LogLevel.allCases.first(where: { $0.name == name.lowercased() }) else { return nil }
         self = level
     }
@@ -25,7 +25,7 @@ package enum LogLevel: Int, Comparable, Sendable, CaseIterable {
 
 /// A value in a log line's metadata. Only these shapes exist, so a credential can only reach a log line if
 /// someone passes it here as a string on purpose; `Secret` deliberately cannot be converted.
-package enum LogValue: Sendable, Equatable {
+public enum LogValue: Sendable, Equatable {
     case string(String)
     case int(Int)
     case double(Double)
@@ -33,30 +33,30 @@ package enum LogValue: Sendable, Equatable {
 }
 
 /// Receives finished JSON lines. One implementation writes to a file descriptor; tests capture lines in memory.
-package protocol LogSink: Sendable {
+public protocol LogSink: Sendable {
     func write(line: String)
     /// The same line as UTF-8 bytes, as the logger builds it; `line` has spare capacity for the newline.
     func write(utf8 line: inout [UInt8])
 }
 
 extension LogSink {
-    package func write(utf8 line: inout [UInt8]) {
+    public func write(utf8 line: inout [UInt8]) {
         write(line: String(decoding: line, as: UTF8.self))
     }
 }
 
 /// Writes each line with one write(2) call: `print` to a pipe is block-buffered and would hold lines until exit.
-package struct FileDescriptorLogSink: LogSink {
-    package let fd: Int32
-    package init(fd: Int32) { self.fd = fd }
-    package static let standardOutput = FileDescriptorLogSink(fd: 1)
-    package static let standardError = FileDescriptorLogSink(fd: 2)
-    package func write(line: String) {
+public struct FileDescriptorLogSink: LogSink {
+    public let fd: Int32
+    public init(fd: Int32) { self.fd = fd }
+    public static let standardOutput = FileDescriptorLogSink(fd: 1)
+    public static let standardError = FileDescriptorLogSink(fd: 2)
+    public func write(line: String) {
         var bytes = Array(line.utf8)
         write(utf8: &bytes)
     }
 
-    package func write(utf8 line: inout [UInt8]) {
+    public func write(utf8 line: inout [UInt8]) {
         line.append(0x0A)
         line.withUnsafeBytes { raw in
             var offset = 0
@@ -78,27 +78,27 @@ private func Glibc_write(_ fd: Int32, _ p: UnsafeRawPointer, _ n: Int) -> Int {
 }
 
 /// Keeps every line in memory, for tests that assert on logs or scan them for secrets.
-package final class MemoryLogSink: LogSink {
+public final class MemoryLogSink: LogSink {
     private let storage = Locked<[String]>([])
-    package init() {}
-    package func write(line: String) { storage.withLock { $0.append(line) } }
-    package var lines: [String] { storage.withLock { $0 } }
+    public init() {}
+    public func write(line: String) { storage.withLock { $0.append(line) } }
+    public var lines: [String] { storage.withLock { $0 } }
 }
 
 /// A structured logger: a label, a level and a sink; each line is one JSON object.
 /// Messages are autoclosures, so a filtered-out line never builds its string.
-package struct Logger: Sendable {
-    package var label: String
-    package var level: LogLevel
-    package var sink: any LogSink
+public struct Logger: Sendable {
+    public var label: String
+    public var level: LogLevel
+    public var sink: any LogSink
 
-    package init(label: String, level: LogLevel = .info, sink: any LogSink = FileDescriptorLogSink.standardOutput) {
+    public init(label: String, level: LogLevel = .info, sink: any LogSink = FileDescriptorLogSink.standardOutput) {
         self.label = label
         self.level = level
         self.sink = sink
     }
 
-    package func log(_ level: LogLevel, _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [(String, LogValue)] = []) {
+    public func log(_ level: LogLevel, _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [(String, LogValue)] = []) {
         guard level >= self.level else { return }
         // Built as bytes in one buffer: this runs once per exchange (the access log), where building it from
         // strings was a fifth of the relay's instructions per request.
@@ -116,13 +116,13 @@ package struct Logger: Sendable {
         sink.write(utf8: &line)
     }
 
-    package func debug(_ m: @autoclosure () -> String, _ md: @autoclosure () -> [(String, LogValue)] = []) { log(.debug, m(), md()) }
-    package func info(_ m: @autoclosure () -> String, _ md: @autoclosure () -> [(String, LogValue)] = []) { log(.info, m(), md()) }
-    package func warning(_ m: @autoclosure () -> String, _ md: @autoclosure () -> [(String, LogValue)] = []) { log(.warning, m(), md()) }
-    package func error(_ m: @autoclosure () -> String, _ md: @autoclosure () -> [(String, LogValue)] = []) { log(.error, m(), md()) }
+    public func debug(_ m: @autoclosure () -> String, _ md: @autoclosure () -> [(String, LogValue)] = []) { log(.debug, m(), md()) }
+    public func info(_ m: @autoclosure () -> String, _ md: @autoclosure () -> [(String, LogValue)] = []) { log(.info, m(), md()) }
+    public func warning(_ m: @autoclosure () -> String, _ md: @autoclosure () -> [(String, LogValue)] = []) { log(.warning, m(), md()) }
+    public func error(_ m: @autoclosure () -> String, _ md: @autoclosure () -> [(String, LogValue)] = []) { log(.error, m(), md()) }
 
     /// RFC 3339 UTC with milliseconds.
-    package static func timestamp() -> String {
+    public static func timestamp() -> String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(24)
         appendTimestamp(to: &bytes)
@@ -130,7 +130,7 @@ package struct Logger: Sendable {
     }
 
     /// RFC 3339 UTC with milliseconds, written byte by byte (this runs once per access-log line).
-    package static func appendTimestamp(to bytes: inout [UInt8]) {
+    public static func appendTimestamp(to bytes: inout [UInt8]) {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         var t = time_t(ts.tv_sec)
@@ -158,8 +158,8 @@ package struct Logger: Sendable {
 }
 
 /// Minimal JSON writing for log lines and error bodies (no Foundation encoder on the hot path), on bytes.
-package enum JSONLine {
-    package static func encode(_ fields: [(String, LogValue)]) -> String {
+public enum JSONLine {
+    public static func encode(_ fields: [(String, LogValue)]) -> String {
         var out: [UInt8] = [0x7B]
         out.reserveCapacity(48 * fields.count + 2)
         for (key, value) in fields { append(key: key, value, to: &out) }
@@ -168,7 +168,7 @@ package enum JSONLine {
     }
 
     /// Appends `"key":value` to an object being written: a comma first unless the object was just opened.
-    package static func append(key: String, _ value: LogValue, to out: inout [UInt8]) {
+    public static func append(key: String, _ value: LogValue, to out: inout [UInt8]) {
         if out.last != 0x7B { out.append(0x2C) }
         appendQuoted(key, to: &out)
         out.append(0x3A)
@@ -182,13 +182,13 @@ package enum JSONLine {
     }
 
     /// `d` with exactly three decimals ("12.345"), without Foundation's `String(format:)`.
-    package static func fixed3(_ d: Double) -> String {
+    public static func fixed3(_ d: Double) -> String {
         var out: [UInt8] = []
         appendFixed3(d, to: &out)
         return String(decoding: out, as: UTF8.self)
     }
 
-    package static func appendFixed3(_ d: Double, to out: inout [UInt8]) {
+    public static func appendFixed3(_ d: Double, to out: inout [UInt8]) {
         let thousandths = Int((abs(d) * 1000).rounded())
         if d < 0 && thousandths != 0 { out.append(0x2D) }
         appendDecimal(thousandths / 1000, to: &out)
@@ -199,7 +199,7 @@ package enum JSONLine {
         out.append(UInt8(48 + fraction % 10))
     }
 
-    package static func appendDecimal(_ n: Int, to out: inout [UInt8]) {
+    public static func appendDecimal(_ n: Int, to out: inout [UInt8]) {
         if n < 0 { out.append(0x2D) }
         var v = n.magnitude
         if v < 10 { out.append(UInt8(48 + v)); return }
@@ -211,7 +211,7 @@ package enum JSONLine {
         }
     }
 
-    package static func quote(_ s: String) -> String {
+    public static func quote(_ s: String) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(s.utf8.count + 2)
         appendQuoted(s, to: &out)
@@ -220,7 +220,7 @@ package enum JSONLine {
 
     /// `s` as a JSON string: `"` and `\` escaped, control characters as `\n`, `\r`, `\t` or `\u00XX`, every
     /// other byte (UTF-8 included) as it is.
-    package static func appendQuoted(_ s: String, to out: inout [UInt8]) {
+    public static func appendQuoted(_ s: String, to out: inout [UInt8]) {
         out.append(0x22)
         appendEscaped(s, to: &out)
         out.append(0x22)

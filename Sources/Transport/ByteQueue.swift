@@ -1,15 +1,15 @@
 /// Bytes waiting to be written, consumed from the front with a head index (removeFirst would be O(n)).
 /// Owned by whoever owns the connection; not thread-safe by itself.
-package struct ByteQueue {
+public struct ByteQueue {
     private var storage: [UInt8] = []
     private var head = 0
 
-    package init() {}
+    public init() {}
 
-    package var count: Int { storage.count - head }
-    package var isEmpty: Bool { head == storage.count }
+    public var count: Int { storage.count - head }
+    public var isEmpty: Bool { head == storage.count }
 
-    package mutating func append(_ bytes: UnsafeRawBufferPointer) {
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         if head > 0 && head == storage.count {
             storage.removeAll(keepingCapacity: true)
             head = 0
@@ -17,7 +17,7 @@ package struct ByteQueue {
         storage.append(contentsOf: bytes)
     }
 
-    package mutating func consume(_ n: Int) {
+    public mutating func consume(_ n: Int) {
         head += n
         if head == storage.count {
             storage.removeAll(keepingCapacity: storage.capacity <= 64 * 1024)
@@ -28,7 +28,7 @@ package struct ByteQueue {
         }
     }
 
-    package func withReadableBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    public func withReadableBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try storage.withUnsafeBytes { raw in
             try body(UnsafeRawBufferPointer(rebasing: raw[head...]))
         }

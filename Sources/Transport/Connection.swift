@@ -7,7 +7,7 @@ import Dispatch
 import Support
 
 /// Why a connection ended, as its delegate hears it (exactly once).
-package enum ConnectionCloseReason: Equatable, Sendable {
+public enum ConnectionCloseReason: Equatable, Sendable {
     /// The peer sent FIN (recv returned 0).
     case peerClosed
     /// The peer reset the connection, or a send found it gone (ECONNRESET, EPIPE).
@@ -18,7 +18,7 @@ package enum ConnectionCloseReason: Equatable, Sendable {
 
 /// Receives a connection's events. All calls arrive on the connection's loop queue.
 /// `connectionDidClose` is terminal: no call follows it.
-package protocol ConnectionDelegate: AnyObject {
+public protocol ConnectionDelegate: AnyObject {
     func connection(_ connection: Connection, didRead bytes: UnsafeRawBufferPointer)
     /// The pending write buffer fell to the low-water mark (after having been above the high-water mark).
     func connectionDidDrain(_ connection: Connection)
@@ -31,14 +31,14 @@ package protocol ConnectionDelegate: AnyObject {
 /// connection's whole life (EPOLLIN | EPOLLRDHUP): a client's FIN or RST is seen as soon as it arrives, and
 /// that is how a departed client cancels its upstream within a millisecond. Writability is watched only while
 /// bytes are pending.
-package final class Connection: PollerHandler, @unchecked Sendable {
+public final class Connection: PollerHandler, @unchecked Sendable {
     // Invariant: all mutable state is touched on `loop.queue` only.
-    package let fd: Int32
-    package let loop: EventLoop
-    package let peerAddress: String
-    package var delegate: (any ConnectionDelegate)?
-    package let highWaterMark: Int
-    package let lowWaterMark: Int
+    public let fd: Int32
+    public let loop: EventLoop
+    public let peerAddress: String
+    public var delegate: (any ConnectionDelegate)?
+    public let highWaterMark: Int
+    public let lowWaterMark: Int
 
     private var writeArmed = false
     private var pending = ByteQueue()
@@ -47,7 +47,7 @@ package final class Connection: PollerHandler, @unchecked Sendable {
     private var state = State.open
     private var lingerTimer: LoopTimer?
 
-    package init(fd: Int32, loop: EventLoop, peerAddress: String, highWaterMark: Int = 256 * 1024, lowWaterMark: Int = 64 * 1024) {
+    public init(fd: Int32, loop: EventLoop, peerAddress: String, highWaterMark: Int = 256 * 1024, lowWaterMark: Int = 64 * 1024) {
         self.fd = fd
         self.loop = loop
         self.peerAddress = peerAddress
@@ -56,25 +56,25 @@ package final class Connection: PollerHandler, @unchecked Sendable {
     }
 
     /// Starts reading. Call once, on the loop, after setting the delegate.
-    package func start() {
+    public func start() {
         loop.assertOnLoop()
         loop.poller.watch(fd, read: true, write: false, handler: self)
     }
 
     /// A client's request or close runs before the batch's relayed events: see `PollerHandler`.
-    package var pollerHandlesFirst: Bool { true }
+    public var pollerHandlesFirst: Bool { true }
 
-    package func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
+    public func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
         loop.assertOnLoop()
         if readable { self.readable() }
         if writable && state != .closed { self.writable() }
     }
 
-    package var isOpen: Bool { state == .open }
-    package var pendingByteCount: Int { pending.count }
-    package var isAboveHighWater: Bool { pending.count >= highWaterMark }
+    public var isOpen: Bool { state == .open }
+    public var pendingByteCount: Int { pending.count }
+    public var isAboveHighWater: Bool { pending.count >= highWaterMark }
     /// The most bytes ever pending on this connection: what a slow reader cost in memory.
-    package private(set) var maxPendingByteCount = 0
+    public private(set) var maxPendingByteCount = 0
 
     // MARK: Reading
 
@@ -106,7 +106,7 @@ package final class Connection: PollerHandler, @unchecked Sendable {
     /// Writes up to three buffers with one syscall (a chunk's size line, payload and CRLF together), or queues
     /// them behind bytes already pending. Returns false if the connection is closed or the peer is gone.
     @discardableResult
-    package func write(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer? = nil, _ c: UnsafeRawBufferPointer? = nil) -> Bool {
+    public func write(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer? = nil, _ c: UnsafeRawBufferPointer? = nil) -> Bool {
         loop.assertOnLoop()
         guard state == .open || state == .flushingThenClose else { return false }
         let parts = [a, b ?? UnsafeRawBufferPointer(start: nil, count: 0), c ?? UnsafeRawBufferPointer(start: nil, count: 0)]
@@ -150,12 +150,12 @@ package final class Connection: PollerHandler, @unchecked Sendable {
     /// (a response head, then its first chunk or whole body) leaves in one syscall and one TCP segment.
     /// Release it within the same turn of the loop (the caller schedules it, with `EventLoop.soon`): holding
     /// never delays a byte beyond the handler already under way.
-    package func hold() {
+    public func hold() {
         loop.assertOnLoop()
         held = true
     }
 
-    package func releaseHold() {
+    public func releaseHold() {
         loop.assertOnLoop()
         guard held else { return }
         held = false
@@ -166,7 +166,7 @@ package final class Connection: PollerHandler, @unchecked Sendable {
     }
 
     @discardableResult
-    package func write(_ bytes: [UInt8]) -> Bool {
+    public func write(_ bytes: [UInt8]) -> Bool {
         loop.assertOnLoop()
         return bytes.withUnsafeBytes { write($0) }
     }
@@ -216,7 +216,7 @@ package final class Connection: PollerHandler, @unchecked Sendable {
     /// (closing with unread input would send RST, which can destroy the response in the client's buffer).
     /// A client that stops reading cannot hold the connection open: after `flushSeconds` with bytes still
     /// pending, it is reset.
-    package func closeAfterFlush(flushSeconds: Double = 60, lingerSeconds: Double = 2) {
+    public func closeAfterFlush(flushSeconds: Double = 60, lingerSeconds: Double = 2) {
         loop.assertOnLoop()
         guard state == .open else { return }
         state = .flushingThenClose
@@ -232,7 +232,7 @@ package final class Connection: PollerHandler, @unchecked Sendable {
     }
 
     /// Closes at once, with RST if `reset` (abandons pending bytes).
-    package func close(reset: Bool = false) {
+    public func close(reset: Bool = false) {
         loop.assertOnLoop()
         guard state != .closed else { return }
         if reset { Syscall.setLingerZero(fd) }

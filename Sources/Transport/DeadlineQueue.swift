@@ -5,20 +5,20 @@ import Support
 /// moves (`moved`), so its owner can find it again. A cancelled timer therefore frees its entry at once: memory
 /// follows the timers that are armed, never the requests that came and went (issue 19: lazy deletion once kept
 /// every cancelled timer until its deadline, about 76 bytes a request for up to the longest timeout).
-package struct DeadlineQueue<Element> {
+public struct DeadlineQueue<Element> {
     private var heap: [(deadline: Instant, sequence: UInt64, element: Element)] = []
     private var nextSequence: UInt64 = 0
     /// Told an element's new index after every move, and -1 when it leaves the queue.
     private let moved: ((Element, Int) -> Void)?
 
-    package init(moved: ((Element, Int) -> Void)? = nil) {
+    public init(moved: ((Element, Int) -> Void)? = nil) {
         self.moved = moved
     }
 
-    package var count: Int { heap.count }
-    package var nextDeadline: Instant? { heap.first?.deadline }
+    public var count: Int { heap.count }
+    public var nextDeadline: Instant? { heap.first?.deadline }
 
-    package mutating func push(_ element: Element, at deadline: Instant) {
+    public mutating func push(_ element: Element, at deadline: Instant) {
         heap.append((deadline, nextSequence, element))
         nextSequence &+= 1
         moved?(element, heap.count - 1)
@@ -26,7 +26,7 @@ package struct DeadlineQueue<Element> {
     }
 
     /// Removes and returns every element due at `now`, earliest first (ties in push order).
-    package mutating func popDue(at now: Instant) -> [Element] {
+    public mutating func popDue(at now: Instant) -> [Element] {
         var due: [Element] = []
         while let first = heap.first, first.deadline <= now {
             due.append(remove(at: 0))
@@ -36,7 +36,7 @@ package struct DeadlineQueue<Element> {
 
     /// Removes the element at `index` (as last reported by `moved`).
     @discardableResult
-    package mutating func remove(at index: Int) -> Element {
+    public mutating func remove(at index: Int) -> Element {
         let removed = heap[index].element
         let last = heap.removeLast()
         if index < heap.count {

@@ -7,21 +7,21 @@ import Support
 ///
 /// A handful of loops (one per core) is the nginx worker model: no locks between a client socket and its
 /// upstream transfer, because both live on the same queue.
-package final class EventLoop: @unchecked Sendable {
+public final class EventLoop: @unchecked Sendable {
     // Invariant: every stored mutable property below is read and written on `queue` only.
-    package let queue: DispatchQueue
-    package let clock: any Clock
-    package let index: Int
+    public let queue: DispatchQueue
+    public let clock: any Clock
+    public let index: Int
     /// Armed timers only: a cancelled one leaves at once (`LoopTimer.cancel`).
     private var deadlines = DeadlineQueue<LoopTimer>(moved: { timer, index in timer.index = index })
     private let timerSource: DispatchSourceTimer
     private var armedDeadline: Instant?
     /// Scratch space for `recv`: one per loop, safe because the loop is serial and no caller keeps it.
-    package let readBuffer: UnsafeMutableRawBufferPointer
+    public let readBuffer: UnsafeMutableRawBufferPointer
     /// The loop's sockets (client connections and curl's) are watched here.
-    package let poller: Poller
+    public let poller: Poller
 
-    package init(index: Int, clock: any Clock = MonotonicClock()) {
+    public init(index: Int, clock: any Clock = MonotonicClock()) {
         self.index = index
         self.clock = clock
         self.queue = DispatchQueue(label: "sse-relay.loop.\(index)")
@@ -45,26 +45,26 @@ package final class EventLoop: @unchecked Sendable {
     /// loop-confined types (`Connection`, `ServerConnection`, `Transfer`, `RelayExchange`) from a promise into a
     /// check. Release builds do nothing.
     @inlinable @inline(__always)
-    package func assertOnLoop() {
+    public func assertOnLoop() {
         #if DEBUG
         dispatchPrecondition(condition: .onQueue(queue))
         #endif
     }
 
-    package func execute(_ work: @escaping @Sendable () -> Void) {
+    public func execute(_ work: @escaping @Sendable () -> Void) {
         queue.async(execute: work)
     }
 
     /// Runs `work` on this loop in the same turn, once the slice of poller handlers running now has run (no
     /// hop through the queue): see `Poller.soon`. Call on the loop.
-    package func soon(_ work: @escaping () -> Void) {
+    public func soon(_ work: @escaping () -> Void) {
         assertOnLoop()
         poller.soon(work)
     }
 
     /// Runs `action` on this loop at `deadline` unless the returned timer is cancelled first. Call on the loop.
     @discardableResult
-    package func schedule(at deadline: Instant, _ action: @escaping () -> Void) -> LoopTimer {
+    public func schedule(at deadline: Instant, _ action: @escaping () -> Void) -> LoopTimer {
         let timer = LoopTimer(action: action, loop: self)
         deadlines.push(timer, at: deadline)
         rearm()
@@ -72,7 +72,7 @@ package final class EventLoop: @unchecked Sendable {
     }
 
     /// The timers armed on this loop (cancelled ones are gone). Call on the loop.
-    package var armedTimerCount: Int { deadlines.count }
+    public var armedTimerCount: Int { deadlines.count }
 
     /// A cancelled timer's entry leaves the queue at once. A Dispatch timer armed for it stays: when it fires,
     /// nothing is due and it is armed again for the next deadline.
@@ -82,7 +82,7 @@ package final class EventLoop: @unchecked Sendable {
 
     /// Runs the timers due at `clock.now()` at once. Call on the loop; for tests on a manual clock, whose
     /// deadlines the Dispatch timer would only reach in real time.
-    package func runDueTimers() { fireDueTimers() }
+    public func runDueTimers() { fireDueTimers() }
 
     private func fireDueTimers() {
         armedDeadline = nil
@@ -104,7 +104,7 @@ package final class EventLoop: @unchecked Sendable {
 
 /// A one-shot timer on an event loop. Cancel it on the loop; a cancelled timer never runs, and its entry (and the
 /// closure it held) is freed at once.
-package final class LoopTimer: @unchecked Sendable {
+public final class LoopTimer: @unchecked Sendable {
     // Invariant: only touched on the owning loop's queue.
     private var action: (() -> Void)?
     /// Where the loop's queue keeps it; -1 once fired, cancelled or removed.
@@ -114,8 +114,8 @@ package final class LoopTimer: @unchecked Sendable {
         self.action = action
         self.loop = loop
     }
-    package var isCancelled: Bool { action == nil }
-    package func cancel() {
+    public var isCancelled: Bool { action == nil }
+    public func cancel() {
         action = nil
         if index >= 0 { loop?.removeTimer(at: index) }
     }
@@ -127,10 +127,10 @@ package final class LoopTimer: @unchecked Sendable {
 }
 
 /// A fixed set of event loops; connections are spread round-robin.
-package final class EventLoopGroup: Sendable {
-    package let loops: [EventLoop]
+public final class EventLoopGroup: Sendable {
+    public let loops: [EventLoop]
 
-    package init(count: Int, clock: any Clock = MonotonicClock()) {
+    public init(count: Int, clock: any Clock = MonotonicClock()) {
         loops = (0..<max(1, count)).map { EventLoop(index: $0, clock: clock) }
     }
 }

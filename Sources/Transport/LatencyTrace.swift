@@ -14,8 +14,8 @@ import Support
 /// `enabled`; nothing is allocated.
 ///
 /// Shared by every loop, behind a lock (taken only when tracing is on).
-package enum LatencyTrace {
-    package enum Span: Int, CaseIterable, Sendable {
+public enum LatencyTrace {
+    public enum Span: Int, CaseIterable, Sendable {
         /// epoll_wait returned → the batch starts on the loop's queue (waiting for the queue).
         case queueWait
         /// One batch: from its start to its end (all the handlers of up to 128 events).
@@ -50,11 +50,11 @@ package enum LatencyTrace {
         }
     }
 
-    package static let enabled: Bool = getenv("SSE_RELAY_LATENCY_TRACE") != nil
+    public static let enabled: Bool = getenv("SSE_RELAY_LATENCY_TRACE") != nil
 
     /// CLOCK_MONOTONIC in nanoseconds (0 when tracing is off, so probes cost no system call).
     @inline(__always)
-    package static func now() -> UInt64 {
+    public static func now() -> UInt64 {
         guard enabled else { return 0 }
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -63,12 +63,12 @@ package enum LatencyTrace {
 
     /// Records `span` as the time from `start` (a `now()`) until now.
     @inline(__always)
-    package static func since(_ start: UInt64, _ span: Span) {
+    public static func since(_ start: UInt64, _ span: Span) {
         guard enabled, start != 0 else { return }
         record(span, now() &- start)
     }
 
-    package static func record(_ span: Span, _ value: UInt64) {
+    public static func record(_ span: Span, _ value: UInt64) {
         guard enabled else { return }
         let line: String? = state.withLock { s in
             s.interval.add(span, value)

@@ -7,20 +7,20 @@ import Support
 /// once (`LoopTimer.cancel`).
 ///
 /// A value inside one loop-confined owner: used on that loop's queue only, like its owner.
-package struct LazyTimer {
+public struct LazyTimer {
     private var timer: LoopTimer?
     private var armedAt: Instant?
 
-    package init() {}
+    public init() {}
 
     /// The deadline the armed timer fires at; nil when none is armed.
-    package var armedDeadline: Instant? { timer == nil ? nil : armedAt }
+    public var armedDeadline: Instant? { timer == nil ? nil : armedAt }
 
     /// Arms for `deadline` unless an armed timer fires no later. `fire` runs on the loop when the timer fires; it
     /// must call `fired()` first.
     /// `loop` is read only when a timer is armed: the common case, an earlier deadline already armed, costs a
     /// comparison.
-    package mutating func arm(at deadline: Instant, on loop: @autoclosure () -> any LoopScheduler, _ fire: @escaping () -> Void) {
+    public mutating func arm(at deadline: Instant, on loop: @autoclosure () -> any LoopScheduler, _ fire: @escaping () -> Void) {
         if let armed = armedAt, armed <= deadline, timer?.isCancelled == false { return }
         timer?.cancel()
         armedAt = deadline
@@ -28,13 +28,13 @@ package struct LazyTimer {
     }
 
     /// The timer fired: nothing is armed now.
-    package mutating func fired() {
+    public mutating func fired() {
         timer = nil
         armedAt = nil
     }
 
     /// Disarms: the loop forgets the timer at once.
-    package mutating func cancel() {
+    public mutating func cancel() {
         timer?.cancel()
         timer = nil
         armedAt = nil

@@ -6,23 +6,23 @@ import Darwin
 import Dispatch
 import Support
 
-package struct ListenerError: Error, CustomStringConvertible {
-    package var description: String
+public struct ListenerError: Error, CustomStringConvertible {
+    public var description: String
 }
 
 /// A listening TCP socket, watched by every event loop's poller: the loop that wins the accept serves the
 /// connection, and gets the new descriptor (non-blocking, TCP_NODELAY set) in `onAccept`, on its own queue.
-package final class Listener: Sendable {
+public final class Listener: Sendable {
     // Invariant: `fd` and `port` are immutable after init; the acceptors are behind a lock, and each one's
     // mutable state is touched on its loop's queue only.
-    package let fd: Int32
-    package let port: Int
+    public let fd: Int32
+    public let port: Int
     private let group: EventLoopGroup
     private let onAccept: @Sendable (Int32, String, EventLoop) -> Void
     private let logger: Logger
 
     /// Binds `host:port` (port 0 picks a free one; read it back from `port`).
-    package init(host: String, port: Int, group: EventLoopGroup, logger: Logger, backlog: Int32 = 4096,
+    public init(host: String, port: Int, group: EventLoopGroup, logger: Logger, backlog: Int32 = 4096,
                 onAccept: @escaping @Sendable (Int32, String, EventLoop) -> Void) throws {
         var hints = Syscall.streamAddressHints(flags: AI_PASSIVE | AI_NUMERICSERV)
         var result: UnsafeMutablePointer<addrinfo>?
@@ -50,7 +50,7 @@ package final class Listener: Sendable {
     /// accepted by the loop that will serve it (no hand-over between threads, no Dispatch source of its own).
     /// With several loops every one is woken for a new connection and the first to accept it wins; the others
     /// see EAGAIN.
-    package func start() {
+    public func start() {
         let acceptors = group.loops.map { AcceptSource(listener: self, loop: $0) }
         for acceptor in acceptors {
             acceptor.loop.queue.sync { acceptor.loop.poller.watch(fd, read: true, write: false, handler: acceptor) }
@@ -60,7 +60,7 @@ package final class Listener: Sendable {
 
     /// Stops accepting and closes the listening socket. Call it from outside the event loops: it waits for each
     /// loop to drop the socket from its poller.
-    package func stop() {
+    public func stop() {
         let acceptors = state.withLock { s -> [AcceptSource] in
             let all = s
             s = []
@@ -132,7 +132,7 @@ package final class Listener: Sendable {
     }
 
     /// The peer's IP address as text ("127.0.0.1", "::1").
-    package static func address(of storage: sockaddr_storage) -> String {
+    public static func address(of storage: sockaddr_storage) -> String {
         var storage = storage
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
         return withUnsafePointer(to: &storage) { pointer -> String in

@@ -3,7 +3,7 @@ import Support
 /// What loop-confined code needs of its loop: the clock, timers, work handed to it, and the check that it runs
 /// there. `EventLoop` is the real one (a serial queue and an epoll set); `ManualScheduler` is the fake, so an
 /// exchange and its timers are tested without a thread or an epoll set.
-package protocol LoopScheduler: AnyObject, Sendable {
+public protocol LoopScheduler: AnyObject, Sendable {
     var clock: any Clock { get }
     /// The loop's number in its group: what per-loop state is kept by.
     var index: Int { get }
@@ -20,47 +20,47 @@ package protocol LoopScheduler: AnyObject, Sendable {
 
 extension LoopScheduler {
     @discardableResult
-    package func schedule(afterSeconds seconds: Double, _ action: @escaping () -> Void) -> LoopTimer {
+    public func schedule(afterSeconds seconds: Double, _ action: @escaping () -> Void) -> LoopTimer {
         schedule(at: clock.now().advanced(bySeconds: seconds), action)
     }
 }
 
 extension EventLoop: LoopScheduler {
-    package var eventLoop: EventLoop? { self }
+    public var eventLoop: EventLoop? { self }
 }
 
 /// The scheduler seam's fake: no thread, no epoll set. Work handed to it waits for `runPending()`; timers fire in
 /// `runDueTimers()` when the test's clock has reached them, earliest first. Everything runs on the test's thread.
-package final class ManualScheduler: LoopScheduler, @unchecked Sendable {
+public final class ManualScheduler: LoopScheduler, @unchecked Sendable {
     // Invariant: used from one test thread at a time (the test drives it step by step, as a loop's queue would).
-    package let clock: any Clock
-    package var eventLoop: EventLoop? { nil }
-    package let index = 0
+    public let clock: any Clock
+    public var eventLoop: EventLoop? { nil }
+    public let index = 0
     private var timers: [(deadline: Instant, sequence: Int, timer: LoopTimer)] = []
     private var sequence = 0
     private var pending: [@Sendable () -> Void] = []
 
-    package init(clock: any Clock) { self.clock = clock }
+    public init(clock: any Clock) { self.clock = clock }
 
-    package func execute(_ work: @escaping @Sendable () -> Void) { pending.append(work) }
+    public func execute(_ work: @escaping @Sendable () -> Void) { pending.append(work) }
 
     @discardableResult
-    package func schedule(at deadline: Instant, _ action: @escaping () -> Void) -> LoopTimer {
+    public func schedule(at deadline: Instant, _ action: @escaping () -> Void) -> LoopTimer {
         let timer = LoopTimer(action: action, loop: nil)
         timers.append((deadline, sequence, timer))
         sequence += 1
         return timer
     }
 
-    package func assertOnLoop() {}
+    public func assertOnLoop() {}
 
     /// Runs the work handed over so far, and what that work hands over in turn.
-    package func runPending() {
+    public func runPending() {
         while !pending.isEmpty { pending.removeFirst()() }
     }
 
     /// Fires the timers due at the clock's now (and those they arm that are due too), earliest first.
-    package func runDueTimers() {
+    public func runDueTimers() {
         while true {
             timers.removeAll { $0.timer.isCancelled }
             let now = clock.now()
@@ -72,5 +72,5 @@ package final class ManualScheduler: LoopScheduler, @unchecked Sendable {
     }
 
     /// Timers armed and not cancelled.
-    package var armedTimerCount: Int { timers.filter { !$0.timer.isCancelled }.count }
+    public var armedTimerCount: Int { timers.filter { !$0.timer.isCancelled }.count }
 }

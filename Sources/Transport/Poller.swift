@@ -7,7 +7,7 @@ import Darwin
 #endif
 
 /// Receives readiness for the descriptors it registered with a `Poller`. Called on the poller's loop queue.
-package protocol PollerHandler: AnyObject {
+public protocol PollerHandler: AnyObject {
     func pollerEvent(fd: Int32, readable: Bool, writable: Bool)
     /// True for the handlers whose events open or close streams (the listening socket, client connections): their
     /// descriptors are served first (see `Poller`). Read when the descriptor is first watched. Default false.
@@ -15,7 +15,7 @@ package protocol PollerHandler: AnyObject {
 }
 
 extension PollerHandler {
-    package var pollerHandlesFirst: Bool { false }
+    public var pollerHandlesFirst: Bool { false }
 }
 
 /// One event loop's private epoll set (kqueue on Darwin): the client connections' sockets and curl's sockets all
@@ -50,7 +50,7 @@ extension PollerHandler {
 /// the queue runs its other work (timers, blocks from other loops), so no turn holds it longer than one batch.
 ///
 /// Owned by the loop's queue: every method but `stop` is called there.
-package final class Poller: @unchecked Sendable {
+public final class Poller: @unchecked Sendable {
     // Invariant: `entries`, `soonTasks`, `inTurn`, `soonFlushQueued` and the epoll sets are touched on `queue`
     // only (the waiting thread touches `events` and `entries` inside `queue.sync`).
     private let pollFD: Int32
@@ -84,7 +84,7 @@ package final class Poller: @unchecked Sendable {
     private let source: DispatchSourceRead
     #endif
 
-    package init(queue: DispatchQueue) {
+    public init(queue: DispatchQueue) {
         self.queue = queue
         #if canImport(Glibc)
         pollFD = Syscall.epollCreate()
@@ -125,7 +125,7 @@ package final class Poller: @unchecked Sendable {
 
     /// Stops watching everything and closes the poll descriptor (once the waiting thread has woken up). Safe
     /// from any thread.
-    package func stop() {
+    public func stop() {
         #if canImport(Glibc)
         Syscall.wake(wakeWrite)
         #else
@@ -163,12 +163,12 @@ package final class Poller: @unchecked Sendable {
     #endif
 
     /// The handler registered for `fd`, if any.
-    package func handler(of fd: Int32) -> (any PollerHandler)? { entries[fd]?.handler }
+    public func handler(of fd: Int32) -> (any PollerHandler)? { entries[fd]?.handler }
 
     /// Watches `fd` for the given directions on behalf of `handler` (replacing any previous registration of
     /// that number: a descriptor number belongs to whoever opened it last). `first` (default: the handler's
     /// `pollerHandlesFirst`) serves it before the streams' events.
-    package func watch(_ fd: Int32, read: Bool, write: Bool, handler: any PollerHandler, first: Bool? = nil) {
+    public func watch(_ fd: Int32, read: Bool, write: Bool, handler: any PollerHandler, first: Bool? = nil) {
         let previous = entries[fd]
         let first = first ?? handler.pollerHandlesFirst
         entries[fd] = Entry(handler: handler, read: read, write: write, first: first)
@@ -180,7 +180,7 @@ package final class Poller: @unchecked Sendable {
     }
 
     /// Changes the directions of a registered descriptor.
-    package func update(_ fd: Int32, read: Bool, write: Bool) {
+    public func update(_ fd: Int32, read: Bool, write: Bool) {
         guard var entry = entries[fd] else { return }
         guard entry.read != read || entry.write != write else { return }
         entry.read = read
@@ -191,7 +191,7 @@ package final class Poller: @unchecked Sendable {
 
     /// Moves a registered descriptor between the two classes (an upstream socket whose response head arrived
     /// joins the streams' events).
-    package func setHandlesFirst(_ fd: Int32, _ first: Bool) {
+    public func setHandlesFirst(_ fd: Int32, _ first: Bool) {
         guard var entry = entries[fd], entry.first != first else { return }
         entry.first = first
         entries[fd] = entry
@@ -202,10 +202,10 @@ package final class Poller: @unchecked Sendable {
     }
 
     /// Whether `fd` is registered as served first (tests).
-    package func handlesFirst(_ fd: Int32) -> Bool? { entries[fd]?.first }
+    public func handlesFirst(_ fd: Int32) -> Bool? { entries[fd]?.first }
 
     /// Stops watching `fd` (before it is closed, or when its owner no longer cares).
-    package func remove(_ fd: Int32) {
+    public func remove(_ fd: Int32) {
         guard let entry = entries.removeValue(forKey: fd) else { return }
         #if canImport(Glibc)
         _ = Syscall.epollControl(set(entry.first), EPOLL_CTL_DEL, fd, events: 0)   // EBADF/ENOENT: already closed, which is fine
@@ -244,7 +244,7 @@ package final class Poller: @unchecked Sendable {
     /// responses sent back to back: run after each handler instead, S3 lost 20 % of its requests per second to
     /// the peers' extra wake-ups). Outside a turn (a timer, a block on the queue) the task runs in a block
     /// queued now. Call on the loop.
-    package func soon(_ task: @escaping () -> Void) {
+    public func soon(_ task: @escaping () -> Void) {
         soonTasks.append(task)
         if !inTurn { queueFlush() }
     }
@@ -260,7 +260,7 @@ package final class Poller: @unchecked Sendable {
     }
 
     /// How many `soon` tasks wait (tests).
-    package var pendingSoonCount: Int { soonTasks.count }
+    public var pendingSoonCount: Int { soonTasks.count }
 
     @inline(__always)
     private func runSoonTasksIfAny() {

@@ -8,7 +8,7 @@ import Darwin
 /// What a non-blocking socket call came to. Every socket and poller call goes through `Syscall`, which retries
 /// EINTR, maps EAGAIN/EWOULDBLOCK to `.wouldBlock`, and maps the errors that mean "the peer is gone" (EPIPE,
 /// ECONNRESET, ENOTCONN, ETIMEDOUT) to `.peerGone`, so no caller crashes on a vanished client.
-package enum IOResult: Equatable, Sendable {
+public enum IOResult: Equatable, Sendable {
     case done(Int)
     case wouldBlock
     case endOfFile
@@ -16,7 +16,7 @@ package enum IOResult: Equatable, Sendable {
     case failed(errno: Int32)
 }
 
-package enum Syscall {
+public enum Syscall {
     #if canImport(Glibc)
     static let sendFlags = Int32(MSG_NOSIGNAL)
     #else
@@ -32,7 +32,7 @@ package enum Syscall {
         }
     }
 
-    package static func recv(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
+    public static func recv(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
         while true {
             let n = Glibc_recv(fd, buffer.baseAddress, buffer.count, 0)
             if n > 0 { return .done(n) }
@@ -45,7 +45,7 @@ package enum Syscall {
 
     /// Gathers several buffers into one syscall, so a chunk's size line, payload and CRLF leave together
     /// (separate writes meet Nagle's algorithm on the client's delayed ACK: up to 40 ms).
-    package static func writev(_ fd: Int32, _ iov: UnsafeMutableBufferPointer<iovec>) -> IOResult {
+    public static func writev(_ fd: Int32, _ iov: UnsafeMutableBufferPointer<iovec>) -> IOResult {
         while true {
             #if canImport(Glibc)
             var message = msghdr()
@@ -64,7 +64,7 @@ package enum Syscall {
 
     /// A bound, listening, non-blocking TCP socket for one `getaddrinfo` result, with SO_REUSEADDR (a restart
     /// must not wait for TIME_WAIT). On failure the descriptor is closed and the step and errno are returned.
-    package static func listeningSocket(_ info: addrinfo, backlog: Int32) -> Result<Int32, SocketSetupError> {
+    public static func listeningSocket(_ info: addrinfo, backlog: Int32) -> Result<Int32, SocketSetupError> {
         let fd = socket(info.ai_family, info.ai_socktype, info.ai_protocol)
         guard fd >= 0 else { return .failure(SocketSetupError(step: "socket", errno: errno)) }
         var one: Int32 = 1
@@ -84,7 +84,7 @@ package enum Syscall {
     }
 
     /// What `accept` came to.
-    package enum AcceptResult: Equatable, Sendable {
+    public enum AcceptResult: Equatable, Sendable {
         case accepted(Int32)
         /// Nothing (more) to accept now.
         case wouldBlock
@@ -95,7 +95,7 @@ package enum Syscall {
 
     /// Accepts one connection, its peer address in `storage`; EINTR is retried and ECONNABORTED (a client that
     /// left while queued) skipped. The new socket is non-blocking with TCP_NODELAY (and no SIGPIPE on Darwin).
-    package static func accept(_ fd: Int32, peer storage: inout sockaddr_storage) -> AcceptResult {
+    public static func accept(_ fd: Int32, peer storage: inout sockaddr_storage) -> AcceptResult {
         while true {
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             let client = withUnsafeMutablePointer(to: &storage) {
@@ -121,7 +121,7 @@ package enum Syscall {
     }
 
     /// Half-closes the sending side (FIN after what is queued); errors mean the peer is gone, which is fine.
-    package static func shutdownWrite(_ fd: Int32) {
+    public static func shutdownWrite(_ fd: Int32) {
         _ = shutdown(fd, Int32(SHUT_WR))
     }
 
@@ -162,7 +162,7 @@ package enum Syscall {
     #endif
 
     /// `getaddrinfo` hints for TCP on IPv4 or IPv6 (`flags` such as AI_PASSIVE for a listener).
-    package static func streamAddressHints(flags: Int32 = 0) -> addrinfo {
+    public static func streamAddressHints(flags: Int32 = 0) -> addrinfo {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         #if canImport(Glibc)
@@ -174,29 +174,29 @@ package enum Syscall {
         return hints
     }
 
-    package static func setNonBlocking(_ fd: Int32) {
+    public static func setNonBlocking(_ fd: Int32) {
         let flags = fcntl(fd, F_GETFL, 0)
         _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
     }
 
-    package static func setNoDelay(_ fd: Int32) {
+    public static func setNoDelay(_ fd: Int32) {
         var one: Int32 = 1
         _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
     }
 
     /// SO_LINGER {1, 0}: the next close sends RST instead of FIN, for connections we abort.
-    package static func setLingerZero(_ fd: Int32) {
+    public static func setLingerZero(_ fd: Int32) {
         var linger = Glibc_linger(l_onoff: 1, l_linger: 0)
         _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc_linger>.size))
     }
 
-    package static func close(_ fd: Int32) {
+    public static func close(_ fd: Int32) {
         // close(2) must not be retried on EINTR on Linux: the descriptor is already released.
         _ = Glibc_close(fd)
     }
 
     /// A new stream socket for an outgoing connection (close-on-exec; on Darwin, no SIGPIPE), or the errno.
-    package static func clientSocket(family: Int32) -> Result<Int32, SocketSetupError> {
+    public static func clientSocket(family: Int32) -> Result<Int32, SocketSetupError> {
         #if canImport(Glibc)
         let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         #else
@@ -211,7 +211,7 @@ package enum Syscall {
     }
 
     /// What a non-blocking connect came to.
-    package enum ConnectResult: Equatable, Sendable {
+    public enum ConnectResult: Equatable, Sendable {
         case connected
         /// Going on in the background: writability reports the outcome (`socketError`).
         case inProgress
@@ -220,7 +220,7 @@ package enum Syscall {
 
     /// A non-blocking connect. It is not retried after EINTR: the connect goes on in the background, as after
     /// EINPROGRESS, and writability reports the outcome.
-    package static func connect(_ fd: Int32, to storage: sockaddr_storage, length: socklen_t) -> ConnectResult {
+    public static func connect(_ fd: Int32, to storage: sockaddr_storage, length: socklen_t) -> ConnectResult {
         var storage = storage
         let result = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc_connect(fd, $0, length) }
@@ -231,14 +231,14 @@ package enum Syscall {
     }
 
     /// The pending error of a socket (SO_ERROR): 0 once a background connect succeeded.
-    package static func socketError(_ fd: Int32) -> Int32 {
+    public static func socketError(_ fd: Int32) -> Int32 {
         var error: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
         return getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 ? errno : error
     }
 
     /// The address a socket is bound to (getsockname); zeroed if the call fails.
-    package static func localAddress(_ fd: Int32) -> sockaddr_storage {
+    public static func localAddress(_ fd: Int32) -> sockaddr_storage {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         withUnsafeMutablePointer(to: &storage) {
@@ -268,16 +268,16 @@ package enum Syscall {
     static func kqueueCreate() -> Int32 { kqueue() }
     #endif
 
-    package static func ignoreSIGPIPE() {
+    public static func ignoreSIGPIPE() {
         _ = signal(SIGPIPE, SIG_IGN)
     }
 }
 
 /// Which step of setting up a listening socket failed, and why.
-package struct SocketSetupError: Error, Sendable {
-    package var step: String
-    package var errno: Int32
-    package var message: String { String(cString: strerror(errno)) }
+public struct SocketSetupError: Error, Sendable {
+    public var step: String
+    public var errno: Int32
+    public var message: String { String(cString: strerror(errno)) }
 }
 
 #if canImport(Glibc)

@@ -14,9 +14,9 @@ import Darwin
 /// callbacks therefore run on the same queue as the client connection they serve. No locks, no thread hops.
 ///
 /// Owned by `loop.queue`; call everything there.
-package final class CurlDriver: PollerHandler, @unchecked Sendable {
+public final class CurlDriver: PollerHandler, @unchecked Sendable {
     // Invariant: all mutable state below is touched on `loop.queue` only.
-    package let loop: EventLoop
+    public let loop: EventLoop
     let multi: UnsafeMutableRawPointer
     private var transfers: [UnsafeMutableRawPointer: Transfer] = [:]
     private let timer: DispatchSourceTimer
@@ -28,9 +28,9 @@ package final class CurlDriver: PollerHandler, @unchecked Sendable {
     /// The TLS session cache every easy handle of this driver uses.
     private let share: UnsafeMutableRawPointer
 
-    package var activeTransferCount: Int { transfers.count }
+    public var activeTransferCount: Int { transfers.count }
 
-    package init(loop: EventLoop) {
+    public init(loop: EventLoop) {
         CurlDriver.globalInit
         self.loop = loop
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed") }
@@ -76,7 +76,7 @@ package final class CurlDriver: PollerHandler, @unchecked Sendable {
     }()
 
     /// Starts a transfer. The delegate hears from it on this loop, beginning on a later turn of the loop.
-    package func start(_ request: UpstreamRequest, delegate: any TransferDelegate) -> Transfer {
+    public func start(_ request: UpstreamRequest, delegate: any TransferDelegate) -> Transfer {
         loop.assertOnLoop()
         let transfer = Transfer(driver: self, request: request, delegate: delegate)
         guard !isShutDown, transfer.configure() else {
@@ -191,7 +191,7 @@ package final class CurlDriver: PollerHandler, @unchecked Sendable {
     }
 
     /// Cancels every transfer (without delegate calls) and releases curl's resources. Call once, on the loop.
-    package func shutdown() {
+    public func shutdown() {
         guard !isShutDown else { return }
         isShutDown = true
         for transfer in Array(transfers.values) { cancel(transfer) }
@@ -236,7 +236,7 @@ package final class CurlDriver: PollerHandler, @unchecked Sendable {
         if loop.poller.handler(of: fd) === self { loop.poller.setHandlesFirst(fd, false) }
     }
 
-    package func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
+    public func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
         socketAction(fd, events: (readable ? CURL_CSELECT_IN : 0) | (writable ? CURL_CSELECT_OUT : 0))
     }
 
@@ -317,7 +317,7 @@ package final class CurlDriver: PollerHandler, @unchecked Sendable {
 }
 
 extension CurlDriver: UpstreamClient {
-    package func call(_ request: UpstreamRequest, delegate: any TransferDelegate) -> any UpstreamCall {
+    public func call(_ request: UpstreamRequest, delegate: any TransferDelegate) -> any UpstreamCall {
         start(request, delegate: delegate)
     }
 }

@@ -1,9 +1,9 @@
 import CCurl
 
 /// A one-shot blocking GET, for `sse-relay --probe URL` (a container health check without curl in the image).
-package enum Probe {
+public enum Probe {
     /// The response status, or nil if no response came within `timeoutSeconds`.
-    package static func status(of url: String, timeoutSeconds: Double) -> Int? {
+    public static func status(of url: String, timeoutSeconds: Double) -> Int? {
         guard let easy = curl_easy_init() else { return nil }
         defer { curl_easy_cleanup(easy) }
         _ = ccurl_easy_setopt_str(easy, CURLOPT_URL, url)

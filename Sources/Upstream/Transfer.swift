@@ -13,11 +13,11 @@ import Darwin
 /// Owned by its driver's loop queue. The driver holds it (strongly) from `start` until the handle has been
 /// removed and cleaned up, which is what keeps the `Unmanaged` pointers given to curl as WRITEDATA, HEADERDATA,
 /// READDATA, SEEKDATA, PREREQDATA valid for as long as curl can call back.
-package final class Transfer: UpstreamCall, @unchecked Sendable {
+public final class Transfer: UpstreamCall, @unchecked Sendable {
     // Invariant: everything is touched on the driver's loop queue only.
     enum State { case running, completed, cancelled }
     unowned let driver: CurlDriver
-    package weak var delegate: (any TransferDelegate)?
+    public weak var delegate: (any TransferDelegate)?
     let request: UpstreamRequest
     let easy: UnsafeMutableRawPointer
     var state = State.running
@@ -46,7 +46,7 @@ package final class Transfer: UpstreamCall, @unchecked Sendable {
     private var cleanedUp = false
 
     /// The response status once the head arrived, else 0.
-    package private(set) var status = 0
+    public private(set) var status = 0
 
     static let curlDefaultHeaders = ["Expect", "Accept", "Content-Type", "Transfer-Encoding"]
 
@@ -70,13 +70,13 @@ package final class Transfer: UpstreamCall, @unchecked Sendable {
     }
 
     /// Stops the transfer now; its connection is closed. No delegate call follows. Idempotent.
-    package func cancel() {
+    public func cancel() {
         driver.loop.assertOnLoop()
         driver.cancel(self)
     }
 
     /// The delegate can take body bytes again (it refused some earlier).
-    package func resumeReceiving() {
+    public func resumeReceiving() {
         driver.loop.assertOnLoop()
         guard receivePaused else { return }
         receivePaused = false

@@ -18,7 +18,7 @@ import JSON
 ///
 /// Characters are Unicode scalars after unescaping; text in languages that need more tokens per character is still
 /// undercounted, so the estimate is labelled `estimate`, never passed off as the provider's figure.
-package enum PromptEstimate {
+public enum PromptEstimate {
     /// Keys whose string values are not text the model reads as words.
     static let notText: Set<String> = [
         "model", "role", "type", "id", "tool_call_id", "tool_use_id", "call_id", "detail", "mimeType", "mime_type",
@@ -32,16 +32,16 @@ package enum PromptEstimate {
 
     /// The estimated prompt tokens of a request body, or nil when it is not a JSON object (read with duplicate keys
     /// allowed: the dev fake provider answers whatever it gets).
-    package static func tokens(requestBody: [UInt8]) -> Int? {
+    public static func tokens(requestBody: [UInt8]) -> Int? {
         guard let document = try? JSONDocument(parsing: requestBody, duplicates: .allowed) else { return nil }
         return tokens(document)
     }
 
     /// The estimated prompt tokens of a body already read.
-    package static func tokens(_ document: JSONDocument) -> Int { (characters(document) + 3) / 4 }
+    public static func tokens(_ document: JSONDocument) -> Int { (characters(document) + 3) / 4 }
 
     /// The characters of tokenized text in a body already read.
-    package static func characters(_ document: JSONDocument) -> Int {
+    public static func characters(_ document: JSONDocument) -> Int {
         count(document, JSONDocument.root, inSchema: false, depth: 0)
     }
 

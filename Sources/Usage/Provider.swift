@@ -1,6 +1,6 @@
 /// The API family an upstream speaks (`upstreams.NAME.provider`). It decides how the key is sent (the preset in
 /// the relay's configuration) and how usage is read from responses (`UsageTap`).
-package enum Provider: String, Sendable, CaseIterable, Equatable {
+public enum Provider: String, Sendable, CaseIterable, Equatable {
     /// OpenAI and any OpenAI-compatible API: chat completions and the Responses API.
     case openai
     /// Anthropic Messages.
@@ -11,5 +11,5 @@ package enum Provider: String, Sendable, CaseIterable, Equatable {
     case azureOpenAI = "azure-openai"
 
     /// OpenAI's wire format (chat chunks, Responses events, `stream_options.include_usage`).
-    package var speaksOpenAI: Bool { self == .openai || self == .azureOpenAI }
+    public var speaksOpenAI: Bool { self == .openai || self == .azureOpenAI }
 }

@@ -10,9 +10,9 @@
 ///   `cache_read_input_tokens`, `cachedContentTokenCount`), when the provider said.
 /// - `reasoning`: the part of `completion` spent on reasoning (`reasoning_tokens`, `thoughtsTokenCount`), when said.
 /// - `cacheCreation`: Anthropic only, the part of `prompt` written to the cache (billed above the base rate).
-package struct Usage: Sendable, Equatable, CustomStringConvertible {
+public struct Usage: Sendable, Equatable, CustomStringConvertible {
     /// Where the counts come from, as `usage_source` in the access log and `source` in metrics.
-    package enum Source: String, Sendable, Equatable {
+    public enum Source: String, Sendable, Equatable {
         /// The provider's own counts, complete.
         case provider
         /// At least one count is the relay's estimate (`UsageTap`'s and `PromptEstimate`'s rules): the stream ended
@@ -22,14 +22,14 @@ package struct Usage: Sendable, Equatable, CustomStringConvertible {
         case none
     }
 
-    package var prompt: Int
-    package var completion: Int
-    package var cached: Int?
-    package var reasoning: Int?
-    package var cacheCreation: Int?
-    package var source: Source
+    public var prompt: Int
+    public var completion: Int
+    public var cached: Int?
+    public var reasoning: Int?
+    public var cacheCreation: Int?
+    public var source: Source
 
-    package init(prompt: Int, completion: Int, cached: Int? = nil, reasoning: Int? = nil, cacheCreation: Int? = nil,
+    public init(prompt: Int, completion: Int, cached: Int? = nil, reasoning: Int? = nil, cacheCreation: Int? = nil,
                 source: Source) {
         self.prompt = prompt
         self.completion = completion
@@ -39,9 +39,9 @@ package struct Usage: Sendable, Equatable, CustomStringConvertible {
         self.source = source
     }
 
-    package static let none = Usage(prompt: 0, completion: 0, source: .none)
+    public static let none = Usage(prompt: 0, completion: 0, source: .none)
 
-    package var description: String {
+    public var description: String {
         var s = "\(source.rawValue): prompt \(prompt), completion \(completion)"
         if let cached { s += ", cached \(cached)" }
         if let reasoning { s += ", reasoning \(reasoning)" }

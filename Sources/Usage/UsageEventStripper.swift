@@ -15,11 +15,11 @@ import SSE
 /// An event is the bytes up to and including the empty line that ends it. At the end of the stream an unfinished
 /// event is handed back by `finish()`, never swallowed. Memory is bounded by `maxEventBytes`: an event longer than
 /// that makes the filter give up and pass everything through.
-package struct UsageEventStripper: Sendable {
-    package static let defaultMaxEventBytes = 1 << 20
+public struct UsageEventStripper: Sendable {
+    public static let defaultMaxEventBytes = 1 << 20
 
     /// What to send to the client for one input chunk.
-    package enum Output: Sendable, Equatable {
+    public enum Output: Sendable, Equatable {
         /// Exactly the input chunk (nothing held or removed): forward the original buffer, no copy made.
         case unchanged
         /// These bytes instead (possibly empty: everything is held).
@@ -39,11 +39,11 @@ package struct UsageEventStripper: Sendable {
         case pass, drop
     }
 
-    package let maxEventBytes: Int
+    public let maxEventBytes: Int
     /// The usage-only event was removed.
-    package private(set) var removedUsageEvent = false
+    public private(set) var removedUsageEvent = false
     /// An event outgrew `maxEventBytes`; the filter stopped looking.
-    package private(set) var gaveUp = false
+    public private(set) var gaveUp = false
 
     private var phase = Phase.watching
     /// The current event's bytes so far: a copy while watching, the held bytes while holding.
@@ -53,13 +53,13 @@ package struct UsageEventStripper: Sendable {
     /// Line ends of what `process(_:)` is fed; unused when the caller passes its own scans.
     private var scanner = SSEBoundaryScanner()
     /// Deliveries this filter scanned itself: zero for a filter handed its scans.
-    package var ownScans: Int { scanner.scans }
+    public var ownScans: Int { scanner.scans }
 
-    package init(maxEventBytes: Int = UsageEventStripper.defaultMaxEventBytes) {
+    public init(maxEventBytes: Int = UsageEventStripper.defaultMaxEventBytes) {
         self.maxEventBytes = maxEventBytes
     }
 
-    package mutating func process(_ input: UnsafeRawBufferPointer) -> Output {
+    public mutating func process(_ input: UnsafeRawBufferPointer) -> Output {
         if phase == .passing && lineFeedAfterCR == nil { return .unchanged }
         let scan = scanner.scan(input)
         return process(input, scan: scan)
@@ -67,7 +67,7 @@ package struct UsageEventStripper: Sendable {
 
     /// The same, on a delivery whose line ends the caller found (`SSEBoundaryScanner`, once per delivery and
     /// shared with the usage tap). A stream is fed with scans or without, never both.
-    package mutating func process(_ input: UnsafeRawBufferPointer, scan: SSEBoundaryScanner.Scan) -> Output {
+    public mutating func process(_ input: UnsafeRawBufferPointer, scan: SSEBoundaryScanner.Scan) -> Output {
         if phase == .passing && lineFeedAfterCR == nil { return .unchanged }
         let n = input.count
         guard n > 0 else { return .unchanged }
@@ -90,12 +90,12 @@ package struct UsageEventStripper: Sendable {
         return out.result(input)
     }
 
-    package mutating func process(_ input: [UInt8]) -> Output {
+    public mutating func process(_ input: [UInt8]) -> Output {
         input.withUnsafeBytes { process($0) }
     }
 
     /// The stream ended: the bytes still held (an event without its closing empty line), to send as they are.
-    package mutating func finish() -> [UInt8] {
+    public mutating func finish() -> [UInt8] {
         let held = phase == .holding ? event : []
         event = []
         phase = .passing

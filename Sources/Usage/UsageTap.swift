@@ -39,19 +39,19 @@ import SSE
 ///
 /// Memory is bounded: one event (`maxEventBytes`) or the JSON body (`maxJSONBytes`). Past either bound the tap
 /// gives up (`gaveUp`): what it read so far still counts, and the result is an estimate.
-package struct UsageTap: Sendable {
-    package static let defaultMaxJSONBytes = 1 << 20
-    package static let defaultMaxEventBytes = 1 << 20
+public struct UsageTap: Sendable {
+    public static let defaultMaxJSONBytes = 1 << 20
+    public static let defaultMaxEventBytes = 1 << 20
 
     /// How the body is read, from its content type.
-    package enum Format: Sendable, Equatable {
+    public enum Format: Sendable, Equatable {
         case eventStream
         case json
         case ignored
 
         /// Decided on the media type's bytes (before any `;`, spaces trimmed, ASCII case folded): once per
         /// response, on the hot path of every request, so no String is built.
-        package init(contentType: String?) {
+        public init(contentType: String?) {
             guard var type = contentType?.utf8[...] else {
                 self = .ignored
                 return
@@ -76,26 +76,26 @@ package struct UsageTap: Sendable {
         }
     }
 
-    package let provider: Provider
-    package let format: Format
-    package let maxJSONBytes: Int
+    public let provider: Provider
+    public let format: Format
+    public let maxJSONBytes: Int
     /// Content events seen so far (see the type's documentation).
-    package private(set) var contentEvents = 0
+    public private(set) var contentEvents = 0
     /// Bytes of content text seen so far (see the type's documentation).
-    package private(set) var contentBytes = 0
+    public private(set) var contentBytes = 0
     /// Base64 bytes of audio seen so far (see the type's documentation).
-    package private(set) var audioBytes = 0
+    public private(set) var audioBytes = 0
     /// An OpenAI chat chunk named its `finish_reason`: the answer is whole, the usage chunk may follow.
-    package private(set) var finishSeen = false
+    public private(set) var finishSeen = false
     /// Audio is counted one token per this many base64 bytes (see the type's documentation).
-    package static let audioBase64BytesPerToken = 1_000
+    public static let audioBase64BytesPerToken = 1_000
     /// The output so far, in tokens, as the relay estimates it: what a budget guard watches, and the completion of
     /// an estimate.
-    package var estimatedOutputTokens: Int { max(contentEvents, contentBytes / 4 + audioBytes / Self.audioBase64BytesPerToken) }
+    public var estimatedOutputTokens: Int { max(contentEvents, contentBytes / 4 + audioBytes / Self.audioBase64BytesPerToken) }
     /// A bound was passed; the tap stopped reading.
-    package private(set) var gaveUp = false
+    public private(set) var gaveUp = false
     /// The model the provider says answered (`ReportedModel`), when it said; what prices follow.
-    package var reportedModel: String? {
+    public var reportedModel: String? {
         if let streamModel { return streamModel }
         switch format {
         case .json where !body.isEmpty:
@@ -117,7 +117,7 @@ package struct UsageTap: Sendable {
     private var latestGeminiUsage: String?
     private var latestGeminiFinal = false
 
-    package init(provider: Provider, contentType: String?, maxJSONBytes: Int = UsageTap.defaultMaxJSONBytes,
+    public init(provider: Provider, contentType: String?, maxJSONBytes: Int = UsageTap.defaultMaxJSONBytes,
                 maxEventBytes: Int = UsageTap.defaultMaxEventBytes) {
         self.provider = provider
         self.format = Format(contentType: contentType)
@@ -126,13 +126,13 @@ package struct UsageTap: Sendable {
     }
 
     /// Feeds the next bytes of the response body, exactly as received.
-    package mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
         feed(bytes, scan: nil)
     }
 
     /// Feeds the next delivery with its line ends already found (`SSEBoundaryScanner`, once per delivery, shared
     /// with the usage-event filter and the budget cut). A stream is fed with scans or without, never both.
-    package mutating func feed(_ bytes: UnsafeRawBufferPointer, scan: SSEBoundaryScanner.Scan?) {
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer, scan: SSEBoundaryScanner.Scan?) {
         guard !gaveUp, !bytes.isEmpty else { return }
         switch format {
         case .ignored:
@@ -163,9 +163,9 @@ package struct UsageTap: Sendable {
     }
 
     /// Deliveries the tap's parser scanned for line ends itself (fed without scans).
-    package var ownScans: Int { parser.ownScans }
+    public var ownScans: Int { parser.ownScans }
 
-    package mutating func feed(_ bytes: [UInt8]) {
+    public mutating func feed(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { feed($0) }
     }
 
@@ -173,7 +173,7 @@ package struct UsageTap: Sendable {
     /// provider gave none. Complete provider counts are `.provider`; anything less is `.estimate`, with each
     /// missing count estimated (prompt: `estimatedPrompt`; completion: the larger of the provider's partial count
     /// and `estimatedOutputTokens`); with nothing at all to go on, `.none`.
-    package func usage(estimatedPrompt: Int? = nil) -> Usage {
+    public func usage(estimatedPrompt: Int? = nil) -> Usage {
         var c = counts
         switch format {
         case .json where !body.isEmpty:
