@@ -13,6 +13,9 @@ import Testing
         ("0.0.0.0", false), ("::", false), ("10.0.0.5", false), ("128.0.0.1", false), ("126.255.255.255", false),
         ("::2", false), ("::ffff:10.0.0.1", false), ("fe80::1", false), ("relay.internal", false), ("", false),
         ("127.0.0.1.example.com", false),
+        // Spellings inet_pton refuses count as not loopback (the safe reading), whatever they would mean elsewhere.
+        ("127.1", false), ("0x7f.0.0.1", false), ("0177.0.0.1", false), ("127.0.0.1 ", false), ("[::1]", false),
+        ("::1%lo", false),
     ])
     func loopbackHosts(host: String, loopback: Bool) {
         #expect(RelayConfiguration.Listen(host: host, port: 8080).isLoopback == loopback)
