@@ -283,11 +283,14 @@ json.dump(c, open(dst, "w"), indent=2)
 EOF
 chmod 0644 "$ROOTFS/etc/sse-relay/config.json"; chmod 0755 "$ROOTFS/etc/sse-relay"
 
-# as_container CMD...: PID 1 of a new PID namespace, root and the rootfs read-only, tmpfs /tmp, uid:gid from the
-# Dockerfile, no capabilities, no_new_privs, an empty environment but for what CMD... passes through `env`.
+# as_container CMD...: PID 1 of a new PID namespace with its own /proc, root and the rootfs read-only, tmpfs /tmp,
+# uid:gid from the Dockerfile, no capabilities, no_new_privs, an empty environment but for what CMD... passes
+# through `env`. The /proc of the new namespace matters as in a container: libdispatch's worker monitor opens
+# /proc/<tid>/stat with the thread ids of its own namespace and traps when one is missing (the host's /proc has
+# other processes under those numbers, or none).
 as_container() {  # call it in a subshell or with &: it execs
   local fs; fs=$(findmnt -n -o TARGET --target "$ROOTFS" 2>/dev/null || echo /)
-  exec unshare --pid --fork --kill-child --mount --propagation private -- bash -c '
+  exec unshare --pid --fork --kill-child --mount --propagation private --mount-proc -- bash -c '
     rootfs=$1 fs=$2 uid=$3 gid=$4; shift 4
     mount -o remount,bind,ro / 2>/dev/null && { [ "$fs" = / ] || mount -o remount,bind,ro "$fs" 2>/dev/null; } \
       && mount -t tmpfs -o size=16m,mode=1777 tmpfs "$rootfs/tmp" && echo "container: read-only root, tmpfs /tmp" >&2
