@@ -52,6 +52,7 @@ run: release
 test: deps
 	bash Tests/layout/core-imports.sh
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	bash Tests/layout/socket-calls.sh
 	bash Tests/blackbox/run.sh .build/debug/sse-relay
 	bash Tests/blackbox/heartbeats.sh .build/debug/sse-relay
 	.build/debug/relay-fuzz Tests/fuzz/corpus

@@ -15,9 +15,9 @@ import Upstream
 
     // MARK: Start
 
-    @Test func startsAwaitingTheHeadWithNoDeadlineWhileTheBodyArrives() {
+    @Test func startsAwaitingTheBodyWithNoDeadline() {
         let m = newMachine(requestComplete: false)
-        #expect(m.phase == .awaitingUpstreamHead)
+        #expect(m.phase == .awaitingBody)
         #expect(!m.isTerminal)
         #expect(m.outcome == nil)
         #expect(m.status == nil)
@@ -27,27 +27,87 @@ import Upstream
         #expect(m.nextDeadline == nil)
     }
 
-    @Test func theFirstByteClockStartsWhenTheRequestIsWhole() {
+    /// Admission (the gate, the plan, the store) runs on the first-byte clock: a store that never answers ends
+    /// the exchange as a timeout, with nothing to cancel since nothing was called.
+    @Test func theFirstByteClockStartsWhenTheRequestIsWholeAndBoundsAdmission() {
         var m = newMachine(requestComplete: false)
         #expect(m.deadlinePassed(now: at(firstByteSeconds * 10)) == [])
         m.requestBodyComplete(now: at(5))
         #expect(m.requestComplete)
+        #expect(m.phase == .admitting)
         #expect(m.nextDeadline == at(5 + firstByteSeconds))
         // A second call (a late duplicate) does not move the clock.
         m.requestBodyComplete(now: at(7))
         #expect(m.nextDeadline == at(5 + firstByteSeconds))
         #expect(m.deadlinePassed(now: justBefore(5 + firstByteSeconds)) == [])
-        #expect(m.deadlinePassed(now: at(5 + firstByteSeconds)) == [.cancelUpstream, .respondError(.upstreamTimeout, keepAlive: true)])
+        #expect(m.deadlinePassed(now: at(5 + firstByteSeconds)) == [.respondError(.upstreamTimeout, keepAlive: true)])
+        #expect(m.phase == .upstreamFailed)
+        #expect(m.outcome == .upstreamTimeout)
     }
 
-    @Test func clientLeavingWhileTheBodyArrivesEndsTheExchange() {
+    /// The call starts the first-byte clock again: the time admission took is not the provider's.
+    @Test func callingRestartsTheFirstByteClock() {
         var m = newMachine(requestComplete: false)
-        #expect(m.clientClosed() == [.cancelUpstream])
-        #expect(m.phase == .clientGone)
-        #expect(m.nextDeadline == nil)
+        m.requestBodyComplete(now: at(1))
+        m.calling(now: at(4))
+        #expect(m.phase == .calling)
+        #expect(m.nextDeadline == at(4 + firstByteSeconds))
+        #expect(m.deadlinePassed(now: at(1 + firstByteSeconds)) == [])
+        #expect(m.deadlinePassed(now: at(4 + firstByteSeconds)) == [.cancelUpstream, .respondError(.upstreamTimeout, keepAlive: true)])
+        // A second `calling` (none comes from the shell, but a late one must not revive anything) does nothing.
+        m.calling(now: at(100))
+        #expect(m.phase == .upstreamFailed)
     }
 
-    // MARK: awaitingUpstreamHead → streaming
+    /// Before the call there is nothing to cancel and nothing to drain, even on a draining route.
+    @Test(arguments: [false, true])
+    func clientLeavingBeforeTheCallEndsItWithNothingToCancel(admitting: Bool) {
+        var m = ExchangeStateMachine(settings: Self.drainingSettings(), now: t0)
+        if admitting { m.requestBodyComplete(now: t0) }
+        #expect(m.phase == (admitting ? .admitting : .awaitingBody))
+        #expect(m.clientClosed(now: at(1)) == [])
+        #expect(m.phase == .clientGone)
+        #expect(m.outcome == .clientCancelled)
+        #expect(m.nextDeadline == nil)
+        m.calling(now: at(2))
+        #expect(m.phase == .clientGone, "no call is made for a client that left")
+    }
+
+    /// Events that need a call are ignored before there is one: no transfer exists to report them, and a
+    /// stray one must not turn into an answer.
+    @Test(arguments: [false, true])
+    func callEventsBeforeTheCallAreIgnored(admitting: Bool) {
+        var m = newMachine(requestComplete: false)
+        if admitting { m.requestBodyComplete(now: t0) }
+        let before = m.phase
+        #expect(m.upstreamHead(status: 200, headers: sseHeaders, now: at(1)) == [])
+        #expect(m.upstreamBody(clientAboveHighWater: false, now: at(1)) == .drop)
+        #expect(m.upstreamCompleted(.success(()), now: at(1)) == [])
+        #expect(m.upstreamCompleted(.failure(.connectTimeout), now: at(1)) == [])
+        #expect(m.phase == before)
+        #expect(m.outcome == nil)
+    }
+
+    /// A refusal is possible while the body arrives and while admission decides, never once the provider is
+    /// called: `rejected` always means the provider never saw the request.
+    @Test func aRefusalEndsTheExchangeOnlyBeforeTheCall() {
+        let refusal = RelayError(status: 403, type: "invalid_request_error", code: "model_not_allowed", message: "no")
+        for setUp in [0, 1] {
+            var m = newMachine(requestComplete: false)
+            if setUp == 1 { m.requestBodyComplete(now: t0) }
+            #expect(m.rejected(refusal) == [.respondError(refusal, keepAlive: true)])
+            #expect(m.phase == .rejected)
+            #expect(m.outcome == .rejected)
+        }
+        var called = newMachine()
+        #expect(called.rejected(refusal) == [])
+        #expect(called.phase == .calling)
+        var streaming = streamingMachine()
+        #expect(streaming.rejected(refusal) == [])
+        #expect(streaming.phase == .streaming)
+    }
+
+    // MARK: calling → streaming
 
     /// Keep-alive and the extra response headers of an error answer are the machine's decisions, not the shell's.
     @Test(arguments: [true, false])
@@ -58,6 +118,7 @@ import Upstream
         settings.extraResponseHeaders = extra
         var m = ExchangeStateMachine(settings: settings, now: t0)
         m.requestBodyComplete(now: t0)
+        m.calling(now: t0)
         let actions = m.upstreamCompleted(.failure(.connectTimeout), now: at(1))
         guard case .respondError(let error, let keep)? = actions.first else { Issue.record("no error answer: \(actions)"); return }
         #expect(keep == keepAlive)
@@ -161,7 +222,7 @@ import Upstream
         #expect(m.status == 429)
     }
 
-    // MARK: awaitingUpstreamHead → upstreamFailed
+    // MARK: calling → upstreamFailed
 
     struct FailureCase: Sendable, CustomTestStringConvertible {
         var failure: UpstreamFailure
@@ -215,7 +276,7 @@ import Upstream
         #expect(m.deadlinePassed(now: t0) == [])
         #expect(m.deadlinePassed(now: at(firstByteSeconds / 2)) == [])
         #expect(m.deadlinePassed(now: justBefore(firstByteSeconds)) == [])
-        #expect(m.phase == .awaitingUpstreamHead)
+        #expect(m.phase == .calling)
         #expect(m.outcome == nil)
         #expect(m.nextDeadline == at(firstByteSeconds))
     }
@@ -238,6 +299,7 @@ import Upstream
         let clock = ManualClock()
         var m = ExchangeStateMachine(settings: exchangeSettings(), now: clock.now())
         m.requestBodyComplete(now: clock.now())
+        m.calling(now: clock.now())
         clock.advance(bySeconds: 9.5)
         #expect(m.deadlinePassed(now: clock.now()) == [])
         clock.advance(bySeconds: 0.5)
@@ -259,7 +321,6 @@ import Upstream
 
     @Test func completionAfterTheHeadFinishesTheResponse() {
         var m = streamingMachine()
-        m.requestBodyComplete()
         #expect(m.upstreamBody(clientAboveHighWater: 0 >= 1024, now: at(2)) == .forward)
         #expect(m.upstreamCompleted(.success(()), now: at(3)) == [.finishResponse(keepAlive: true)])
         #expect(m.phase == .finished)
@@ -269,36 +330,31 @@ import Upstream
         #expect(m.nextDeadline == nil)
     }
 
+    /// The request is always whole by the time a response can finish (the provider is called only then): the
+    /// connection is kept when the client asked for it and the body's framing allows it.
     struct KeepAliveCase: Sendable, CustomTestStringConvertible {
-        var requestComplete: Bool
         var clientKeepAlive: Bool
         var version: HTTPVersion
         var upstream: [String]   // Content-Type, optional Content-Length
         var expected: Bool
-        var testDescription: String {
-            "complete=\(requestComplete) keepAlive=\(clientKeepAlive) \(version) \(upstream) → \(expected)"
-        }
+        var testDescription: String { "keepAlive=\(clientKeepAlive) \(version) \(upstream) → \(expected)" }
     }
 
     static let keepAliveCases: [KeepAliveCase] = [
-        KeepAliveCase(requestComplete: true, clientKeepAlive: true, version: .http1_1, upstream: ["text/event-stream"], expected: true),
-        KeepAliveCase(requestComplete: false, clientKeepAlive: true, version: .http1_1, upstream: ["text/event-stream"], expected: false),
-        KeepAliveCase(requestComplete: true, clientKeepAlive: false, version: .http1_1, upstream: ["text/event-stream"], expected: false),
-        KeepAliveCase(requestComplete: false, clientKeepAlive: false, version: .http1_1, upstream: ["text/event-stream"], expected: false),
-        KeepAliveCase(requestComplete: true, clientKeepAlive: true, version: .http1_1, upstream: ["application/json", "5"], expected: true),
-        KeepAliveCase(requestComplete: true, clientKeepAlive: true, version: .http1_0, upstream: ["application/json", "5"], expected: true),
+        KeepAliveCase(clientKeepAlive: true, version: .http1_1, upstream: ["text/event-stream"], expected: true),
+        KeepAliveCase(clientKeepAlive: false, version: .http1_1, upstream: ["text/event-stream"], expected: false),
+        KeepAliveCase(clientKeepAlive: true, version: .http1_1, upstream: ["application/json", "5"], expected: true),
+        KeepAliveCase(clientKeepAlive: true, version: .http1_0, upstream: ["application/json", "5"], expected: true),
         // HTTP/1.0 without a length: the close delimits the body, so the connection cannot be kept.
-        KeepAliveCase(requestComplete: true, clientKeepAlive: true, version: .http1_0, upstream: ["text/event-stream"], expected: false),
+        KeepAliveCase(clientKeepAlive: true, version: .http1_0, upstream: ["text/event-stream"], expected: false),
     ]
 
     @Test(arguments: keepAliveCases)
-    func finishKeepsTheConnectionOnlyWhenTheRequestCompletedAndTheClientAsked(_ c: KeepAliveCase) {
-        var m = newMachine(version: c.version, keepAlive: c.clientKeepAlive, requestComplete: false)
+    func finishKeepsTheConnectionOnlyWhenTheClientAskedAndTheFramingAllows(_ c: KeepAliveCase) {
+        var m = newMachine(version: c.version, keepAlive: c.clientKeepAlive)
         var upstream = headers([("Content-Type", c.upstream[0])])
         if c.upstream.count > 1 { upstream.add(name: "Content-Length", value: c.upstream[1]) }
         #expect(m.upstreamHead(status: 200, headers: upstream, now: at(1)).count == 1)
-        if c.requestComplete { m.requestBodyComplete() }
-        #expect(m.requestComplete == c.requestComplete)
         #expect(m.upstreamCompleted(.success(()), now: at(2)) == [.finishResponse(keepAlive: c.expected)])
     }
 
@@ -307,7 +363,6 @@ import Upstream
     @Test(arguments: failuresBeforeHead.map(\.failure))
     func failureAfterTheHeadOnlyAbortsTheClient(_ failure: UpstreamFailure) {
         var m = streamingMachine()
-        m.requestBodyComplete()
         let actions = m.upstreamCompleted(.failure(failure), now: at(5))
         #expect(actions == [.abortClient])
         #expect(!actions.contains { $0.isFinishResponse })
@@ -344,6 +399,8 @@ import Upstream
     @Test func idleDeadlineWithAManualClockAndManyEvents() {
         let clock = ManualClock()
         var m = ExchangeStateMachine(settings: exchangeSettings(), now: clock.now())
+        m.requestBodyComplete(now: clock.now())
+        m.calling(now: clock.now())
         clock.advance(bySeconds: 3)
         #expect(m.upstreamHead(status: 200, headers: sseHeaders, now: clock.now()).count == 1)
         for _ in 0..<50 {
@@ -453,7 +510,6 @@ import Upstream
             switch self {
             case .finished:
                 m = streamingMachine()
-                m.requestBodyComplete()
                 _ = m.upstreamCompleted(.success(()), now: at(2))
             case .failedBeforeHead: _ = m.upstreamCompleted(.failure(.connectFailed("refused")), now: at(1))
             case .failedAfterHead:
@@ -493,7 +549,8 @@ import Upstream
         #expect(m.upstreamCompleted(.failure(.other("late")), now: far) == [])
         #expect(m.clientClosed() == [])
         #expect(m.deadlinePassed(now: far) == [])
-        m.requestBodyComplete()
+        m.requestBodyComplete(now: far)
+        m.calling(now: far)
 
         #expect(m.phase == ending.phase)
         #expect(m.outcome == outcome)
@@ -526,6 +583,7 @@ extension ExchangeStateMachineTests {
     @Test func aDrainBeforeTheHeadDiscardsEverythingAndEndsAtItsDeadline() {
         var m = ExchangeStateMachine(settings: Self.drainingSettings(), now: t0)
         m.requestBodyComplete(now: t0)
+        m.calling(now: t0)
         #expect(m.clientClosed(now: at(2)) == [])
         #expect(m.phase == .draining)
         #expect(m.outcome == .clientCancelled)
@@ -541,6 +599,7 @@ extension ExchangeStateMachineTests {
     @Test func aDrainEndsWhenUsageArrivesOrTheUpstreamEnds() {
         var byUsage = ExchangeStateMachine(settings: Self.drainingSettings(), now: t0)
         byUsage.requestBodyComplete(now: t0)
+        byUsage.calling(now: t0)
         _ = byUsage.upstreamHead(status: 200, headers: sseHeaders, now: at(1))
         #expect(byUsage.clientClosed(now: at(2)) == [])
         #expect(byUsage.usageArrived() == [.cancelUpstream])
@@ -549,6 +608,7 @@ extension ExchangeStateMachineTests {
 
         var byEnd = ExchangeStateMachine(settings: Self.drainingSettings(), now: t0)
         byEnd.requestBodyComplete(now: t0)
+        byEnd.calling(now: t0)
         _ = byEnd.upstreamHead(status: 200, headers: sseHeaders, now: at(1))
         _ = byEnd.clientClosed(now: at(2))
         #expect(byEnd.upstreamCompleted(.failure(.brokenResponse("cut")), now: at(3)) == [], "nothing to tell a departed client")
@@ -558,7 +618,8 @@ extension ExchangeStateMachineTests {
 
     @Test func aClientGoneMidBodyIsNeverDrainedAndUsageOutsideADrainDoesNothing() {
         var m = ExchangeStateMachine(settings: Self.drainingSettings(), now: t0)
-        #expect(m.clientClosed(now: at(1)) == [.cancelUpstream], "no call was made: nothing to drain")
+        #expect(m.clientClosed(now: at(1)) == [], "no call was made: nothing to drain or cancel")
+        #expect(m.phase == .clientGone)
         var streaming = streamingMachine()
         #expect(streaming.usageArrived() == [])
         #expect(streaming.clientClosed(now: at(2)) == [.cancelUpstream], "cancel stays the default")

@@ -29,14 +29,17 @@ func exchangeSettings(
         firstByteTimeoutSeconds: Double(firstByteSeconds), idleTimeoutSeconds: Double(idleSeconds))
 }
 
-/// A machine whose request was read whole at `now` (so the provider is being called), unless `requestComplete`
-/// is false (its body is still arriving).
+/// A machine whose request was read whole and admitted at `now`, its provider being called (`calling`), unless
+/// `requestComplete` is false (`awaitingBody`: its body is still arriving).
 func newMachine(
     method: String = "POST", version: HTTPVersion = .http1_1, keepAlive: Bool = true, now: Support.Instant = t0,
     requestComplete: Bool = true
 ) -> ExchangeStateMachine {
     var m = ExchangeStateMachine(settings: exchangeSettings(method: method, version: version, keepAlive: keepAlive), now: now)
-    if requestComplete { m.requestBodyComplete(now: now) }
+    if requestComplete {
+        m.requestBodyComplete(now: now)
+        m.calling(now: now)
+    }
     return m
 }
 

@@ -100,11 +100,11 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     func requestEnd() {
         assertOnLoop()
         machine.requestBodyComplete(now: clock.now())
-        guard let call = pendingCall, machine.phase == .awaitingUpstreamHead else { return }
+        guard let call = pendingCall, machine.phase == .admitting else { return }
         if let gate = attestationGate {
             attestationGate = nil   // this runs again once the gate has answered
             return gate.check(body: body, on: writer.scheduler) { verdict in
-                guard self.machine.phase == .awaitingUpstreamHead else { return }
+                guard self.machine.phase == .admitting else { return }
                 if let error = verdict.apply(to: &self.record, admission: &self.admission) { self.reject(error) } else { self.requestEnd() }
             }
         }
@@ -135,7 +135,6 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         }
         self.reservation = reservation
         admittedCall = (request, call.upstream)
-        machine.awaitAdmission()
         guard case .success(let charge) = admission.charge(reservation, model: meter.requestedModel, prices: prices) else {
             admittedCall = nil
             return reject(.modelNotPriced)
@@ -155,6 +154,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     private func startCall(_ request: UpstreamRequest, upstream: any UpstreamClient) {
+        machine.calling(now: clock.now())   // before the call: it may end it at once (connect refused)
         callReachedProvider = true
         transfer = upstream.call(request, delegate: self)
         armTimer()   // the first-byte clock starts with the call
@@ -170,13 +170,12 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             case .allowedUnavailable: metrics.stateUnavailable(outcome: "allowed")
             case .local: metrics.stateUnavailable(outcome: "local")
             }
-            guard !isEnded, let call = admittedCall, machine.phase == .awaitingUpstreamHead else {
+            guard !isEnded, let call = admittedCall, machine.phase == .admitting else {
                 admission.store.settle(granted, usedTokens: 0)
                 return
             }
             grant = granted
             admittedCall = nil
-            machine.admitted(now: clock.now())
             startCall(call.request, upstream: call.upstream)
         case .refused(let refusal):
             if refusal == .unavailable { metrics.stateUnavailable(outcome: "rejected") }
@@ -199,10 +198,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         assertOnLoop()
         let phase = machine.phase
         let actions = machine.clientClosed(now: clock.now(), afterFinish: meter.awaitsUsageAfterFinish)
-        // Only a call that was made can be cancelled: a client gone mid-body never reached the provider. A drained
-        // call is not counted here: it runs on to its usage.
-        if actions.contains(.cancelUpstream) && transfer != nil {
-            metrics.cancelled(phase: phase == .awaitingUpstreamHead ? "before_head" : "streaming")
+        // Only a call that was made is cancelled (the machine knows: a client gone mid-body or during admission
+        // never reached the provider). A drained call is not counted here: it runs on to its usage.
+        if actions.contains(.cancelUpstream) {
+            metrics.cancelled(phase: phase == .calling ? "before_head" : "streaming")
         }
         perform(actions)
     }
@@ -324,7 +323,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             if case .connectTimeout = failure { callReachedProvider = false }
             record.failure = failure.summary
             metrics.upstreamError(kind: failure.kind)
-        } else if machine.phase == .awaitingUpstreamHead {
+        } else if machine.phase == .calling {
             metrics.upstreamError(kind: "no_response_head")
         }
         perform(machine.upstreamCompleted(result, now: clock.now()))
@@ -384,7 +383,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             let phase = self.machine.phase
             let actions = self.machine.deadlinePassed(now: self.clock.now())
             if !actions.isEmpty {
-                let kind = phase == .awaitingUpstreamHead ? "first_byte_timeout" : "idle_timeout"
+                let kind = phase == .admitting || phase == .calling ? "first_byte_timeout" : "idle_timeout"
                 self.metrics.upstreamError(kind: kind)
                 self.record.failure = kind
             } else {

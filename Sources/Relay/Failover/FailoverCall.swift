@@ -222,7 +222,7 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
 
     private func decide(_ outcome: FailoverPlan.Outcome, last: Result<Void, UpstreamFailure>) {
         // A client that left (a drained exchange reads on for usage) gets no new call made for it.
-        if let exchange = delegate as? RelayExchange, exchange.phase != .awaitingUpstreamHead { return complete(last) }
+        if let exchange = delegate as? RelayExchange, exchange.phase != .calling { return complete(last) }
         let now = client.loop.clock.now()
         let before = plan.current
         let (step, rejected) = client.pools.withPools(names) { plan.next(after: outcome, pools: &$0, now: now) }

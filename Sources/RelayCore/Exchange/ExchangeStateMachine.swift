@@ -4,21 +4,25 @@ import Support
 /// The life of one relayed request, as a value: events in, actions out. No sockets, no curl, no clock of its
 /// own (every event carries `now`), so every path, including the timeouts, is tested without I/O.
 ///
-/// Phases and the transitions allowed:
-/// - `awaitingUpstreamHead` (first the request body arrives, with no upstream call yet; the call starts when
-///   it is whole) → `streaming` (head arrived), `upstreamFailed` (connect error, connection reset, first-byte
-///   timeout, no head), `clientGone` (client left first).
+/// Phases and the transitions allowed (accept → admit → plan → call → relay → end):
+/// - `awaitingBody` (the request body arrives; nothing is called and no clock runs: a slow client is the
+///   connection's body-read timeout's business) → `admitting` (`requestBodyComplete`), `rejected`, `clientGone`.
+/// - `admitting` (the request is whole: the attestation gate, the body plan and the admission store decide; the
+///   first-byte clock runs, so a store that never answers ends it as a timeout) → `calling` (`calling`: the provider
+///   is called now, and the first-byte clock starts again, so the store's time is not the provider's), `rejected`
+///   (a policy or the store refused it), `upstreamFailed` (the first-byte deadline), `clientGone` (never
+///   `draining`: nothing was called).
+/// - `calling` (the provider is called, its head awaited) → `streaming` (head arrived), `upstreamFailed` (connect
+///   error, connection reset, first-byte timeout, no head), `clientGone`, `draining`. Only a call in this phase or
+///   the next can be cancelled, and only a call the relay made: `rejected` is never reached from here.
 /// - `streaming` → `finished` (upstream completed), `upstreamFailed` (died or went idle mid-body),
 ///   `clientGone`.
-/// - `awaitingUpstreamHead` → `rejected` (a policy refused the request body before the upstream was called).
-/// - `awaitingUpstreamHead`, `streaming` → `draining` (the client left on a route with `onClientCancel: drain`):
+/// - `calling`, `streaming` → `draining` (the client left on a route with `onClientCancel: drain`):
 ///   the upstream is read on, its bytes discarded and nothing written to the client, until the provider's usage
 ///   arrives (`usageArrived`), the upstream ends, or `drainMaxSeconds` pass → `clientGone`. On any route, a client
 ///   that leaves `streaming` after the answer's last chunk (`afterFinish`: OpenAI's `finish_reason`, whose usage
 ///   chunk follows) is drained the same way for at most `finishDrainSeconds`: the usage is already paid for, and
 ///   is one chunk away.
-/// - `awaitingUpstreamHead` while the admission store decides (`awaitAdmission` → `admitted`): the client leaving
-///   then ends it (`clientGone`, never `draining`: nothing was called), a refusal is `rejected`.
 /// - `streaming` → `finished` with outcome `budget_exhausted` (`budgetExhausted`): the relay ends the stream itself
 ///   with one closing event, at an event boundary.
 /// - `streaming`, detached (`detached` → `reattached`): a resumable stream that nobody reads runs on for its
@@ -29,7 +33,7 @@ import Support
 /// terminal chunk), so the client sees a truncated stream and never a clean end.
 package struct ExchangeStateMachine: Sendable {
     package enum Phase: Equatable, Sendable {
-        case awaitingUpstreamHead, streaming, draining, finished, upstreamFailed, clientGone, rejected
+        case awaitingBody, admitting, calling, streaming, draining, finished, upstreamFailed, clientGone, rejected
     }
 
     package enum Action: Equatable, Sendable {
@@ -92,7 +96,7 @@ package struct ExchangeStateMachine: Sendable {
     }
 
     package let settings: Settings
-    package private(set) var phase = Phase.awaitingUpstreamHead
+    package private(set) var phase = Phase.awaitingBody
     package private(set) var outcome: Outcome?
     package private(set) var status: Int?
     package private(set) var upstreamPaused = false
@@ -108,8 +112,6 @@ package struct ExchangeStateMachine: Sendable {
     package private(set) var detachedSeconds = 0.0
     /// The exchange's end was taken (`takeEnd`): it is over, and its end work done or under way.
     package private(set) var endTaken = false
-    /// The admission store has not answered yet: no call was made.
-    package private(set) var awaitingAdmission = false
     private var bodyMode: ResponseBodyMode?
 
     package init(settings: Settings, now: Instant) {
@@ -126,10 +128,8 @@ package struct ExchangeStateMachine: Sendable {
     /// When `deadlinePassed` should next be called, or nil if no timer is needed.
     package var nextDeadline: Instant? {
         switch phase {
-        // The provider is called once the request is whole; until then a slow client is the body-read
-        // timeout's business (the connection's), not the provider's.
-        case .awaitingUpstreamHead:
-            requestComplete ? firstByteClockStart.advanced(bySeconds: settings.firstByteTimeoutSeconds) : nil
+        // While the body arrives a slow client is the body-read timeout's business (the connection's).
+        case .admitting, .calling: firstByteClockStart.advanced(bySeconds: settings.firstByteTimeoutSeconds)
         // While the relay itself holds the upstream paused (the client is not reading), the provider is not
         // idle: the idle clock restarts when the client drains.
         case .streaming: upstreamPaused ? nil : lastBodyAt.advanced(bySeconds: settings.idleTimeoutSeconds)
@@ -138,30 +138,26 @@ package struct ExchangeStateMachine: Sendable {
         }
     }
 
-    /// The client's request has been read to its end (a connection can only be reused after that), and the
-    /// provider is called now: the first-byte clock starts.
-    package mutating func requestBodyComplete(now: Instant? = nil) {
+    /// The client's request has been read to its end (a connection can only be reused after that): the gate, the
+    /// body plan and the admission store decide now (`admitting`), and the first-byte clock starts.
+    package mutating func requestBodyComplete(now: Instant) {
         guard !requestComplete else { return }
         requestComplete = true
-        if let now, phase == .awaitingUpstreamHead { firstByteClockStart = now }
+        guard phase == .awaitingBody else { return }
+        phase = .admitting
+        firstByteClockStart = now
     }
 
-    /// The request is whole and waits for the admission store's answer before the provider is called.
-    package mutating func awaitAdmission() {
-        guard phase == .awaitingUpstreamHead else { return }
-        awaitingAdmission = true
-    }
-
-    /// The store admitted the request and the provider is called now: the first-byte clock starts again, so the
-    /// store's answer time is not the provider's.
-    package mutating func admitted(now: Instant) {
-        guard phase == .awaitingUpstreamHead, awaitingAdmission else { return }
-        awaitingAdmission = false
+    /// The request was admitted and the provider is called now: the first-byte clock starts again, so the time
+    /// the gate and the store took is not the provider's.
+    package mutating func calling(now: Instant) {
+        guard phase == .admitting else { return }
+        phase = .calling
         firstByteClockStart = now
     }
 
     package mutating func upstreamHead(status: Int, headers: HTTPHeaders, now: Instant) -> [Action] {
-        guard phase == .awaitingUpstreamHead else { return [] }
+        guard phase == .calling else { return [] }
         phase = .streaming
         lastBodyAt = now
         self.status = status
@@ -200,16 +196,16 @@ package struct ExchangeStateMachine: Sendable {
         case (.streaming, .success):
             phase = .finished
             outcome = .completed
-            return [.finishResponse(keepAlive: keepAliveAfterResponse && requestComplete)]
+            return [.finishResponse(keepAlive: keepAliveAfterResponse)]
         case (.streaming, .failure):
             phase = .upstreamFailed
             outcome = .upstreamError
             return [.abortClient]
-        case (.awaitingUpstreamHead, .success):
+        case (.calling, .success):
             phase = .upstreamFailed
             outcome = .upstreamError
             return [respond(Self.error(for: .brokenResponse("no response head")))]
-        case (.awaitingUpstreamHead, .failure(let failure)):
+        case (.calling, .failure(let failure)):
             phase = .upstreamFailed
             outcome = failure == .connectTimeout ? .upstreamTimeout : .upstreamError
             return [respond(Self.error(for: failure))]
@@ -221,9 +217,10 @@ package struct ExchangeStateMachine: Sendable {
         }
     }
 
-    /// A policy refused the request (its body, typically) before the upstream transfer started.
+    /// A policy or the admission store refused the request before the provider was called. Once it is called,
+    /// a refusal is no longer possible: the call's own answer decides.
     package mutating func rejected(_ error: RelayError) -> [Action] {
-        guard phase == .awaitingUpstreamHead else { return [] }
+        guard phase == .awaitingBody || phase == .admitting else { return [] }
         phase = .rejected
         outcome = .rejected
         return [respond(error)]
@@ -232,16 +229,20 @@ package struct ExchangeStateMachine: Sendable {
     /// How long a client that left after the answer's finish chunk leaves the relay reading for the usage chunk.
     package static let finishDrainSeconds = 2.0
 
-    /// The client left. The upstream is cancelled at once, or, with `drainMaxSeconds`, drained first (only a
-    /// call that was made can be drained: a request still arriving never reached the provider). `afterFinish`:
-    /// the stream's finish chunk was seen and its usage not yet, so even without `drainMaxSeconds` it is drained,
-    /// for `finishDrainSeconds`.
+    /// The client left. A call that was made is cancelled at once, or, with `drainMaxSeconds`, drained first;
+    /// before the call there is nothing to cancel (`awaitingBody`, `admitting`: the provider never saw it).
+    /// `afterFinish`: the stream's finish chunk was seen and its usage not yet, so even without `drainMaxSeconds`
+    /// it is drained, for `finishDrainSeconds`.
     package mutating func clientClosed(now: Instant? = nil, afterFinish: Bool = false) -> [Action] {
         switch phase {
-        case .awaitingUpstreamHead, .streaming:
+        case .awaitingBody, .admitting:
+            outcome = .clientCancelled
+            phase = .clientGone
+            return []
+        case .calling, .streaming:
             outcome = .clientCancelled
             let drainSeconds = settings.drainMaxSeconds ?? (afterFinish && phase == .streaming ? Self.finishDrainSeconds : nil)
-            if let seconds = drainSeconds, let now, requestComplete, !awaitingAdmission {
+            if let seconds = drainSeconds, let now {
                 phase = .draining
                 drainUntil = now.advanced(bySeconds: seconds)
                 // A slow client may have left the upstream paused: the drain reads on regardless.
@@ -265,7 +266,7 @@ package struct ExchangeStateMachine: Sendable {
         outcome = .budgetExhausted
         switch bodyMode {
         case .chunked?, .closeDelimited?:
-            return [.cancelUpstream, .finishWithEvent(closingEvent, keepAlive: keepAliveAfterResponse && requestComplete)]
+            return [.cancelUpstream, .finishWithEvent(closingEvent, keepAlive: keepAliveAfterResponse)]
         default:
             return [.cancelUpstream, .abortClient]
         }
@@ -305,7 +306,11 @@ package struct ExchangeStateMachine: Sendable {
     package mutating func deadlinePassed(now: Instant) -> [Action] {
         guard let deadline = nextDeadline, now >= deadline else { return [] }
         switch phase {
-        case .awaitingUpstreamHead:
+        case .admitting:
+            phase = .upstreamFailed
+            outcome = .upstreamTimeout
+            return [respond(.upstreamTimeout)]
+        case .calling:
             phase = .upstreamFailed
             outcome = .upstreamTimeout
             return [.cancelUpstream, respond(.upstreamTimeout)]
