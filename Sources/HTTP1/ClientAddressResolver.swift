@@ -125,7 +125,8 @@ public struct ClientAddressResolver: Sendable {
 }
 
 extension Substring {
-    func trimmingSpaces() -> Substring {
+    /// Without optional whitespace (spaces and tabs, RFC 9110 §5.6.3) at either end.
+    public func trimmingSpaces() -> Substring {
         var s = self
         while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
         while let l = s.last, l == " " || l == "\t" { s.removeLast() }

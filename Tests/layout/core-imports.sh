@@ -2,8 +2,8 @@
 # The relay's pure core (Sources/RelayCore) does no I/O of its own: values in, decisions out. Checked two ways:
 #   1. Package.swift: no target RelayCore depends on, directly or through another target, is an I/O module;
 #   2. its sources: no file imports an I/O module or the C library, and none names a Dispatch, file, process,
-#      socket or thread API. Foundation is imported by the configuration reader (JSONSerialization, Data) and two
-#      small parsers; on Linux it re-exports Dispatch, which is why the second check reads the names too.
+#      socket or thread API. Foundation is imported by the configuration reader only (JSONSerialization, Data);
+#      on Linux it re-exports Dispatch, which is why the second check reads the names too.
 # Exit 1 with each violation named. Run by `make test`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,6 +44,11 @@ while IFS= read -r -d '' file; do
 done < <(find Sources/RelayCore -name '*.swift' -print0)
 
 if [ "$bad" = 0 ]; then
-  echo "core-imports: Sources/RelayCore ($(find Sources/RelayCore -name '*.swift' | wc -l) files) imports no I/O module; its targets: $deps"
+  foundation=$(grep -rlE '^import Foundation' Sources/RelayCore | grep -vc '^Sources/RelayCore/Configuration/' || true)
+  if [ "$foundation" != 0 ]; then
+    echo "Foundation is imported outside the configuration reader:"; grep -rlE '^import Foundation' Sources/RelayCore | grep -v '^Sources/RelayCore/Configuration/'
+    exit 1
+  fi
+  echo "core-imports: Sources/RelayCore ($(find Sources/RelayCore -name '*.swift' | wc -l) files) imports no I/O module, and Foundation only in Configuration/; its targets: $deps"
 fi
 exit "$bad"

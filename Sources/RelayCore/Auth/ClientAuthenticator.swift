@@ -1,5 +1,4 @@
 import Auth
-import Foundation
 import HTTP1
 import Support
 

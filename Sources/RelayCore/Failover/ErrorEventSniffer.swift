@@ -1,4 +1,4 @@
-import Foundation
+import JSON
 
 /// Reads the first event of a 2xx event stream to tell whether it is an error object (`data: {"error": …}`, as
 /// OpenAI-compatible providers send when a stream fails before any content). Such a stream is passed through as
@@ -53,8 +53,9 @@ package struct ErrorEventSniffer: Sendable, Equatable {
             if !data.isEmpty { data.append(0x0A) }
             data.append(contentsOf: value)
         }
-        guard data.first == UInt8(ascii: "{"),
-              let object = try? JSONSerialization.jsonObject(with: Data(data)) as? [String: Any] else { return false }
-        return object["error"] != nil
+        // The provider's own output: a key given twice is its business, not a reason to miss the error.
+        guard data.first == UInt8(ascii: "{"), let document = try? JSONDocument(parsing: data, duplicates: .allowed),
+              document.kind(of: JSONDocument.root) == .object else { return false }
+        return document.member("error", of: JSONDocument.root) != nil
     }
 }

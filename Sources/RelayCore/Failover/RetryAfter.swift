@@ -1,4 +1,3 @@
-import Foundation
 import HTTP1
 
 /// How long a provider asks to be left alone, read from its answer's head: `retry-after-ms` (milliseconds, as
@@ -6,10 +5,10 @@ import HTTP1
 /// IMF-fixdate form). Nil when neither is there or readable; never negative.
 package enum RetryAfter {
     package static func seconds(in headers: HTTPHeaders, wallClockSeconds: Double) -> Double? {
-        if let ms = headers.first("retry-after-ms").flatMap({ Double($0.trimmingCharacters(in: .whitespaces)) }), ms.isFinite, ms >= 0 {
+        if let ms = headers.first("retry-after-ms").flatMap({ Double(Substring($0).trimmingSpaces()) }), ms.isFinite, ms >= 0 {
             return ms / 1000
         }
-        guard let value = headers.first("Retry-After")?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        guard let value = headers.first("Retry-After").map({ String(Substring($0).trimmingSpaces()) }), !value.isEmpty else { return nil }
         if value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
             return value.utf8.count > 9 ? 999_999_999 : Double(value)
         }

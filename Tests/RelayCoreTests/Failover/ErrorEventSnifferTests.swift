@@ -29,4 +29,14 @@ struct ErrorEventSnifferTests {
         #expect(verdict("data: {\"error\"") == .undecided)
         #expect(verdict("data: " + String(repeating: "x", count: 5000)) == .content)
     }
+
+    /// Provider output is read as JSON reads it: an escaped member name is still `error`, a name given twice
+    /// does not hide it, and what is not one JSON object is content.
+    @Test func readAsJSON() {
+        #expect(verdict("data: {\"\\u0065rror\":{\"message\":\"x\"}}\n\n") == .errorEvent)
+        #expect(verdict("data: {\"id\":1,\"id\":2,\"error\":{}}\n\n") == .errorEvent)
+        #expect(verdict("data: {\"error\":1}\ndata: \n\n") == .errorEvent, "data lines joined with a newline")
+        #expect(verdict("data: {\"error\":1} trailing\n\n") == .content)
+        #expect(verdict("data: {\"message\":{\"error\":1}}\n\n") == .content, "only a top-level member counts")
+    }
 }

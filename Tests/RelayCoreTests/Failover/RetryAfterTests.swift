@@ -15,6 +15,8 @@ struct RetryAfterTests {
     @Test func forms() {
         #expect(seconds([("Retry-After", "2")]) == 2)
         #expect(seconds([("Retry-After", " 120 ")]) == 120)
+        #expect(seconds([("Retry-After", "\t7\t")]) == 7)
+        #expect(seconds([("retry-after-ms", " 250\t")]) == 0.25)
         // Sun, 06 Nov 1994 08:49:37 GMT is 784111777.
         #expect(seconds([("Retry-After", "Sun, 06 Nov 1994 08:49:47 GMT")]) == 10)
         #expect(seconds([("Retry-After", "Sun, 06 Nov 1994 08:49:27 GMT")]) == 0)
