@@ -69,7 +69,8 @@ let package = Package(
         .executableTarget(name: "relay-fuzz", dependencies: ["HTTP1", "Attestation"]),
         // Benchmark (Tests/bench/run.sh, `make bench`): fake upstream + load client on epoll; not part of `make test`.
         .target(name: "CBenchSupport"),
-        .executableTarget(name: "relay-bench", dependencies: ["CBenchSupport", "Usage"]),
+        .executableTarget(name: "relay-bench", dependencies: ["CBenchSupport", "Usage", "HTTP1", "Auth", "Attestation", "RelayWire",
+                                                              "RelayCore", "RelayState", "AttestationTestSupport"]),
         // Test support, in three layers so each test target takes only what it needs. Plain targets (not test
         // targets) so several test targets can share them; nothing in the products depends on them.
         // The seeded generator, `eventually`, deadlines: no sockets, for the pure-core tests too.

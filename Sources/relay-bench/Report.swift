@@ -50,6 +50,9 @@ enum Report {
                     Row(title: "client close -> upstream sees close max (us)", key: "cancel_max_us", proxyOnly: false),
                     Row(title: "cancels reaching upstream / client closes", key: "cancel_summary", proxyOnly: false),
                     Row(title: "errors", key: "errors", proxyOnly: false)]
+        case Self.attestScenario:
+            return [Row(title: "CPU per asserted request (us)", key: "cpu_us_per_request", proxyOnly: true),
+                    Row(title: "of which the signature check (us)", key: "verify_us_per_request", proxyOnly: true)]
         case "IR", Self.featuresScenario:
             return [Row(title: "instructions per request (S3 POST)", key: "ir_per_request", proxyOnly: true),
                     Row(title: "instructions per relayed event (S2)", key: "ir_per_event", proxyOnly: true),
@@ -91,6 +94,7 @@ enum Report {
             return Goal(text: "<=1.0x", bound: .ratioAtMost(1.0))
         case ("S3", "rps"): return Goal(text: ">=0.5x", bound: .ratioAtLeast(0.5))
         case ("S4", "cancel_p99_us"): return Goal(text: "<=1000 us", bound: .relayAtMost(1000))
+        case (Self.attestScenario, "cpu_us_per_request"): return Goal(text: "<100 us", bound: .relayAtMost(100))
         default: return nil
         }
     }
@@ -130,10 +134,12 @@ enum Report {
     /// Instruction counts of the relay with a feature on beside the plain relay (Tests/bench/run.sh, `ir_run`).
     static let featuresScenario = "IRfeatures"
     static let featuresTargets = ["relay", "resume", "resume-redis"]
+    /// `relay-bench attest` (AttestBench): an App Attest assertion's CPU; the relay's own row, with its target.
+    static let attestScenario = "ATTEST"
 
     static func render(_ results: [Result], header: String) -> String {
         var out = header.isEmpty ? "" : header + "\n"
-        let own: Set<String?> = [tlsScenario, stateRPSScenario, stateTTFBScenario, featuresScenario]
+        let own: Set<String?> = [tlsScenario, stateRPSScenario, stateTTFBScenario, featuresScenario, attestScenario]
         out += table(results.filter { !own.contains($0["scenario"]) }, targets: ["relay", "nginx", "haproxy", "direct"],
                      ratios: [("relay/nginx", "relay", "nginx"), ("relay/haproxy", "relay", "haproxy")], goals: true)
         let tls = results.filter { $0["scenario"] == tlsScenario }
@@ -151,6 +157,11 @@ enum Report {
         if !features.isEmpty {
             out += "\nfeatures: resume = the same route with routes[].resume (replay buffer in memory), resume-redis = the same on the Redis backend (buffer copied to Redis); heartbeats on in all (15 s)\n"
             out += table(features, targets: featuresTargets, ratios: [("resume/plain", "resume", "relay"), ("redis/plain", "resume-redis", "relay")])
+        }
+        let attest = results.filter { $0["scenario"] == attestScenario }
+        if !attest.isEmpty {
+            out += "\napp attest: the relay's steps for one asserted request (headers, client data hash, key lookup in memory, ECDSA P-256 verify, counter raise); HTTP excluded (S3), Redis round trips excluded\n"
+            out += table(attest, targets: ["relay"], ratios: [], goals: true)
         }
         return out
     }

@@ -11,6 +11,8 @@
 //       `RESULT requests=N errors=E wall_s=S rps=R`.
 //   relay-bench tap [--events 50] [--streams 20000] [--size 32]
 //       prints one line `RESULT tap ...`: the usage tap's CPU per relayed event (TapBench).
+//   relay-bench attest [--requests 5000] [--body-bytes 300]
+//       prints one line `RESULT scenario=ATTEST ...`: the CPU an App Attest assertion adds to a request (AttestBench).
 //   relay-bench free-port
 //       prints a free TCP port on 127.0.0.1.
 //   relay-bench report FILE [--header TEXT]
@@ -79,6 +81,9 @@ func benchMain(_ args: [String]) -> Int32 {
     case "tap":
         writeStdout(TapBench.run(events: options.int("events", 50), streams: options.int("streams", 20_000),
                                  size: options.int("size", 32)))
+        return 0
+    case "attest":
+        writeStdout(AttestBench.run(requests: max(1, options.int("requests", 5000)), bodyBytes: options.int("body-bytes", 300)))
         return 0
     case "free-port":
         // A port that was free a moment ago (for nginx, which cannot listen on port 0 and report it).

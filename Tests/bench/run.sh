@@ -361,6 +361,11 @@ ir_run() {   # relay|relay-resume|nginx|haproxy
 if [ "$INSTRUCTIONS" != 0 ]; then
   for t in relay relay-resume relay-resume-redis nginx haproxy; do ir_run "$t"; done
 fi
+# ATTEST: the CPU an App Attest assertion adds to one request (the relay's own steps, process CPU time, on the
+# proxy CPU; a few seconds). See AttestBench in Sources/relay-bench.
+log "ATTEST: App Attest assertion cost"
+"${PRIO[@]}" taskset -c "$PROXY_CPU" "$BENCH" attest --requests 5000 >>"$RESULTS" 2>>"$WORK/load.log" || log "attest bench failed"
+
 if [ "$INSTRUCTIONS" = only ]; then TARGETS=(); fi
 
 # S2tls, the upstream behind TLS (relay HTTP/1.1 and HTTP/2, nginx proxy_ssl): see Tests/bench/tls.sh.
