@@ -1,3 +1,5 @@
+import HTTP1
+
 /// What to answer to a request that may be a CORS preflight.
 package enum PreflightDecision: Equatable, Sendable {
     /// Not a preflight (not OPTIONS, or no Origin, or no Access-Control-Request-Method): route it as usual.
@@ -95,7 +97,7 @@ package struct CORSPolicy: Equatable, Sendable {
         guard routeMethods.contains(requestMethod) else { return .deny(.corsMethodNotAllowed) }
         let allowed = Set(allowedHeaders.map(Self.asciiLowercased))
         for name in (requestHeaders ?? "").split(separator: ",") {
-            let trimmed = Self.asciiLowercased(String(name.trimmingSpacesAndTabs()))
+            let trimmed = Self.asciiLowercased(String(name.trimmingSpaces()))
             if !trimmed.isEmpty && !allowed.contains(trimmed) { return .deny(.corsHeaderNotAllowed) }
         }
         return .allow(headers: originHeaders(origin, match) + [
@@ -121,15 +123,6 @@ package struct CORSPolicy: Equatable, Sendable {
 
     static func asciiLowercased(_ s: String) -> String {
         String(decoding: s.utf8.map { $0 >= 0x41 && $0 <= 0x5A ? $0 + 0x20 : $0 }, as: UTF8.self)
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingSpacesAndTabs() -> Substring {
-        var s = self
-        while let c = s.first, c == " " || c == "\t" { s.removeFirst() }
-        while let c = s.last, c == " " || c == "\t" { s.removeLast() }
-        return s
     }
 }
 
