@@ -5,10 +5,10 @@ import Transport
 
 /// Resumable streams across replicas (`state.backend: "redis"`; README, "Resumable streams"): every stream this
 /// replica owns is copied to Redis, so a resume or a stop can arrive at any replica. Layout under the key prefix:
-/// - `stream:<id>:body`: the body bytes, appended (`APPEND`) by the owner at most once per loop turn;
-/// - `stream:<id>:meta`: a `StreamMeta` line, set after each append (so a reader that reads the record first and
-///   the body next never asks for bytes the body does not hold yet: Redis runs one connection's commands in order
-///   and every command one at a time);
+/// - `stream:<id>:body`: the body bytes, appended by the owner at most once per loop turn;
+/// - `stream:<id>:meta`: a `StreamMeta` line, set with each append, in the same script (`appendScript`: one command
+///   per loop turn), to the body's length after it (so a reader that reads the record first and the body next
+///   never asks for bytes the body does not hold yet: Redis runs every command and script one at a time);
 /// - `stream:<id>:stop`: set by a `DELETE` on any replica; the owner polls for it;
 /// - `stream:<id>:reader`: the token of the reader on another replica, which refreshes it each poll (1 s expiry);
 ///   the owner polls for it so that a detached stream read elsewhere is not cancelled when its window ends.
@@ -162,6 +162,15 @@ package final class RedisStreamMirror: @unchecked Sendable {
         package var bytes: [UInt8]
     }
 
+    /// KEYS[1] the body, KEYS[2] the record. ARGV: the bytes, the record's text before and after its count, the
+    /// expiry in ms. Appends, refreshes both expiries, sets the record to the body's new length; returns the length.
+    package static let appendScript = Array("""
+        local n = redis.call('APPEND', KEYS[1], ARGV[1])
+        redis.call('PEXPIRE', KEYS[1], ARGV[4])
+        redis.call('SET', KEYS[2], ARGV[2] .. n .. ARGV[3], 'PX', ARGV[4])
+        return n
+        """.utf8)
+
     /// One poll of a reader at `offset`: still the reader, the record, the stop flag, and up to `limit` bytes.
     /// Nil when Redis did not answer.
     package func poll(_ id: String, token: String, from offset: Int, limit: Int, on loop: any LoopScheduler, _ completion: @escaping (Poll?) -> Void) {
@@ -189,6 +198,8 @@ package final class MirroredStream: @unchecked Sendable {
     package let id: String
     private var meta: StreamMeta
     private let windowSeconds: Double
+    /// The append script's fixed arguments: the keys, the running record around its count, the expiry.
+    private let appendArguments: [[UInt8]]
     private var pending: [UInt8] = []
     private var flushQueued = false
     /// A write failed: the copy may have a hole, so it is deleted (retried at each later write until Redis answers)
@@ -203,6 +214,9 @@ package final class MirroredStream: @unchecked Sendable {
         self.windowSeconds = windowSeconds
         meta = StreamMeta(owner: mirror.replicaID, identityHash: StreamMeta.identityHash(identity), routeIndex: routeIndex,
                           written: 0, state: .running)
+        let record = meta.encodedAround()
+        appendArguments = [Array(mirror.key(id, "body").utf8), Array(mirror.key(id, "meta").utf8), Array(record.beforeWritten.utf8),
+                           Array(record.afterWritten.utf8), Array(RedisStreamMirror.ttlMilliseconds(windowSeconds).utf8)]
     }
 
     package var ttl: String { RedisStreamMirror.ttlMilliseconds(windowSeconds) }
@@ -230,14 +244,19 @@ package final class MirroredStream: @unchecked Sendable {
             pending = []
             return dropCopy()
         }
-        guard !pending.isEmpty else { return }
+        guard !pending.isEmpty, meta.state == .running else { return }
         let bytes = pending
         pending = []
         meta.written += bytes.count
-        mirror.send([Array("APPEND".utf8), Array(mirror.key(id, "body").utf8), bytes], on: loop) { self.check($0) }
-        mirror.send(["PEXPIRE", mirror.key(id, "body"), ttl], on: loop) { self.check($0) }
-        writeMeta()
+        let expected = meta.written
+        let a = appendArguments
+        mirror.send([Self.eval, RedisStreamMirror.appendScript, Self.two, a[0], a[1], bytes, a[2], a[3], a[4]], on: loop) { reply in
+            // A body shorter than what was written (Redis restarted, or the key expired) has a hole: lost.
+            self.check(reply?.integer == Int64(expected) ? reply : nil)
+        }
     }
+
+    private static let eval = Array("EVAL".utf8), two = Array("2".utf8)
 
     private func writeMeta() {
         guard !lost else { return dropCopy() }

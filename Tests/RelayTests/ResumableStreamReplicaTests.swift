@@ -123,6 +123,30 @@ struct ResumableStreamReplicaTests {
         #expect(try c.readBody(head: head) == R.provider)
     }
 
+    /// The owner's append answers the body's length in Redis; one shorter than what was written means bytes are
+    /// missing there (Redis restarted without them, an operator deleted the key): the copy is dropped, so no
+    /// replica serves a body with a hole, and the owner's own client is not touched.
+    @Test("a body that lost bytes in Redis is dropped, never served with a hole; the owner's client reads on")
+    func bodyWithAHoleIsDropped() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, upstream, a, b, client, id) = try Self.started(redis)
+        _ = try redis.command("DEL \(Self.prefix)stream:\(id):body")
+        next.put(1)
+        #expect(try client.readChunkedBody(until: "[DONE]\n\n") == R.provider, "the owner's client gets every byte")
+        try eventually("the lost copy logged", timeout: 5) {
+            a.logs.lines.contains { $0.contains("resumable stream copy in redis lost") }
+        }
+        try eventually("the record deleted", timeout: 5) {
+            try redis.command("EXISTS \(Self.prefix)stream:\(id):meta") == ":0"
+        }
+        let (c, head) = try R.call(b, id: id, offset: 0)
+        #expect(head.status == 404, "no resume from a copy with a hole")
+        #expect(try R.errorCode(c, head) == "stream_not_found")
+        try a.waitUntilIdle(timeout: 5)
+        #expect(upstream.requests.count == 1)
+    }
+
     @Test("Redis going away does not cut the stream; a resume on the owner replica still works, and it is logged")
     func redisOutage() throws {
         let redis = try RedisServerProcess()

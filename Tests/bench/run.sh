@@ -42,7 +42,8 @@
 # "load core busy" near 100 % would mean the client + upstream, not the proxy, limit that row: check it.
 #
 # Environment: BENCH_QUICK=1, BENCH_SCRATCH_PATH (swift build --scratch-path), BENCH_PROXY_CPU, BENCH_LOAD_CPU,
-# BENCH_KEEP=1 (keep the work directory with every log), BENCH_SKIP_BUILD=1, BENCH_INSTRUCTIONS=1|only, BENCH_WAIT_IDLE=SECONDS (wait at
+# BENCH_KEEP=1 (keep the work directory with every log), BENCH_SKIP_BUILD=1, BENCH_INSTRUCTIONS=1|only,
+# BENCH_IR_TARGETS (which instruction counts: "relay relay-resume relay-resume-redis nginx haproxy"), BENCH_WAIT_IDLE=SECONDS (wait at
 # most that long for an idle machine before starting), BENCH_PRIO=rt|nice|none (see below).
 set -uo pipefail
 
@@ -359,7 +360,7 @@ ir_run() {   # relay|relay-resume|nginx|haproxy
 }
 
 if [ "$INSTRUCTIONS" != 0 ]; then
-  for t in relay relay-resume relay-resume-redis nginx haproxy; do ir_run "$t"; done
+  for t in ${BENCH_IR_TARGETS:-relay relay-resume relay-resume-redis nginx haproxy}; do ir_run "$t"; done
 fi
 # ATTEST: the CPU an App Attest assertion adds to one request (the relay's own steps, process CPU time, on the
 # proxy CPU; a few seconds). See AttestBench in Sources/relay-bench.

@@ -38,7 +38,14 @@ package struct StreamMeta: Equatable, Sendable {
 
     /// `v1 <owner> <identityHash> <routeIndex> <written> <state>`.
     package func encoded() -> String {
-        [Self.version, owner, identityHash, String(routeIndex), String(written), state.rawValue].joined(separator: " ")
+        let parts = encodedAround()
+        return parts.beforeWritten + String(written) + parts.afterWritten
+    }
+
+    /// The record's text on either side of `written`: what the owner's append script completes with the body's
+    /// length in Redis (`MirroredStream`), so a record and its body cannot disagree.
+    package func encodedAround() -> (beforeWritten: String, afterWritten: String) {
+        (Self.version + " " + owner + " " + identityHash + " " + String(routeIndex) + " ", " " + state.rawValue)
     }
 
     /// Nil for anything but a record `encoded()` wrote.
