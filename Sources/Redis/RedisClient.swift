@@ -85,13 +85,15 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
 
     private final class Pending {
         var completion: Completion?
-        var timer: LoopTimer?
+        /// When the command fails with `.timeout` if it has no reply by then (`sweepTimeouts`).
+        let deadline: Instant
         var bytesReadAtSend: UInt64 = 0
-        init(_ completion: @escaping Completion) { self.completion = completion }
+        init(deadline: Instant, _ completion: @escaping Completion) {
+            self.deadline = deadline
+            self.completion = completion
+        }
 
         func finish(_ result: Result<RESPValue, RedisError>) {
-            timer?.cancel()
-            timer = nil
             guard let completion else { return }
             self.completion = nil
             completion(result)
@@ -108,6 +110,11 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
     private var connectingFD: Int32 = -1
     private var attemptTimer: LoopTimer?
     private var reconnectTimer: LoopTimer?
+    /// One timer for every command's timeout, at the oldest unanswered command's deadline: commands are answered
+    /// in order and all have the same timeout, so that deadline is the earliest. A timer per command cost its
+    /// allocation, a heap insert and a cancel on every command.
+    private var timeoutTimer: LoopTimer?
+    private var timeoutAt: Instant?
     private var backoffMs: Int
     private var attempt: UInt64 = 0
     private var bytesRead: UInt64 = 0
@@ -147,13 +154,10 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
             completion(.failure(.notConnected))
         case .idle, .connecting, .handshaking:
             if state == .idle { connect() }
-            let pending = Pending(completion)
-            armTimeout(pending)
+            let pending = newPending(completion)
             queued.append((command, pending))
         case .ready:
-            let pending = Pending(completion)
-            armTimeout(pending)
-            write(command, pending)
+            write(command, newPending(completion))
         }
     }
 
@@ -167,6 +171,9 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
         state = .closed
         reconnectTimer?.cancel()
         reconnectTimer = nil
+        timeoutTimer?.cancel()
+        timeoutTimer = nil
+        timeoutAt = nil
         dropConnection(failing: .closed)
     }
 
@@ -273,7 +280,7 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
         for (index, command) in handshake.enumerated() {
             let isLast = index == handshake.count - 1
             let name = command[0]
-            write(RESPEncoder.encode(command: command), Pending { [weak self] result in
+            write(RESPEncoder.encode(command: command), newPending { [weak self] result in
                 guard let self, self.attempt == attempt, self.state == .handshaking else { return }
                 switch result {
                 case .success(.error(let message)), .failure(.server(let message)):
@@ -347,17 +354,41 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
 
     // MARK: Commands
 
-    private func armTimeout(_ pending: Pending) {
-        pending.timer = loop.schedule(afterSeconds: Double(configuration.timeoutMs) / 1000) { [weak self, weak pending] in
-            guard let self, let pending, pending.completion != nil else { return }
-            let stalled = self.state == .ready && pending.bytesReadAtSend == self.bytesRead && self.isInFlight(pending)
-            pending.finish(.failure(.timeout))
-            if stalled { self.connectFailed("no reply within \(self.configuration.timeoutMs) ms") }
+    /// A command's waiting record, its deadline `timeoutMs` from now; arms the timeout timer if none is.
+    private func newPending(_ completion: @escaping Completion) -> Pending {
+        let pending = Pending(deadline: loop.clock.now().advanced(bySeconds: Double(configuration.timeoutMs) / 1000), completion)
+        armTimeouts(at: pending.deadline)
+        return pending
+    }
+
+    /// Makes sure the timeout timer fires by `deadline` (one armed earlier stays).
+    private func armTimeouts(at deadline: Instant) {
+        if let armed = timeoutAt, armed <= deadline { return }
+        timeoutTimer?.cancel()
+        timeoutAt = deadline
+        timeoutTimer = loop.schedule(at: deadline) { [weak self] in
+            guard let self else { return }
+            self.timeoutTimer = nil
+            self.timeoutAt = nil
+            self.sweepTimeouts()
         }
     }
 
-    private func isInFlight(_ pending: Pending) -> Bool {
-        inFlight[inFlightHead...].contains { $0 === pending }
+    /// Fails every unanswered command whose deadline has passed with `.timeout`; when one that was written got no
+    /// byte at all since it was sent, the connection is stalled and dropped (the rest fail with it). Then arms the
+    /// timer for the oldest command still waiting.
+    private func sweepTimeouts() {
+        let now = loop.clock.now()
+        let waiting = inFlight[inFlightHead...].filter { $0.completion != nil }
+        let waitingQueued = queued.map(\.pending).filter { $0.completion != nil }
+        var stalled = false
+        for pending in waiting where pending.deadline <= now {
+            if state == .ready && pending.bytesReadAtSend == bytesRead { stalled = true }
+            pending.finish(.failure(.timeout))
+        }
+        for pending in waitingQueued where pending.deadline <= now { pending.finish(.failure(.timeout)) }
+        if stalled { connectFailed("no reply within \(configuration.timeoutMs) ms") }
+        if let next = (waiting + waitingQueued).filter({ $0.completion != nil }).map(\.deadline).min() { armTimeouts(at: next) }
     }
 
     /// Writes one encoded command. Commands written in one turn of the loop are held and leave together, in one

@@ -49,6 +49,35 @@ import Transport
         try eventually("PING answered after SIGCONT", timeout: 5) { (try? call(client, ["PING"])) == .success(.simpleString("PONG")) }
     }
 
+    /// Every waiting command's timeout rides on one loop timer (at the oldest one's deadline), not a timer per
+    /// command: 100 commands to a stopped server arm one timer, and at their deadline all of them time out.
+    @Test func oneTimerForEveryWaitingCommand() throws {
+        let server = try RedisServerProcess()
+        let clock = ManualClock()
+        let client = try readyClient(server, timeoutMs: 100, clock: clock)
+        #expect(try onLoop(client.loop) { client.loop.armedTimerCount } <= 1, "at most the timer the ready PING left")
+        server.pause()
+        defer { server.resume() }
+        let results = Mailbox<Result<RESPValue, RedisError>>()
+        let armed = try onLoop(client.loop) { () -> Int in
+            clock.advance(bySeconds: 1)   // past any deadline of the PINGs that made the client ready
+            client.loop.runDueTimers()
+            for _ in 0..<100 { client.send(["PING"]) { results.put($0) } }
+            return client.loop.armedTimerCount
+        }
+        #expect(armed == 1)
+        try onLoop(client.loop) {
+            clock.advance(bySeconds: 0.099)
+            client.loop.runDueTimers()
+        }
+        #expect(results.count == 0, "nothing times out before its deadline")
+        try onLoop(client.loop) {
+            clock.advance(bySeconds: 0.001)
+            client.loop.runDueTimers()
+        }
+        for _ in 0..<100 { #expect(try results.take(timeout: 5) == .failure(.timeout)) }
+    }
+
     /// Commands in flight when the server dies fail together at once (not each at its timeout); while Redis is
     /// down, commands fail fast; after a restart on the same port the client reconnects by itself.
     @Test func failsInFlightAtOnceAndReconnectsAfterRestart() throws {

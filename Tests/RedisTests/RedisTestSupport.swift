@@ -6,8 +6,8 @@ import Transport
 
 /// A client on its own loop against `server`, started and ready (it answered PING).
 func readyClient(_ server: RedisServerProcess, timeoutMs: Int = 1_000, password: String? = nil, database: Int = 0,
-                 logger: Logger = Logger(label: "redis-test", level: .error)) throws -> RedisClient {
-    let loop = EventLoop(index: 0)
+                 logger: Logger = Logger(label: "redis-test", level: .error), clock: any Clock = MonotonicClock()) throws -> RedisClient {
+    let loop = EventLoop(index: 0, clock: clock)
     let client = RedisClient(loop: loop, configuration: .init(port: server.port, database: database, password: password.map(Secret.init),
                                                                timeoutMs: timeoutMs), logger: logger)
     loop.execute { client.start() }
