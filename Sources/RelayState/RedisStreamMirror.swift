@@ -32,7 +32,17 @@ package final class RedisStreamMirror: @unchecked Sendable {
     package let pollLoop: EventLoop
     private let connection: @Sendable (any LoopScheduler) -> RedisClient
     package let logger: Logger
-    private let owned = Locked<[String: ResumableStream]>([:])
+    /// Every stream owned here, with the keys its poll reads (made once, not on each poll).
+    private let owned = Locked<[String: Owned]>([:])
+
+    private struct Owned {
+        let stream: ResumableStream
+        let stopKey: [UInt8]
+        let readerKey: [UInt8]
+        let metaKey: [UInt8]
+        let bodyKey: [UInt8]
+        let ttl: [UInt8]
+    }
     private var lastReaders: [String: String] = [:]
     private var pollArmed = false
     private var ticks = 0
@@ -45,6 +55,8 @@ package final class RedisStreamMirror: @unchecked Sendable {
     }
 
     package func key(_ id: String, _ part: String) -> String { keyPrefix + "stream:" + id + ":" + part }
+
+    private static let mget = Array("MGET".utf8), pexpire = Array("PEXPIRE".utf8)
 
     /// Sends one command on `loop`'s connection (call on `loop`); nil when Redis did not answer or answered an error.
     package func send(_ arguments: [[UInt8]], on loop: any LoopScheduler, _ completion: @escaping (RESPValue?) -> Void) {
@@ -69,7 +81,10 @@ package final class RedisStreamMirror: @unchecked Sendable {
 
     /// Starts watching `stream` (owned here) for stops and readers elsewhere.
     package func track(_ stream: ResumableStream) {
-        owned.withLock { $0[stream.id] = stream }
+        let entry = Owned(stream: stream, stopKey: Array(key(stream.id, "stop").utf8), readerKey: Array(key(stream.id, "reader").utf8),
+                          metaKey: Array(key(stream.id, "meta").utf8), bodyKey: Array(key(stream.id, "body").utf8),
+                          ttl: Array(Self.ttlMilliseconds(stream.windowSeconds).utf8))
+        owned.withLock { $0[stream.id] = entry }
         pollLoop.execute { self.armPoll() }
     }
 
@@ -84,18 +99,27 @@ package final class RedisStreamMirror: @unchecked Sendable {
     /// One `MGET` of every owned stream's stop flag and reader token; every 40th also refreshes their expiry.
     private func poll() {
         pollArmed = false
-        let streams = owned.withLock { Array($0.values) }
-        lastReaders = lastReaders.filter { id, _ in streams.contains { $0.id == id } }
-        guard !streams.isEmpty else { return }
+        let entries = owned.withLock { Array($0.values) }
+        if !lastReaders.isEmpty {
+            let ids = Set(entries.map(\.stream.id))
+            lastReaders = lastReaders.filter { ids.contains($0.key) }
+        }
+        guard !entries.isEmpty else { return }
         ticks += 1
         if ticks % 40 == 0 {
-            for stream in streams {
-                let ttl = Self.ttlMilliseconds(stream.windowSeconds)
-                send(["PEXPIRE", key(stream.id, "meta"), ttl], on: pollLoop)
-                send(["PEXPIRE", key(stream.id, "body"), ttl], on: pollLoop)
+            for entry in entries {
+                send([Self.pexpire, entry.metaKey, entry.ttl], on: pollLoop) { _ in }
+                send([Self.pexpire, entry.bodyKey, entry.ttl], on: pollLoop) { _ in }
             }
         }
-        send(["MGET"] + streams.flatMap { [key($0.id, "stop"), key($0.id, "reader")] }, on: pollLoop) { reply in
+        var command: [[UInt8]] = [Self.mget]
+        command.reserveCapacity(1 + 2 * entries.count)
+        for entry in entries {
+            command.append(entry.stopKey)
+            command.append(entry.readerKey)
+        }
+        let streams = entries.map(\.stream)
+        send(command, on: pollLoop) { reply in
             defer { self.armPoll() }
             guard let values = reply?.array, values.count == streams.count * 2 else { return }
             for (i, stream) in streams.enumerated() {
