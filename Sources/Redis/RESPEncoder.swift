@@ -38,8 +38,8 @@ public enum RESPEncoder {
 
     private static let crlf: [UInt8] = [13, 10]
 
-    /// A non-negative count in decimal, then CRLF: most are under 100 (argument counts and lengths), written
-    /// without making a String.
+    /// A non-negative count in decimal, then CRLF, written without making a String (most are under 100: argument
+    /// counts and lengths).
     private static func appendDecimal(_ value: Int, to buffer: inout [UInt8]) {
         if value >= 0 && value < 10 {
             buffer.append(UInt8(ascii: "0") &+ UInt8(value))
@@ -47,7 +47,14 @@ public enum RESPEncoder {
             buffer.append(UInt8(ascii: "0") &+ UInt8(value / 10))
             buffer.append(UInt8(ascii: "0") &+ UInt8(value % 10))
         } else {
-            buffer.append(contentsOf: String(value).utf8)
+            var divisor = 100
+            while divisor <= value / 10 { divisor *= 10 }
+            var rest = value
+            while divisor > 0 {
+                buffer.append(UInt8(ascii: "0") &+ UInt8(rest / divisor))
+                rest %= divisor
+                divisor /= 10
+            }
         }
         buffer.append(13)
         buffer.append(10)

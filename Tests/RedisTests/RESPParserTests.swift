@@ -60,6 +60,15 @@ import TestSupportCore
         #expect(buffer == Array("*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPING\r\n".utf8))
     }
 
+    /// Lengths and counts of every size are written in decimal (those under 100 have a shortcut of their own).
+    @Test(arguments: [0, 9, 10, 99, 100, 101, 999, 1000, 1009, 65_536, 1_000_000])
+    func encoderWritesEveryLengthInDecimal(_ length: Int) {
+        let argument = [UInt8](repeating: 0x78, count: length)
+        #expect(RESPEncoder.encode(command: [argument]) == Array("*1\r\n$\(length)\r\n".utf8) + argument + [13, 10])
+        let many = [[UInt8]](repeating: [0x61], count: length % 1000 + 1)
+        #expect(RESPEncoder.encode(command: many).starts(with: Array("*\(many.count)\r\n".utf8)))
+    }
+
     @Test(arguments: [
         "?what\r\n", ":12a\r\n", ":\r\n", ":-\r\n", "$-2\r\n", "*-3\r\n", "$3\r\nabcd\r\n", "+OK\rX", "+OK\n",
         ":99999999999999999999\r\n", "$99999999999\r\n", "*99999999999\r\n", "$x\r\n",
