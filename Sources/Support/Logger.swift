@@ -112,14 +112,27 @@ public struct Logger: Sendable {
         sink.write(utf8: &line)
     }
 
+    /// A line whose fields `fields` writes itself (`LogFields`): no array of fields is built, and the names,
+    /// literals, are copied without an escape scan. The access log, once per exchange.
+    public func log(_ level: LogLevel, _ message: String, fields: some LogFields) {
+        guard level >= self.level else { return }
+        var line = build(level, message, fields, worstCase: false) ?? build(level, message, fields, worstCase: true)!
+        sink.write(utf8: &line)
+    }
+
     /// The line as bytes, with spare room for the sink's newline; nil when `worstCase` is false and its text
     /// needed more escapes than the room kept for them.
     private func build(_ level: LogLevel, _ message: String, _ metadata: [(String, LogValue)], worstCase: Bool) -> [UInt8]? {
-        var bound = 48 + 24 + level.name.utf8.count + JSONWriter.bound(key: "logger", .string(label), worstCase: worstCase)
+        build(level, message, FieldList(fields: metadata), worstCase: worstCase)
+    }
+
+    private func build(_ level: LogLevel, _ message: String, _ fields: some LogFields, worstCase: Bool) -> [UInt8]? {
+        var sizing = LogFieldBound(worstCase: worstCase)
+        fields.writeLogFields(to: &sizing)
+        let bound = 48 + 24 + level.name.utf8.count + JSONWriter.bound(key: "logger", .string(label), worstCase: worstCase)
             + JSONWriter.bound(key: "message", .string(message), worstCase: worstCase) + 1   // "}", the newline
-        for (key, value) in metadata { bound += JSONWriter.bound(key: key, value, worstCase: worstCase) }
+            + sizing.bound + (worstCase ? 0 : 64)
         let escapeRoom = worstCase ? Int.max : 64
-        if !worstCase { bound += escapeRoom }
         var fitted = true
         let line = [UInt8](unsafeUninitializedCapacity: bound) { buffer, initialized in
             var out = JSONWriter(buffer.baseAddress!, escapeRoom: escapeRoom)
@@ -130,7 +143,7 @@ public struct Logger: Sendable {
             out.byte(0x22)
             out.field(key: "logger", .string(label), comma: true)
             out.field(key: "message", .string(message), comma: true)
-            for (key, value) in metadata { out.field(key: key, value, comma: true) }
+            fields.writeLogFields(to: &out)
             out.byte(0x7D)
             initialized = out.count
             fitted = !out.outOfEscapeRoom
@@ -154,6 +167,64 @@ public struct Logger: Sendable {
     public static func appendTimestamp(to bytes: inout [UInt8]) {
         JSONWriter.append(to: &bytes, bound: 24) { $0.timestamp() }
     }
+}
+
+/// Where a log line's fields go: each is a name and a value (`LogFields` writes to it).
+public protocol LogFieldWriting {
+    /// A field whose name is a literal in plain ASCII (no `"`, `\\` or control bytes): written as it is.
+    mutating func field(_ name: StaticString, _ value: LogValue)
+    /// A field whose name comes from elsewhere: escaped like a value.
+    mutating func field(name: String, _ value: LogValue)
+}
+
+/// Something that writes its own fields into a log line, in order (the access log's record), so that no array of
+/// fields is built for each line. `collectedLogFields` gives the same fields as a list.
+public protocol LogFields {
+    func writeLogFields<W: LogFieldWriting>(to out: inout W)
+}
+
+extension LogFields {
+    /// The fields `writeLogFields` writes, as a list, in order.
+    public var collectedLogFields: [(String, LogValue)] {
+        var list = FieldList(fields: [])
+        writeLogFields(to: &list)
+        return list.fields
+    }
+}
+
+/// Fields given as a list (`Logger.log(_:_:_:)`), and the list `collectedLogFields` fills.
+struct FieldList: LogFields, LogFieldWriting {
+    var fields: [(String, LogValue)]
+    func writeLogFields<W: LogFieldWriting>(to out: inout W) {
+        for (name, value) in fields { out.field(name: name, value) }
+    }
+    mutating func field(_ name: StaticString, _ value: LogValue) { fields.append((name.description, value)) }
+    mutating func field(name: String, _ value: LogValue) { fields.append((name, value)) }
+}
+
+/// Adds up the room fields take (`JSONWriter.bound`).
+struct LogFieldBound: LogFieldWriting {
+    let worstCase: Bool
+    var bound = 0
+    init(worstCase: Bool) { self.worstCase = worstCase }
+    mutating func field(_ name: StaticString, _ value: LogValue) {
+        bound += JSONWriter.bound(literalKey: name, value, worstCase: worstCase)
+    }
+    mutating func field(name: String, _ value: LogValue) { bound += JSONWriter.bound(key: name, value, worstCase: worstCase) }
+}
+
+extension JSONWriter: LogFieldWriting {
+    /// A field after others (a comma first).
+    mutating func field(_ name: StaticString, _ value: LogValue) {
+        byte(0x2C)
+        byte(0x22)
+        ascii(name)
+        byte(0x22)
+        byte(0x3A)
+        self.value(value)
+    }
+
+    mutating func field(name: String, _ value: LogValue) { field(key: name, value, comma: true) }
 }
 
 /// Minimal JSON writing for log lines and error bodies (no Foundation encoder on the hot path), on bytes.
@@ -233,6 +304,11 @@ struct JSONWriter {
         return 2 + quotedBound(key, worstCase: worstCase) + valueBound
     }
 
+    /// What `field(_:_:)` writes at most (a literal name, copied as it is), or at most without escapes.
+    static func bound(literalKey key: StaticString, _ value: LogValue, worstCase: Bool) -> Int {
+        bound(key: "", value, worstCase: worstCase) + key.utf8CodeUnitCount
+    }
+
     /// A quoted string: every byte may become six (`\u00XX`); without escapes, each stays one.
     static func quotedBound(_ s: String, worstCase: Bool = true) -> Int { 2 + (worstCase ? 6 : 1) * s.utf8.count }
 
@@ -255,8 +331,7 @@ struct JSONWriter {
     }
 
     mutating func ascii(_ s: StaticString) {
-        (base + count).update(from: s.utf8Start, count: s.utf8CodeUnitCount)
-        count += s.utf8CodeUnitCount
+        s.withUTF8Buffer { bytes($0) }
     }
 
     mutating func bytes(_ b: UnsafeBufferPointer<UInt8>) {
@@ -277,6 +352,11 @@ struct JSONWriter {
         if comma { byte(0x2C) }
         quoted(key)
         byte(0x3A)
+        self.value(value)
+    }
+
+    /// A value: a string quoted, numbers and literals as JSON.
+    mutating func value(_ value: LogValue) {
         switch value {
         case .string(let s): quoted(s)
         case .int(let n): decimal(n)
