@@ -412,9 +412,11 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         record.endedAt = clock.now()
         streamEnded()
         if transfer != nil {
-            record.usage = meter.usage(callReachedProvider: callReachedProvider, outputFloor: outputFloor(at: record.endedAt!))
+            let (usage, reported) = meter.usageAndReportedModel(callReachedProvider: callReachedProvider,
+                                                                outputFloor: outputFloor(at: record.endedAt!))
+            record.usage = usage
             record.modelLabel = meter.modelLabel
-            record.cost = record.usage.map { ExchangeCost($0, reported: meter.tap?.reportedModel, requested: meter.requestedModel, prices: prices) }
+            record.cost = ExchangeCost(usage, reported: reported, requested: meter.requestedModel, prices: prices)
         }
         if let grant, let admission {
             admission.store.settle(grant, used: .settled(record.usage, cost: record.cost, admittedPrice: admittedPrice))
