@@ -48,14 +48,29 @@ public struct RequestHead: Sendable, Equatable {
 
     /// The target up to the first '?'.
     public var path: String {
-        guard let q = target.utf8.firstIndex(of: 0x3F) else { return target }
+        guard let q = queryMark else { return target }
         return String(target[..<q])
     }
 
     /// The text after the first '?', or nil when there is no '?' (an empty query "" is kept distinct from none).
     public var query: String? {
-        guard let q = target.utf8.firstIndex(of: 0x3F) else { return nil }
+        guard let q = queryMark else { return nil }
         return String(target[target.utf8.index(after: q)...])
+    }
+
+    /// The first '?' of the target, found on its bytes (the generic search through `utf8` cost about 650
+    /// instructions a request for a chat path).
+    private var queryMark: String.Index? {
+        var bytes = target
+        let offset = bytes.withUTF8 { utf8 -> Int? in
+            var i = 0
+            while i < utf8.count {
+                if utf8[i] == 0x3F { return i }
+                i += 1
+            }
+            return nil
+        }
+        return offset.map { target.utf8.index(target.utf8.startIndex, offsetBy: $0) }
     }
 }
 

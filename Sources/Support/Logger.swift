@@ -100,20 +100,55 @@ public struct Logger: Sendable {
 
     public func log(_ level: LogLevel, _ message: @autoclosure () -> String, _ metadata: @autoclosure () -> [(String, LogValue)] = []) {
         guard level >= self.level else { return }
-        // Built as bytes in one buffer: this runs once per exchange (the access log), where building it from
-        // strings was a fifth of the relay's instructions per request.
-        var line: [UInt8] = []
-        line.reserveCapacity(640)
-        line.append(contentsOf: #"{"time":""#.utf8)
-        Logger.appendTimestamp(to: &line)
-        line.append(contentsOf: #"","level":""#.utf8)
-        line.append(contentsOf: level.name.utf8)
-        line.append(0x22)
-        JSONLine.append(key: "logger", .string(label), to: &line)
-        JSONLine.append(key: "message", .string(message()), to: &line)
-        for (key, value) in metadata() { JSONLine.append(key: key, value, to: &line) }
-        line.append(0x7D)
+        // Built as bytes in one buffer sized first, written through a pointer (`JSONWriter`): this runs once per
+        // exchange (the access log), where building it from strings was a fifth of the relay's instructions per
+        // request, and appending byte by byte to an array most of what was left.
+        let message = message()
+        let metadata = metadata()
+        // Sized for no escapes (and a little room for some): the line then fits an allocation malloc serves from
+        // its per-thread cache, where room for the worst case (every byte escaped: six times the text) did not.
+        // A line that needs more is built again with that room.
+        var line = build(level, message, metadata, worstCase: false) ?? build(level, message, metadata, worstCase: true)!
         sink.write(utf8: &line)
+    }
+
+    /// A line whose fields `fields` writes itself (`LogFields`): no array of fields is built, and the names,
+    /// literals, are copied without an escape scan. The access log, once per exchange.
+    public func log(_ level: LogLevel, _ message: String, fields: some LogFields) {
+        guard level >= self.level else { return }
+        var line = build(level, message, fields, worstCase: false) ?? build(level, message, fields, worstCase: true)!
+        sink.write(utf8: &line)
+    }
+
+    /// The line as bytes, with spare room for the sink's newline; nil when `worstCase` is false and its text
+    /// needed more escapes than the room kept for them.
+    private func build(_ level: LogLevel, _ message: String, _ metadata: [(String, LogValue)], worstCase: Bool) -> [UInt8]? {
+        build(level, message, FieldList(fields: metadata), worstCase: worstCase)
+    }
+
+    private func build(_ level: LogLevel, _ message: String, _ fields: some LogFields, worstCase: Bool) -> [UInt8]? {
+        var sizing = LogFieldBound(worstCase: worstCase)
+        fields.writeLogFields(to: &sizing)
+        let bound = 48 + 24 + level.name.utf8.count + JSONWriter.bound(key: "logger", .string(label), worstCase: worstCase)
+            + JSONWriter.bound(key: "message", .string(message), worstCase: worstCase) + 1   // "}", the newline
+            + sizing.bound + (worstCase ? 0 : 64)
+        let escapeRoom = worstCase ? Int.max : 64
+        var fitted = true
+        let line = [UInt8](unsafeUninitializedCapacity: bound) { buffer, initialized in
+            var out = JSONWriter(buffer.baseAddress!, escapeRoom: escapeRoom)
+            out.ascii(#"{"time":""#)
+            out.timestamp()
+            out.ascii(#"","level":""#)
+            out.utf8(level.name)
+            out.byte(0x22)
+            out.field(key: "logger", .string(label), comma: true)
+            out.field(key: "message", .string(message), comma: true)
+            fields.writeLogFields(to: &out)
+            out.byte(0x7D)
+            initialized = out.count
+            fitted = !out.outOfEscapeRoom
+        }
+        return fitted ? line : nil
     }
 
     public func debug(_ m: @autoclosure () -> String, _ md: @autoclosure () -> [(String, LogValue)] = []) { log(.debug, m(), md()) }
@@ -124,61 +159,93 @@ public struct Logger: Sendable {
     /// RFC 3339 UTC with milliseconds.
     public static func timestamp() -> String {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(24)
         appendTimestamp(to: &bytes)
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// RFC 3339 UTC with milliseconds, written byte by byte (this runs once per access-log line).
+    /// RFC 3339 UTC with milliseconds (24 bytes).
     public static func appendTimestamp(to bytes: inout [UInt8]) {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        var t = time_t(ts.tv_sec)
-        var parts = tm()
-        gmtime_r(&t, &parts)
-        func put(_ value: Int, _ width: Int, then separator: UInt8?) {
-            var divisor = 1
-            for _ in 1..<width { divisor *= 10 }
-            var v = value
-            while divisor > 0 {
-                bytes.append(UInt8(48 + (v / divisor) % 10))
-                v %= divisor
-                divisor /= 10
-            }
-            if let separator { bytes.append(separator) }
-        }
-        put(Int(parts.tm_year) + 1900, 4, then: 0x2D)
-        put(Int(parts.tm_mon) + 1, 2, then: 0x2D)
-        put(Int(parts.tm_mday), 2, then: 0x54)
-        put(Int(parts.tm_hour), 2, then: 0x3A)
-        put(Int(parts.tm_min), 2, then: 0x3A)
-        put(Int(parts.tm_sec), 2, then: 0x2E)
-        put(Int(ts.tv_nsec) / 1_000_000, 3, then: 0x5A)
+        JSONWriter.append(to: &bytes, bound: 24) { $0.timestamp() }
     }
+}
+
+/// Where a log line's fields go: each is a name and a value (`LogFields` writes to it).
+public protocol LogFieldWriting {
+    /// A field whose name is a literal in plain ASCII (no `"`, `\\` or control bytes): written as it is.
+    mutating func field(_ name: StaticString, _ value: LogValue)
+    /// A field whose name comes from elsewhere: escaped like a value.
+    mutating func field(name: String, _ value: LogValue)
+}
+
+/// Something that writes its own fields into a log line, in order (the access log's record), so that no array of
+/// fields is built for each line. `collectedLogFields` gives the same fields as a list.
+public protocol LogFields {
+    func writeLogFields<W: LogFieldWriting>(to out: inout W)
+}
+
+extension LogFields {
+    /// The fields `writeLogFields` writes, as a list, in order.
+    public var collectedLogFields: [(String, LogValue)] {
+        var list = FieldList(fields: [])
+        writeLogFields(to: &list)
+        return list.fields
+    }
+}
+
+/// Fields given as a list (`Logger.log(_:_:_:)`), and the list `collectedLogFields` fills.
+struct FieldList: LogFields, LogFieldWriting {
+    var fields: [(String, LogValue)]
+    func writeLogFields<W: LogFieldWriting>(to out: inout W) {
+        for (name, value) in fields { out.field(name: name, value) }
+    }
+    mutating func field(_ name: StaticString, _ value: LogValue) { fields.append((name.description, value)) }
+    mutating func field(name: String, _ value: LogValue) { fields.append((name, value)) }
+}
+
+/// Adds up the room fields take (`JSONWriter.bound`).
+struct LogFieldBound: LogFieldWriting {
+    let worstCase: Bool
+    var bound = 0
+    init(worstCase: Bool) { self.worstCase = worstCase }
+    mutating func field(_ name: StaticString, _ value: LogValue) {
+        bound += JSONWriter.bound(literalKey: name, value, worstCase: worstCase)
+    }
+    mutating func field(name: String, _ value: LogValue) { bound += JSONWriter.bound(key: name, value, worstCase: worstCase) }
+}
+
+extension JSONWriter: LogFieldWriting {
+    /// A field after others (a comma first).
+    mutating func field(_ name: StaticString, _ value: LogValue) {
+        byte(0x2C)
+        byte(0x22)
+        ascii(name)
+        byte(0x22)
+        byte(0x3A)
+        self.value(value)
+    }
+
+    mutating func field(name: String, _ value: LogValue) { field(key: name, value, comma: true) }
 }
 
 /// Minimal JSON writing for log lines and error bodies (no Foundation encoder on the hot path), on bytes.
 public enum JSONLine {
     public static func encode(_ fields: [(String, LogValue)]) -> String {
-        var out: [UInt8] = [0x7B]
-        out.reserveCapacity(48 * fields.count + 2)
-        for (key, value) in fields { append(key: key, value, to: &out) }
-        out.append(0x7D)
+        var bound = 2
+        for (key, value) in fields { bound += JSONWriter.bound(key: key, value) }
+        let out = [UInt8](unsafeUninitializedCapacity: bound) { buffer, initialized in
+            var out = JSONWriter(buffer.baseAddress!)
+            out.byte(0x7B)
+            for (i, (key, value)) in fields.enumerated() { out.field(key: key, value, comma: i > 0) }
+            out.byte(0x7D)
+            initialized = out.count
+        }
         return String(decoding: out, as: UTF8.self)
     }
 
     /// Appends `"key":value` to an object being written: a comma first unless the object was just opened.
     public static func append(key: String, _ value: LogValue, to out: inout [UInt8]) {
-        if out.last != 0x7B { out.append(0x2C) }
-        appendQuoted(key, to: &out)
-        out.append(0x3A)
-        switch value {
-        case .string(let s): appendQuoted(s, to: &out)
-        case .int(let n): appendDecimal(n, to: &out)
-        case .double(let d):
-            if d.isFinite { appendFixed3(d, to: &out) } else { out.append(contentsOf: "null".utf8) }
-        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
-        }
+        let comma = out.last != 0x7B
+        JSONWriter.append(to: &out, bound: JSONWriter.bound(key: key, value)) { $0.field(key: key, value, comma: comma) }
     }
 
     /// `d` with exactly three decimals ("12.345"), without Foundation's `String(format:)`.
@@ -189,31 +256,15 @@ public enum JSONLine {
     }
 
     public static func appendFixed3(_ d: Double, to out: inout [UInt8]) {
-        let thousandths = Int((abs(d) * 1000).rounded())
-        if d < 0 && thousandths != 0 { out.append(0x2D) }
-        appendDecimal(thousandths / 1000, to: &out)
-        let fraction = thousandths % 1000
-        out.append(0x2E)
-        out.append(UInt8(48 + fraction / 100))
-        out.append(UInt8(48 + fraction / 10 % 10))
-        out.append(UInt8(48 + fraction % 10))
+        JSONWriter.append(to: &out, bound: JSONWriter.numberBound) { $0.fixed3(d) }
     }
 
     public static func appendDecimal(_ n: Int, to out: inout [UInt8]) {
-        if n < 0 { out.append(0x2D) }
-        var v = n.magnitude
-        if v < 10 { out.append(UInt8(48 + v)); return }
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)   // 24 bytes: room for UInt.max's 20 digits
-        var count = 0
-        withUnsafeMutableBytes(of: &digits) { d in
-            while v > 0 { d[count] = UInt8(48 + v % 10); v /= 10; count += 1 }
-            for i in stride(from: count - 1, through: 0, by: -1) { out.append(d[i]) }
-        }
+        JSONWriter.append(to: &out, bound: JSONWriter.numberBound) { $0.decimal(n) }
     }
 
     public static func quote(_ s: String) -> String {
         var out: [UInt8] = []
-        out.reserveCapacity(s.utf8.count + 2)
         appendQuoted(s, to: &out)
         return String(decoding: out, as: UTF8.self)
     }
@@ -221,44 +272,196 @@ public enum JSONLine {
     /// `s` as a JSON string: `"` and `\` escaped, control characters as `\n`, `\r`, `\t` or `\u00XX`, every
     /// other byte (UTF-8 included) as it is.
     public static func appendQuoted(_ s: String, to out: inout [UInt8]) {
-        out.append(0x22)
-        appendEscaped(s, to: &out)
-        out.append(0x22)
+        JSONWriter.append(to: &out, bound: JSONWriter.quotedBound(s)) { $0.quoted(s) }
+    }
+}
+
+/// Writes JSON through a pointer into room the caller reserved beforehand, sized with the `bound` functions, so
+/// no write checks capacity or uniqueness as `Array.append` does for every call. The room is either the most each
+/// write can take (`worstCase`), or what they take without escapes plus `escapeRoom` bytes for the escapes'
+/// extra bytes: an escape that would not fit is left out and sets `outOfEscapeRoom`, and the caller writes again
+/// with the worst case's room. Lives only for the duration of one build of a line, on the caller's stack.
+struct JSONWriter {
+    private let base: UnsafeMutablePointer<UInt8>
+    private(set) var count = 0
+    private var escapeRoom: Int
+    /// An escape did not fit in `escapeRoom`: what was written is incomplete.
+    private(set) var outOfEscapeRoom = false
+
+    init(_ base: UnsafeMutablePointer<UInt8>, escapeRoom: Int = .max) {
+        self.base = base
+        self.escapeRoom = escapeRoom
     }
 
-    private static func appendEscaped(_ s: String, to out: inout [UInt8]) {
+    /// What `field(key:value:comma:)` writes at most, or at most without escapes.
+    static func bound(key: String, _ value: LogValue, worstCase: Bool = true) -> Int {
+        let valueBound: Int
+        switch value {
+        case .string(let s): valueBound = quotedBound(s, worstCase: worstCase)
+        case .int, .double: valueBound = numberBound
+        case .bool: valueBound = 5
+        }
+        return 2 + quotedBound(key, worstCase: worstCase) + valueBound
+    }
+
+    /// What `field(_:_:)` writes at most (a literal name, copied as it is), or at most without escapes.
+    static func bound(literalKey key: StaticString, _ value: LogValue, worstCase: Bool) -> Int {
+        bound(key: "", value, worstCase: worstCase) + key.utf8CodeUnitCount
+    }
+
+    /// A quoted string: every byte may become six (`\u00XX`); without escapes, each stays one.
+    static func quotedBound(_ s: String, worstCase: Bool = true) -> Int { 2 + (worstCase ? 6 : 1) * s.utf8.count }
+
+    /// An `Int` in decimal (20 digits and a sign), or a double with three decimals (Int's digits, a sign, a dot,
+    /// three decimals), or `null`.
+    static let numberBound = 26
+
+    /// Runs `write` on room for `bound` bytes, then appends what it wrote to `out`.
+    static func append(to out: inout [UInt8], bound: Int, _ write: (inout JSONWriter) -> Void) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: bound) { room in
+            var writer = JSONWriter(room.baseAddress!)
+            write(&writer)
+            out.append(contentsOf: UnsafeBufferPointer(start: room.baseAddress, count: writer.count))
+        }
+    }
+
+    mutating func byte(_ b: UInt8) {
+        base[count] = b
+        count += 1
+    }
+
+    mutating func ascii(_ s: StaticString) {
+        s.withUTF8Buffer { bytes($0) }
+    }
+
+    mutating func bytes(_ b: UnsafeBufferPointer<UInt8>) {
+        guard let start = b.baseAddress, !b.isEmpty else { return }
+        (base + count).update(from: start, count: b.count)
+        count += b.count
+    }
+
+    /// `s` as it is.
+    mutating func utf8(_ s: String) {
+        if s.utf8.withContiguousStorageIfAvailable({ bytes($0) }) == nil {
+            for b in s.utf8 { byte(b) }
+        }
+    }
+
+    /// `"key":value`, after a comma when `comma`.
+    mutating func field(key: String, _ value: LogValue, comma: Bool) {
+        if comma { byte(0x2C) }
+        quoted(key)
+        byte(0x3A)
+        self.value(value)
+    }
+
+    /// A value: a string quoted, numbers and literals as JSON.
+    mutating func value(_ value: LogValue) {
+        switch value {
+        case .string(let s): quoted(s)
+        case .int(let n): decimal(n)
+        case .double(let d):
+            if d.isFinite { fixed3(d) } else { ascii("null") }
+        case .bool(let b): if b { ascii("true") } else { ascii("false") }
+        }
+    }
+
+    /// `d` with exactly three decimals ("12.345").
+    mutating func fixed3(_ d: Double) {
+        let thousandths = Int((abs(d) * 1000).rounded())
+        if d < 0 && thousandths != 0 { byte(0x2D) }
+        decimal(thousandths / 1000)
+        let fraction = thousandths % 1000
+        byte(0x2E)
+        byte(UInt8(48 + fraction / 100))
+        byte(UInt8(48 + fraction / 10 % 10))
+        byte(UInt8(48 + fraction % 10))
+    }
+
+    mutating func decimal(_ n: Int) {
+        if n < 0 { byte(0x2D) }
+        var v = n.magnitude
+        var digits = 1
+        var scale: UInt = 10
+        while digits < 20 && v >= scale { digits += 1; scale = scale &* 10 }
+        for i in stride(from: digits - 1, through: 0, by: -1) {
+            base[count + i] = UInt8(48 + v % 10)
+            v /= 10
+        }
+        count += digits
+    }
+
+    /// RFC 3339 UTC with milliseconds, now (24 bytes).
+    mutating func timestamp() {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        var t = time_t(ts.tv_sec)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        digits(Int(parts.tm_year) + 1900, 4, then: 0x2D)
+        digits(Int(parts.tm_mon) + 1, 2, then: 0x2D)
+        digits(Int(parts.tm_mday), 2, then: 0x54)
+        digits(Int(parts.tm_hour), 2, then: 0x3A)
+        digits(Int(parts.tm_min), 2, then: 0x3A)
+        digits(Int(parts.tm_sec), 2, then: 0x2E)
+        digits(Int(ts.tv_nsec) / 1_000_000, 3, then: 0x5A)
+    }
+
+    /// The last `width` decimal digits of `value`, then `separator`.
+    private mutating func digits(_ value: Int, _ width: Int, then separator: UInt8) {
+        var v = value
+        for i in stride(from: width - 1, through: 0, by: -1) {
+            base[count + i] = UInt8(48 + v % 10)
+            v /= 10
+        }
+        count += width
+        byte(separator)
+    }
+
+    /// `s` quoted and escaped (`JSONLine.appendQuoted`).
+    mutating func quoted(_ s: String) {
+        byte(0x22)
+        escaped(s)
+        byte(0x22)
+    }
+
+    private mutating func escaped(_ s: String) {
         let done: Void? = s.utf8.withContiguousStorageIfAvailable { bytes in
             var clean = 0   // bytes[clean..<i] need no escaping and are copied in one go
             var i = 0
             while i < bytes.count {
-                i = firstToEscape(bytes, from: i)
+                i = Self.firstToEscape(bytes, from: i)
                 guard i < bytes.count else { break }
                 let b = bytes[i]
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[clean..<i]))
+                let extra = b == 0x22 || b == 0x5C || b == 0x0A || b == 0x0D || b == 0x09 ? 1 : 5
+                guard extra <= escapeRoom else {
+                    outOfEscapeRoom = true
+                    return
+                }
+                escapeRoom -= extra
+                self.bytes(UnsafeBufferPointer(rebasing: bytes[clean..<i]))
                 clean = i + 1
                 i += 1
-                out.append(0x5C)
+                byte(0x5C)
                 switch b {
-                case 0x22, 0x5C: out.append(b)
-                case 0x0A: out.append(0x6E)
-                case 0x0D: out.append(0x72)
-                case 0x09: out.append(0x74)
+                case 0x22, 0x5C: byte(b)
+                case 0x0A: byte(0x6E)
+                case 0x0D: byte(0x72)
+                case 0x09: byte(0x74)
                 default:
                     let hex: StaticString = "0123456789abcdef"
-                    out.append(contentsOf: "u00".utf8)
-                    hex.withUTF8Buffer { h in
-                        out.append(h[Int(b >> 4)])
-                        out.append(h[Int(b & 0xF)])
-                    }
+                    ascii("u00")
+                    byte(hex.utf8Start[Int(b >> 4)])
+                    byte(hex.utf8Start[Int(b & 0xF)])
                 }
             }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[clean..<bytes.count]))
+            self.bytes(UnsafeBufferPointer(rebasing: bytes[clean..<bytes.count]))
         }
         if done == nil {
             // A bridged or otherwise non-contiguous string: made contiguous once, then the same path.
             var copy = s
             copy.makeContiguousUTF8()
-            appendEscaped(copy, to: &out)
+            escaped(copy)
         }
     }
 

@@ -26,12 +26,22 @@ enum UsageReaders {
     static func openAI(_ p: JSONPeek, usageAt u: Int, into c: inout ProviderCounts) {
         guard p.isObject(at: u) else { return }
         // One walk of the usage object for its eight names (the last of a repeated name counts, as in `member`).
-        var at = [Int?](repeating: nil, count: openAINames.count)
-        p.forEachMember(inObjectAt: u) { name, value in
-            for (i, key) in openAINames.enumerated() where JSONPeek.keyMatches(key, name) { at[i] = value }
+        // Where each value starts, -1 for none, on the stack (an array here was an allocation per response).
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: openAINames.count) { at in
+            at.initialize(repeating: -1)
+            p.forEachMember(inObjectAt: u) { name, value in
+                for (i, key) in openAINames.enumerated() where JSONPeek.keyMatches(key, name) { at[i] = value }
+            }
+            read(p, at, into: &c)
         }
-        func int(_ i: Int) -> Int? { at[i].flatMap { p.integer(at: $0) } }
-        func int(_ i: Int, _ inner: String) -> Int? { at[i].flatMap { p.member(inner, inObjectAt: $0) }.flatMap { p.integer(at: $0) } }
+    }
+
+    /// The counts of an OpenAI usage object whose members start at `at` (`openAINames`' order; -1: absent).
+    private static func read(_ p: JSONPeek, _ at: UnsafeMutableBufferPointer<Int>, into c: inout ProviderCounts) {
+        func int(_ i: Int) -> Int? { at[i] < 0 ? nil : p.integer(at: at[i]) }
+        func int(_ i: Int, _ inner: String) -> Int? {
+            at[i] < 0 ? nil : p.member(inner, inObjectAt: at[i]).flatMap { p.integer(at: $0) }
+        }
         let prompt = int(0) ?? int(1)
         let completion = int(2) ?? int(3)
         c.prompt = prompt ?? c.prompt

@@ -233,6 +233,7 @@ struct ParserTests {
         ("/a?b?c", "/a", "b?c"),
         ("/?", "/", ""),
         ("*", "*", nil),
+        ("/é/ü?q=€", "/é/ü", "q=€"),
     ])
     func pathAndQuery(target: String, path: String, query: String?) {
         let h = RequestHead(method: "GET", target: target)

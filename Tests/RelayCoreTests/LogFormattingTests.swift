@@ -23,6 +23,33 @@ import Testing
         #expect(JSONLine.encode([("ms", .double(1.5)), ("n", .int(3))]) == #"{"ms":1.500,"n":3}"#)
     }
 
+    /// A whole line, byte for byte: every value shape, the extremes of the numbers, UTF-8 kept as it is.
+    @Test func aLineIsExactlyTheseBytes() throws {
+        let sink = MemoryLogSink()
+        Logger(label: "relay", sink: sink).warning("exchange", [
+            ("s", .string("é€/x y")), ("min", .int(Int.min)), ("max", .int(.max)), ("zero", .int(0)), ("nine", .int(9)),
+            ("ten", .int(10)), ("d", .double(-2.5)), ("tiny", .double(-0.0001)), ("inf", .double(.infinity)),
+            ("nan", .double(.nan)), ("t", .bool(true)), ("f", .bool(false)), ("", .string("")),
+        ])
+        let line = try #require(sink.lines.first)
+        let time = String(line.dropFirst(9).prefix(24))
+        #expect(time.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z/) != nil, "\(line)")
+        #expect(line == #"{"time":""# + time + #"","level":"warning","logger":"relay","message":"exchange","s":"é€/x y","#
+            + #""min":-9223372036854775808,"max":9223372036854775807,"zero":0,"nine":9,"ten":10,"d":-2.500,"tiny":0.000,"#
+            + #""inf":null,"nan":null,"t":true,"f":false,"":""}"#)
+    }
+
+    /// The line is first sized for few escapes; one with many more (here 40 control bytes, 40 quotes: 240 bytes
+    /// more than its text) is written again with room for all of them, whole.
+    @Test func aLineWithManyEscapesIsWrittenWhole() throws {
+        let sink = MemoryLogSink()
+        let text = String(repeating: "\u{1}\"", count: 40)
+        Logger(label: "relay", sink: sink).info("m\n", [("k\t", .string(text)), ("after", .int(1))])
+        let line = try #require(sink.lines.first)
+        #expect(line.hasSuffix(#""level":"info","logger":"relay","message":"m\n","k\t":""#
+            + String(repeating: #"\u0001\""#, count: 40) + #"","after":1}"#), "\(line)")
+    }
+
     @Test func quotingFastPathAndEscapes() {
         #expect(JSONLine.quote("plain/path-1") == #""plain/path-1""#)
         #expect(JSONLine.quote("a\"b\\c\n\u{1}") == #""a\"b\\c\n\u0001""#)

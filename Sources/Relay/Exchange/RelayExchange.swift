@@ -411,9 +411,11 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         record.endedAt = clock.now()
         streamEnded()
         if transfer != nil {
-            record.usage = meter.usage(callReachedProvider: callReachedProvider, outputFloor: outputFloor(at: record.endedAt!))
+            let (usage, reported) = meter.usageAndReportedModel(callReachedProvider: callReachedProvider,
+                                                                outputFloor: outputFloor(at: record.endedAt!))
+            record.usage = usage
             record.modelLabel = meter.modelLabel
-            record.cost = record.usage.map { ExchangeCost($0, reported: meter.tap?.reportedModel, requested: meter.requestedModel, prices: prices) }
+            record.cost = ExchangeCost(usage, reported: reported, requested: meter.requestedModel, prices: prices)
         }
         if let grant, let admission {
             admission.store.settle(grant, used: .settled(record.usage, cost: record.cost, admittedPrice: admittedPrice))
@@ -425,7 +427,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
 /// What the access log says about one exchange: a value the exchange owns (`RelayExchange.record`) and fills in on
 /// its loop as it goes; the failover call writes its fields through the exchange.
-struct ExchangeRecord: Sendable {
+struct ExchangeRecord: Sendable, LogFields {
     let requestID: String
     let method: String
     /// The endpoint (`RequestPath.endpoint`: unreserved escapes decoded, no trailing slash): what every endpoint
@@ -482,40 +484,47 @@ struct ExchangeRecord: Sendable {
         self.startedAt = startedAt
     }
 
-    var logFields: [(String, LogValue)] {
-        var fields: [(String, LogValue)] = [
-            ("request_id", .string(requestID)), ("client_ip", .string(clientAddress)), ("method", .string(method)),
-            ("path", .string(requestedPath)), ("route", .string(route)), ("upstream", .string(upstream)),
-            ("status", .int(status ?? 0)), ("bytes_in", .int(bytesIn)), ("bytes_out", .int(bytesOut)),
-            ("outcome", .string(outcome)),
-        ]
-        if let identity { fields.append(("identity", .string(identity))) }
-        if let rejection { fields.append(("reason", .string(rejection))) }
-        if let t = upstreamHeadAt { fields.append(("upstream_head_ms", .double(t.seconds(since: startedAt) * 1000))) }
-        if let t = firstBodyAt { fields.append(("first_byte_ms", .double(t.seconds(since: startedAt) * 1000))) }
-        if let t = endedAt { fields.append(("duration_ms", .double(t.seconds(since: startedAt) * 1000))) }
-        if let failure { fields.append(("error", .string(failure))) }
-        if let model { fields.append(("model", .string(model))) }
-        if let attestation { fields.append(("attestation", .string(attestation))) }
-        if let attestationStep { fields.append(("attestation_step", .string(attestationStep))) }
-        if heartbeats > 0 { fields.append(("heartbeats", .int(heartbeats))) }
+    /// The access log's fields, written straight into its line (`Logger.log(_:_:fields:)`).
+    func writeLogFields<W: LogFieldWriting>(to out: inout W) {
+        out.field("request_id", .string(requestID))
+        out.field("client_ip", .string(clientAddress))
+        out.field("method", .string(method))
+        out.field("path", .string(requestedPath))
+        out.field("route", .string(route))
+        out.field("upstream", .string(upstream))
+        out.field("status", .int(status ?? 0))
+        out.field("bytes_in", .int(bytesIn))
+        out.field("bytes_out", .int(bytesOut))
+        out.field("outcome", .string(outcome))
+        if let identity { out.field("identity", .string(identity)) }
+        if let rejection { out.field("reason", .string(rejection)) }
+        if let t = upstreamHeadAt { out.field("upstream_head_ms", .double(t.seconds(since: startedAt) * 1000)) }
+        if let t = firstBodyAt { out.field("first_byte_ms", .double(t.seconds(since: startedAt) * 1000)) }
+        if let t = endedAt { out.field("duration_ms", .double(t.seconds(since: startedAt) * 1000)) }
+        if let failure { out.field("error", .string(failure)) }
+        if let model { out.field("model", .string(model)) }
+        if let attestation { out.field("attestation", .string(attestation)) }
+        if let attestationStep { out.field("attestation_step", .string(attestationStep)) }
+        if heartbeats > 0 { out.field("heartbeats", .int(heartbeats)) }
         if let detachedMs {
-            fields.append(("resumes", .int(resumes)))
-            fields.append(("detached_ms", .double(detachedMs)))
+            out.field("resumes", .int(resumes))
+            out.field("detached_ms", .double(detachedMs))
         }
-        if let keyLabel { fields.append(("key", .string(keyLabel))) }
-        if let attempts { fields.append(("attempts", .int(attempts))) }
-        if let failover { fields.append(("failover", .string(failover))) }
+        if let keyLabel { out.field("key", .string(keyLabel)) }
+        if let attempts { out.field("attempts", .int(attempts)) }
+        if let failover { out.field("failover", .string(failover)) }
         if let usage {
             if usage.source != .none {
-                fields.append(("prompt_tokens", .int(usage.prompt)))
-                fields.append(("completion_tokens", .int(usage.completion)))
+                out.field("prompt_tokens", .int(usage.prompt))
+                out.field("completion_tokens", .int(usage.completion))
             }
-            if let cached = usage.cached { fields.append(("cached_tokens", .int(cached))) }
-            if let reasoning = usage.reasoning { fields.append(("reasoning_tokens", .int(reasoning))) }
-            fields.append(("usage_source", .string(usage.source.rawValue)))
+            if let cached = usage.cached { out.field("cached_tokens", .int(cached)) }
+            if let reasoning = usage.reasoning { out.field("reasoning_tokens", .int(reasoning)) }
+            out.field("usage_source", .string(usage.source.rawValue))
         }
-        if let cost { fields += cost.logFields }
-        return fields
+        cost?.writeLogFields(to: &out)
     }
+
+    /// The same fields as a list.
+    var logFields: [(String, LogValue)] { collectedLogFields }
 }

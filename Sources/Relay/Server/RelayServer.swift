@@ -214,7 +214,7 @@ package final class RelayServer: @unchecked Sendable {
                            prompt: usage.prompt, completion: usage.completion)
         }
         if let cost = r.cost { costEnded(cost, record: r) }
-        logger.info("exchange", r.logFields)
+        logger.log(.info, "exchange", fields: r)
         if isDraining { drainEvent() }
     }
 

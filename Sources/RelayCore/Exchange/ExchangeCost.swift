@@ -6,7 +6,7 @@ import Usage
 ///
 /// The price is the reported model's (the one the provider says answered), else the requested model's; with
 /// neither priced the cost is unknown (`none`), never zero.
-package struct ExchangeCost: Sendable, Equatable {
+package struct ExchangeCost: Sendable, Equatable, LogFields {
     package enum Source: String, Sendable {
         /// Priced from the provider's own counts.
         case provider
@@ -46,12 +46,13 @@ package struct ExchangeCost: Sendable, Equatable {
     }
 
     /// `cost_usd` (only when known) and `cost_source`.
-    package var logFields: [(String, LogValue)] {
-        var fields: [(String, LogValue)] = []
-        if let nanoUSD { fields.append(("cost_usd", .string(Cost.decimalString(nanoUSD: nanoUSD)))) }
-        fields.append(("cost_source", .string(source.rawValue)))
-        return fields
+    package func writeLogFields<W: LogFieldWriting>(to out: inout W) {
+        if let nanoUSD { out.field("cost_usd", .string(Cost.decimalString(nanoUSD: nanoUSD))) }
+        out.field("cost_source", .string(source.rawValue))
     }
+
+    /// The same as a list.
+    package var logFields: [(String, LogValue)] { collectedLogFields }
 }
 
 extension BudgetCharge {

@@ -40,12 +40,26 @@ package enum RequestRewriter {
     /// byte of the query stays; a query left empty by that loses its `?`.
     package static func upstreamURL(baseURL: String, route: RelayConfiguration.Route, path: RequestPath) -> String {
         let upstreamPath = route.stripPrefix ? path.removingPrefix(route.prefix) : path.path
-        guard var query = path.query else { return baseURL + upstreamPath }
+        guard var query = path.query else { return joined(baseURL, upstreamPath, nil) }
         if route.provider == .gemini {
             query = QueryParameters.removing("key", from: query)
-            if query.isEmpty { return baseURL + upstreamPath }
+            if query.isEmpty { return joined(baseURL, upstreamPath, nil) }
         }
-        return baseURL + upstreamPath + "?" + query
+        return joined(baseURL, upstreamPath, query)
+    }
+
+    /// `base + path`, then `"?" + query` when there is one, in one string sized first (adding them up made a new
+    /// string at each `+`).
+    private static func joined(_ base: String, _ path: String, _ query: String?) -> String {
+        var url = ""
+        url.reserveCapacity(base.utf8.count + path.utf8.count + (query.map { $0.utf8.count + 1 } ?? 0))
+        url += base
+        url += path
+        if let query {
+            url += "?"
+            url += query
+        }
+        return url
     }
 
     /// Every field that never passes as the client sent it (built once, not per request; a list, so a name is
@@ -80,7 +94,8 @@ package enum RequestRewriter {
         let fixed = upstream.headers
         headers.removeAll { field in
             let name = field.name
-            if name.utf8.contains(0x5F) { return true }
+            // On the name's own bytes: the generic search through `utf8` cost about 340 instructions a field.
+            if name.utf8.withContiguousStorageIfAvailable({ $0.contains(0x5F) }) ?? name.utf8.contains(0x5F) { return true }
             return isAlwaysRemoved(name) || asciiCaseInsensitiveEqual(name, keyHeader)
                 || (!trusted && asciiCaseInsensitiveEqual(name, "x-forwarded-proto"))
                 || (fixed.count > 0 && fixed.contains(name))

@@ -32,33 +32,48 @@ package enum Endpoint: String, Sendable, Equatable {
         default:
             break
         }
-        // Compared as bytes (String's suffix tests compare grapheme clusters: about 30 000 instructions a request).
-        var bare = Array(path.utf8.prefix { $0 != UInt8(ascii: "?") })
-        if bare.count > 1 && bare.last == UInt8(ascii: "/") { bare.removeLast() }
-        // Gemini's method separator, as sent or percent-encoded (a reserved character: left encoded by the path
-        // rules, and read as `:` by Google's front end).
-        if bare.contains(UInt8(ascii: "%")) { bare = Self.decodingColons(bare) }
-        func ends(_ suffix: StaticString) -> Bool { Self.hasSuffix(bare, suffix) }
+        // Compared as bytes (String's suffix tests compare grapheme clusters: about 30 000 instructions a request),
+        // on the string's own storage: only a path with a `%` is copied.
+        self = Self.withBare(path) { bare in
+            // Gemini's method separator, as sent or percent-encoded (a reserved character: left encoded by the path
+            // rules, and read as `:` by Google's front end).
+            guard bare.contains(UInt8(ascii: "%")) else { return Self.shape(bare) }
+            return Self.decodingColons(bare).withUnsafeBufferPointer { Self.shape($0) }
+        }
+    }
+
+    /// The shape of a bare path (`withBare`), by its ending.
+    private static func shape(_ bare: UnsafeBufferPointer<UInt8>) -> Endpoint {
+        func ends(_ suffix: StaticString) -> Bool { hasSuffix(bare, suffix) }
         if ends("/completions") {   // chat and legacy completions alike
-            self = .openAIChat
+            return .openAIChat
         } else if ends("/responses") {
-            self = .openAIResponses
+            return .openAIResponses
         } else if ends("/messages") {
-            self = .anthropicMessages
+            return .anthropicMessages
         } else if ends(":generateContent") || ends(":streamGenerateContent") {
-            self = .geminiGenerate
+            return .geminiGenerate
         } else if ends("/messages/count_tokens") || ends(":countTokens") || ends("/responses/input_tokens") {
-            self = .free
+            return .free
         } else {
-            self = .unmetered
+            return .unmetered
         }
     }
 
     /// Whether `path` (query and one trailing `/` ignored) is chat completions rather than legacy completions.
     static func isChatCompletions(_ path: String) -> Bool {
-        var bare = Array(path.utf8.prefix { $0 != UInt8(ascii: "?") })
-        if bare.count > 1 && bare.last == UInt8(ascii: "/") { bare.removeLast() }
-        return hasSuffix(bare, "/chat/completions")
+        withBare(path) { hasSuffix($0, "/chat/completions") }
+    }
+
+    /// `body` on the bytes of `path` up to its first `?`, without one trailing `/` (a path longer than "/").
+    static func withBare<R>(_ path: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        var path = path
+        return path.withUTF8 { all in
+            var end = 0
+            while end < all.count && all[end] != UInt8(ascii: "?") { end += 1 }
+            if end > 1 && all[end - 1] == UInt8(ascii: "/") { end -= 1 }
+            return body(UnsafeBufferPointer(rebasing: all[..<end]))
+        }
     }
 
     /// Whether the relay reads this endpoint's answers for usage and reserves for its requests.
@@ -77,7 +92,7 @@ package enum Endpoint: String, Sendable, Equatable {
 
 extension Endpoint {
     /// `path` with every `%3A` / `%3a` read as `:`.
-    static func decodingColons(_ b: [UInt8]) -> [UInt8] {
+    static func decodingColons(_ b: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(b.count)
         var i = 0
@@ -96,7 +111,7 @@ extension Endpoint {
 
 extension Endpoint {
     /// Whether `bytes` ends with `suffix`, compared byte by byte (no generic sequence machinery on the request path).
-    static func hasSuffix(_ bytes: [UInt8], _ suffix: StaticString) -> Bool {
+    static func hasSuffix(_ bytes: UnsafeBufferPointer<UInt8>, _ suffix: StaticString) -> Bool {
         let n = suffix.utf8CodeUnitCount
         guard bytes.count >= n else { return false }
         let start = bytes.count - n

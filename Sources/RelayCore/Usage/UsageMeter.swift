@@ -129,18 +129,24 @@ package struct UsageMeter: Sendable {
     /// connected, `.none`; a call the provider may have started on (the client left or the first byte timed out
     /// before the head) costs at least the prompt: an estimate.
     package func usage(callReachedProvider: Bool, outputFloor: Int = 0) -> Usage {
+        usageAndReportedModel(callReachedProvider: callReachedProvider, outputFloor: outputFloor).usage
+    }
+
+    /// `usage(callReachedProvider:outputFloor:)` and the model the provider reported (`UsageTap.reportedModel`;
+    /// nil without a tap), read together (`UsageTap.usageAndReportedModel`).
+    package func usageAndReportedModel(callReachedProvider: Bool, outputFloor: Int = 0) -> (usage: Usage, reportedModel: String?) {
         if let tap {
-            let counted = tap.usage()
+            let (counted, model) = tap.usageAndReportedModel()
             // The provider's own prompt count needs no estimate.
-            if counted.source == .provider { return counted }
+            if counted.source == .provider { return (counted, model) }
             var estimate = tap.usage(estimatedPrompt: estimatedPrompt)
             if outputFloor > estimate.completion {
                 estimate.completion = outputFloor
                 estimate.source = .estimate
             }
-            return estimate
+            return (estimate, model)
         }
-        guard callReachedProvider, !refused, !answered, let estimatedPrompt else { return .none }
-        return Usage(prompt: estimatedPrompt, completion: 0, source: .estimate)
+        guard callReachedProvider, !refused, !answered, let estimatedPrompt else { return (.none, nil) }
+        return (Usage(prompt: estimatedPrompt, completion: 0, source: .estimate), nil)
     }
 }
