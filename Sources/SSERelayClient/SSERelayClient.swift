@@ -187,11 +187,12 @@ public final class SSERelayClient: Sendable {
     }
 
     /// The snapshots of one chat, which `chat` runs (calling `onChunk` for each chunk); only the newest waits
-    /// for the app.
+    /// for the app. `afterStop` is for tests (see `makeStream`).
     package static func snapshotStream(
+        afterStop: (@Sendable () -> Void)? = nil,
         _ chat: @escaping @Sendable (_ onChunk: (ChatChunk, ChatStreamDecoder) throws -> Void) async throws -> ChatSummary
     ) -> (stream: AsyncThrowingStream<ChatSnapshot, any Error>, cancel: Cancel) {
-        makeStream(.newestOnly) { sink in
+        makeStream(.newestOnly, afterStop: afterStop) { sink in
             var accumulator = ChatTextAccumulator()
             var skipped = 0
             let summary = try await chat { chunk, decoder in
@@ -325,8 +326,18 @@ public final class SSERelayClient: Sendable {
 
     /// A stream fed by a producer Task. The consumer cancelling or dropping the stream cancels the producer
     /// (and with it the attempt's request); `cancel` does the same for the scoped APIs.
+    ///
+    /// A consumer's cancel ends the stream with `CancellationError`, never with what the producer throws as it
+    /// stops: its cancellation ends the attempt's events early, so `runChat` sees a stream without `[DONE]`
+    /// (`streamEndedEarly`), and the stream takes a `finish(throwing:)` that comes while its termination handler
+    /// (which cancels the producer) still runs on the consumer's side. So the handler finishes the stream first,
+    /// and a cancelled producer ends it with `CancellationError` too (for a stream whose first finish does not win).
+    ///
+    /// `afterStop` (tests) runs in the stream's termination handler right after the producer was cancelled, on the
+    /// thread that ended the stream: a test holds it there until the producer has thrown.
     private static func makeStream<T: Sendable>(
-        _ buffering: Buffering, _ produce: @escaping @Sendable (Sink<T>) async throws -> Void
+        _ buffering: Buffering, afterStop: (@Sendable () -> Void)? = nil,
+        _ produce: @escaping @Sendable (Sink<T>) async throws -> Void
     ) -> (stream: AsyncThrowingStream<T, any Error>, cancel: Cancel) {
         var captured: AsyncThrowingStream<T, any Error>.Continuation?
         let policy: AsyncThrowingStream<T, any Error>.Continuation.BufferingPolicy
@@ -342,10 +353,15 @@ public final class SSERelayClient: Sendable {
                 try await produce(Sink(continuation: continuation, limit: limit))
                 continuation.finish()
             } catch {
-                continuation.finish(throwing: EventStreamTask.map(error))
+                continuation.finish(throwing: Task.isCancelled ? CancellationError() : EventStreamTask.map(error))
             }
         }
-        continuation.onTermination = { _ in task.cancel() }
+        continuation.onTermination = { termination in
+            // First finish wins: the consumer's cancel ends the stream before the producer, cancelled next, can.
+            if case .cancelled = termination { continuation.finish(throwing: CancellationError()) }
+            task.cancel()
+            afterStop?()
+        }
         return (stream, {
             task.cancel()
             continuation.finish()
