@@ -69,6 +69,11 @@ public final class SSERelayClient: Sendable {
         /// Drops the connection once after this many events, so the resume can be seen (`relay-chat
         /// --drop-after-events`, tests).
         package var dropAfterEvents: Int?
+        /// After the app's stop on a resumable stream, how long the connection stays open waiting for the answer
+        /// to its `DELETE`, which normally comes in milliseconds; past it the connection closes and the DELETE
+        /// goes on alone (its own timeout is 5 s). The DELETE first, then the close: the relay then cancels the
+        /// provider at once rather than keep the stream for a resume. Tests set it.
+        package var stopGrace: TimeInterval = 2
 
         public init(baseURL: URL, tokenProvider: TokenProvider? = nil) {
             self.baseURL = baseURL
@@ -300,6 +305,7 @@ public final class SSERelayClient: Sendable {
                 request.timeoutInterval = 5
                 return request
             },
+            stopGrace: configuration.stopGrace,
             dropAfterEvents: configuration.dropAfterEvents)
     }
 
