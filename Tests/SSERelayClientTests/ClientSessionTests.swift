@@ -145,7 +145,9 @@ struct ClientSessionTests {
         // and `runChat` throws streamEndedEarly. Here the producer throws it once cancelled, and the stream's
         // termination handler (which cancelled the producer) is held until the producer has thrown, so the
         // producer's error reaches the stream while the cancel is still in progress: the order TSan's timing
-        // showed once, and the consumer then got streamEndedEarly.
+        // showed once, and the consumer then got streamEndedEarly. The producer needs a thread of the concurrency
+        // pool, which a long synchronous test elsewhere can hold for up to 110 s under TSan: hence the 300 s bounds
+        // (each wait ends as soon as its condition holds).
         var forcedRuns = 0
         for _ in 0..<20 where forcedRuns == 0 {
             // "ended" (held on the test's thread until the producer threw), "pool" (the handler ran on a thread of
@@ -155,7 +157,7 @@ struct ClientSessionTests {
             let threw = Mailbox<Void>()
             let afterStop: @Sendable () -> Void = {
                 guard Thread.current.threadDictionary[Self.cancellerKey] != nil else { return how.put("pool") }
-                how.put((try? threw.take(timeout: 60)) != nil ? "ended" : "timeout")
+                how.put((try? threw.take(timeout: 300)) != nil ? "ended" : "timeout")
             }
             let (stream, _) = SSERelayClient.snapshotStream(afterStop: afterStop) { onChunk in
                 var decoder = ChatStreamDecoder(requestID: "r")
@@ -170,8 +172,8 @@ struct ClientSessionTests {
             let consumer = Task {
                 for try await snapshot in stream { seen.put(snapshot.text) }
             }
-            try await eventually("the first snapshot read", timeout: 30) { seen.count == 1 }
-            try await eventually("the producer waiting", timeout: 30) { point.waiting.count == 1 }
+            try await eventually("the first snapshot read", timeout: 300) { seen.count == 1 }
+            try await eventually("the producer waiting", timeout: 300) { point.waiting.count == 1 }
             // Cancelled from a thread outside the pool; the consumer is then normally suspended in `next()`, and the
             // stream's termination handler runs on this thread.
             let canceller = Thread {
@@ -180,7 +182,7 @@ struct ClientSessionTests {
             }
             canceller.start()
             let result = await consumer.result
-            try await eventually("the cancel handled", timeout: 90) { how.count == 1 }
+            try await eventually("the cancel handled", timeout: 300) { how.count == 1 }
             let outcome = try how.take(timeout: 0)
             guard outcome != "timeout" else {
                 Issue.record("the producer did not end while the cancel was held")
