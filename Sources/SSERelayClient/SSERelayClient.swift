@@ -251,6 +251,7 @@ public final class SSERelayClient: Sendable {
             try Task.checkCancellation()
             let attempt = EventStreamTask.start(request, in: session, settings: configuration,
                                                 resume: resumption(of: base, provider: provider))
+            AttemptStopper.current?.register(attempt.cancel)
             do {
                 defer { attempt.cancel() }
                 try await consume(attempt.events, request.value(forHTTPHeaderField: "X-Request-Id") ?? "")
@@ -330,8 +331,39 @@ public final class SSERelayClient: Sendable {
         }
     }
 
+    /// Ends a stream's running attempt from the thread that stops the stream. Cancelling the producer Task alone
+    /// would close the connection only once that Task runs again (when it was not suspended on the attempt's
+    /// events), and that needs a thread of the concurrency pool: blocking work in the app (or a long synchronous
+    /// test, under ThreadSanitizer for 90 s and more) would keep the connection, and the provider, going.
+    final class AttemptStopper: Sendable {
+        // `state` is behind its own lock; the registered closure is Sendable.
+        private let state = Protected<(stopped: Bool, cancel: Cancel?)>((false, nil))
+
+        /// The stopper of the stream the current producer Task feeds (`makeStream` sets it).
+        @TaskLocal static var current: AttemptStopper?
+
+        /// Makes `cancel` the one `stop` runs; runs it at once if the stream has already stopped.
+        func register(_ cancel: @escaping Cancel) {
+            let stopped = state.withLock { state -> Bool in
+                if !state.stopped { state.cancel = cancel }
+                return state.stopped
+            }
+            if stopped { cancel() }
+        }
+
+        /// Ends the registered attempt (idempotent).
+        func stop() {
+            state.withLock { state -> Cancel? in
+                state.stopped = true
+                defer { state.cancel = nil }
+                return state.cancel
+            }?()
+        }
+    }
+
     /// A stream fed by a producer Task. The consumer cancelling or dropping the stream cancels the producer
-    /// (and with it the attempt's request); `cancel` does the same for the scoped APIs.
+    /// and ends the attempt's request at once, on the thread that stopped (`AttemptStopper`); `cancel` does the
+    /// same for the scoped APIs.
     ///
     /// A consumer's cancel ends the stream with `CancellationError`, never with what the producer throws as it
     /// stops: its cancellation ends the attempt's events early, so `runChat` sees a stream without `[DONE]`
@@ -354,21 +386,26 @@ public final class SSERelayClient: Sendable {
         }
         let stream = AsyncThrowingStream<T, any Error>(bufferingPolicy: policy) { captured = $0 }
         let continuation = captured!
+        let stopper = AttemptStopper()
         let task = Task {
-            do {
-                try await produce(Sink(continuation: continuation, limit: limit))
-                continuation.finish()
-            } catch {
-                continuation.finish(throwing: Task.isCancelled ? CancellationError() : EventStreamTask.map(error))
+            await AttemptStopper.$current.withValue(stopper) {
+                do {
+                    try await produce(Sink(continuation: continuation, limit: limit))
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: Task.isCancelled ? CancellationError() : EventStreamTask.map(error))
+                }
             }
         }
         continuation.onTermination = { termination in
             // First finish wins: the consumer's cancel ends the stream before the producer, cancelled next, can.
             if case .cancelled = termination { continuation.finish(throwing: CancellationError()) }
+            stopper.stop()
             task.cancel()
             afterStop?()
         }
         return (stream, {
+            stopper.stop()
             task.cancel()
             continuation.finish()
         })
