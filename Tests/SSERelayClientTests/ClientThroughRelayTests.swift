@@ -59,8 +59,10 @@ struct ClientThroughRelayTests {
     static func chunk(_ text: String, finish: String? = nil) -> String { event(ChatStreamDecoderTests.chunk(text, finish: finish)) }
 
     /// An upstream that streams one chat chunk per text, then waits (up to `timeout` s) for the relay to close its
-    /// connection and reports the close to `closed`.
-    static func chunksThenWaitForClose(_ texts: [String], closed: Mailbox<PeerClose>, timeout: Double = 5) throws -> ScriptedUpstream {
+    /// connection and reports the close to `closed`. The bound is long: the client reads the chunks in a Task, and
+    /// under a sanitizer a long synchronous test can hold the concurrency pool's threads for 90 s and more; the
+    /// wait ends at the close.
+    static func chunksThenWaitForClose(_ texts: [String], closed: Mailbox<PeerClose>, timeout: Double = 300) throws -> ScriptedUpstream {
         try ScriptedUpstream { connection in
             _ = try connection.readRequest()
             try connection.writeHead(status: 200, headers: sseHead)
