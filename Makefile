@@ -97,12 +97,17 @@ fuzz-cbor: deps
 # allocation would make the run several times longer.
 LSAN_SETTINGS := suppressions=$(CURDIR)/Tests/sanitizers/lsan.supp
 sanitize: deps
+	@date -u +'== %T sanitize: ThreadSanitizer build'
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
+	@date -u +'== %T sanitize: ThreadSanitizer tests'
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan
+	@date -u +'== %T sanitize: AddressSanitizer build'
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
+	@date -u +'== %T sanitize: AddressSanitizer tests'
 	LSAN_OPTIONS=$(LSAN_SETTINGS) $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan --skip SSERelayClientTests
 	LSAN_OPTIONS=$(LSAN_SETTINGS) ASAN_OPTIONS=fast_unwind_on_malloc=0 \
 	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan --filter SSERelayClientTests
+	@date -u +'== %T sanitize: done'
 
 # Container and manifest checks outside Docker (slow; not part of `make test`). See deploy/README.md.
 check-deploy: deps

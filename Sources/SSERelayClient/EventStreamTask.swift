@@ -24,7 +24,10 @@ import FoundationNetworking
 /// bytes go on into the same parser, even mid-line or mid-character: the app sees one sequence of events, none
 /// missing, none twice. Reconnects back off, and stop when `Resume.window` has passed since the last byte. A
 /// consumer that ends the stream before the answer ended sends `DELETE /v1/relay/streams/<id>` first, then
-/// closes, so the relay cancels the provider at once instead of waiting for a resume.
+/// closes, so the relay cancels the provider at once instead of waiting for a resume. The close waits for the
+/// DELETE's answer at most `Resume.stopGrace`: a slow or gone relay, a token provider that hangs, or a busy
+/// concurrency pool (the DELETE is built in a Task) never keeps the connection open longer; the DELETE itself
+/// goes on (it is bounded by its own request timeout) and stops the stream when it arrives.
 ///
 /// The event stream is unbounded but never holds much: the client library's own task takes each event as it
 /// arrives (`SSERelayClient` bounds what waits for the app).
@@ -72,6 +75,8 @@ final class EventStreamTask: @unchecked Sendable {
         var request: @Sendable (_ id: String, _ offset: Int) async throws -> URLRequest
         /// `DELETE` of stream `id`.
         var stop: @Sendable (_ id: String) async throws -> URLRequest
+        /// How long after the app's stop the connection stays open waiting for the DELETE's answer.
+        var stopGrace: TimeInterval
         /// For `relay-chat --drop-after-events` and tests: drop the connection once after this many events.
         var dropAfterEvents: Int?
     }
@@ -127,6 +132,10 @@ final class EventStreamTask: @unchecked Sendable {
 
     /// Either side ended the stream: close the request (the relay then cancels the provider within milliseconds);
     /// on a resumable stream the relay still runs, stop it first. A task that already completed ignores this.
+    ///
+    /// The stop's close comes from whichever is first: the DELETE's answer (on the session's delegate queue), its
+    /// failure to be built, or `stopGrace` on a Dispatch timer. Neither the answer nor the timer needs a thread
+    /// of the concurrency pool, so a pool kept busy by blocking work cannot hold the connection open.
     private func terminated() {
         let (task, id) = shared.withLock { state -> (URLSessionTask?, String?) in
             let id = state.ended ? nil : state.streamID
@@ -137,9 +146,18 @@ final class EventStreamTask: @unchecked Sendable {
             task?.cancel()
             return
         }
+        let pending = Protected(task)
+        let close: @Sendable () -> Void = {
+            pending.withLock { task in
+                defer { task = nil }
+                return task
+            }?.cancel()
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + resume.stopGrace, execute: close)
+        let session = self.session
         Task {
-            if let request = try? await resume.stop(id) { _ = try? await session.send(request) }
-            task?.cancel()
+            guard let request = try? await resume.stop(id) else { return close() }
+            session.send(request) { close() }
         }
     }
 

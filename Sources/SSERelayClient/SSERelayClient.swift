@@ -69,6 +69,11 @@ public final class SSERelayClient: Sendable {
         /// Drops the connection once after this many events, so the resume can be seen (`relay-chat
         /// --drop-after-events`, tests).
         package var dropAfterEvents: Int?
+        /// After the app's stop on a resumable stream, how long the connection stays open waiting for the answer
+        /// to its `DELETE`, which normally comes in milliseconds; past it the connection closes and the DELETE
+        /// goes on alone (its own timeout is 5 s). The DELETE first, then the close: the relay then cancels the
+        /// provider at once rather than keep the stream for a resume. Tests set it.
+        package var stopGrace: TimeInterval = 2
 
         public init(baseURL: URL, tokenProvider: TokenProvider? = nil) {
             self.baseURL = baseURL
@@ -187,11 +192,12 @@ public final class SSERelayClient: Sendable {
     }
 
     /// The snapshots of one chat, which `chat` runs (calling `onChunk` for each chunk); only the newest waits
-    /// for the app.
+    /// for the app. `afterStop` is for tests (see `makeStream`).
     package static func snapshotStream(
+        afterStop: (@Sendable () -> Void)? = nil,
         _ chat: @escaping @Sendable (_ onChunk: (ChatChunk, ChatStreamDecoder) throws -> Void) async throws -> ChatSummary
     ) -> (stream: AsyncThrowingStream<ChatSnapshot, any Error>, cancel: Cancel) {
-        makeStream(.newestOnly) { sink in
+        makeStream(.newestOnly, afterStop: afterStop) { sink in
             var accumulator = ChatTextAccumulator()
             var skipped = 0
             let summary = try await chat { chunk, decoder in
@@ -245,6 +251,7 @@ public final class SSERelayClient: Sendable {
             try Task.checkCancellation()
             let attempt = EventStreamTask.start(request, in: session, settings: configuration,
                                                 resume: resumption(of: base, provider: provider))
+            AttemptStopper.current?.register(attempt.cancel)
             do {
                 defer { attempt.cancel() }
                 try await consume(attempt.events, request.value(forHTTPHeaderField: "X-Request-Id") ?? "")
@@ -299,6 +306,7 @@ public final class SSERelayClient: Sendable {
                 request.timeoutInterval = 5
                 return request
             },
+            stopGrace: configuration.stopGrace,
             dropAfterEvents: configuration.dropAfterEvents)
     }
 
@@ -323,10 +331,51 @@ public final class SSERelayClient: Sendable {
         }
     }
 
+    /// Ends a stream's running attempt from the thread that stops the stream. Cancelling the producer Task alone
+    /// would close the connection only once that Task runs again (when it was not suspended on the attempt's
+    /// events), and that needs a thread of the concurrency pool: blocking work in the app (or a long synchronous
+    /// test, under ThreadSanitizer for 90 s and more) would keep the connection, and the provider, going.
+    final class AttemptStopper: Sendable {
+        // `state` is behind its own lock; the registered closure is Sendable.
+        private let state = Protected<(stopped: Bool, cancel: Cancel?)>((false, nil))
+
+        /// The stopper of the stream the current producer Task feeds (`makeStream` sets it).
+        @TaskLocal static var current: AttemptStopper?
+
+        /// Makes `cancel` the one `stop` runs; runs it at once if the stream has already stopped.
+        func register(_ cancel: @escaping Cancel) {
+            let stopped = state.withLock { state -> Bool in
+                if !state.stopped { state.cancel = cancel }
+                return state.stopped
+            }
+            if stopped { cancel() }
+        }
+
+        /// Ends the registered attempt (idempotent).
+        func stop() {
+            state.withLock { state -> Cancel? in
+                state.stopped = true
+                defer { state.cancel = nil }
+                return state.cancel
+            }?()
+        }
+    }
+
     /// A stream fed by a producer Task. The consumer cancelling or dropping the stream cancels the producer
-    /// (and with it the attempt's request); `cancel` does the same for the scoped APIs.
+    /// and ends the attempt's request at once, on the thread that stopped (`AttemptStopper`); `cancel` does the
+    /// same for the scoped APIs.
+    ///
+    /// A consumer's cancel ends the stream with `CancellationError`, never with what the producer throws as it
+    /// stops: its cancellation ends the attempt's events early, so `runChat` sees a stream without `[DONE]`
+    /// (`streamEndedEarly`), and the stream takes a `finish(throwing:)` that comes while its termination handler
+    /// (which cancels the producer) still runs on the consumer's side. So the handler finishes the stream first,
+    /// and a cancelled producer ends it with `CancellationError` too (for a stream whose first finish does not win).
+    ///
+    /// `afterStop` (tests) runs in the stream's termination handler right after the producer was cancelled, on the
+    /// thread that ended the stream: a test holds it there until the producer has thrown.
     private static func makeStream<T: Sendable>(
-        _ buffering: Buffering, _ produce: @escaping @Sendable (Sink<T>) async throws -> Void
+        _ buffering: Buffering, afterStop: (@Sendable () -> Void)? = nil,
+        _ produce: @escaping @Sendable (Sink<T>) async throws -> Void
     ) -> (stream: AsyncThrowingStream<T, any Error>, cancel: Cancel) {
         var captured: AsyncThrowingStream<T, any Error>.Continuation?
         let policy: AsyncThrowingStream<T, any Error>.Continuation.BufferingPolicy
@@ -337,16 +386,26 @@ public final class SSERelayClient: Sendable {
         }
         let stream = AsyncThrowingStream<T, any Error>(bufferingPolicy: policy) { captured = $0 }
         let continuation = captured!
+        let stopper = AttemptStopper()
         let task = Task {
-            do {
-                try await produce(Sink(continuation: continuation, limit: limit))
-                continuation.finish()
-            } catch {
-                continuation.finish(throwing: EventStreamTask.map(error))
+            await AttemptStopper.$current.withValue(stopper) {
+                do {
+                    try await produce(Sink(continuation: continuation, limit: limit))
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: Task.isCancelled ? CancellationError() : EventStreamTask.map(error))
+                }
             }
         }
-        continuation.onTermination = { _ in task.cancel() }
+        continuation.onTermination = { termination in
+            // First finish wins: the consumer's cancel ends the stream before the producer, cancelled next, can.
+            if case .cancelled = termination { continuation.finish(throwing: CancellationError()) }
+            stopper.stop()
+            task.cancel()
+            afterStop?()
+        }
         return (stream, {
+            stopper.stop()
             task.cancel()
             continuation.finish()
         })

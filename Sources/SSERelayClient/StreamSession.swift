@@ -31,17 +31,11 @@ struct StreamSession: Sendable {
         return task
     }
 
-    /// Sends a request whose answer nobody streams (a stop), and returns its status.
-    func send(_ request: URLRequest) async throws -> Int {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int, any Error>) in
-            session.dataTask(with: request) { _, response, error in
-                if let error {
-                    continuation.resume(throwing: error)
-                } else {
-                    continuation.resume(returning: (response as? HTTPURLResponse)?.statusCode ?? 0)
-                }
-            }.resume()
-        }
+    /// Sends a request whose answer nobody reads (a stop); `done` runs on the delegate queue once it answered or
+    /// failed. A callback, not an `async` function: resuming a continuation would need a thread of the
+    /// concurrency pool, which blocking work in the app can hold.
+    func send(_ request: URLRequest, done: @escaping @Sendable () -> Void) {
+        session.dataTask(with: request) { _, _, _ in done() }.resume()
     }
 
     func invalidate() { session.finishTasksAndInvalidate() }

@@ -28,7 +28,10 @@ public final class EventLoop: @unchecked Sendable {
         self.timerSource = DispatchSource.makeTimerSource(queue: queue)
         self.readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
         self.poller = Poller(queue: queue)
-        timerSource.setEventHandler { [unowned self] in self.fireDueTimers() }
+        // Weak, not unowned: cancelling the source in `deinit` does not stop a firing already on its way to the
+        // queue, and under ThreadSanitizer one ran after the loop was freed ("read an unowned reference but the
+        // object was already destroyed", make sanitize).
+        timerSource.setEventHandler { [weak self] in self?.fireDueTimers() }
         timerSource.schedule(deadline: .distantFuture)
         timerSource.activate()
     }

@@ -68,11 +68,11 @@ struct ClientSessionTests {
     @Test("an app that falls behind a chat stream ends its request; it gets every event held, then the error")
     func aConsumerThatFallsBehindEndsTheRequest() async throws {
         let closed = Mailbox<PeerClose>()
-        let upstream = try ClientThroughRelayTests.chunksThenWaitForClose((0..<20).map { "w\($0) " }, closed: closed, timeout: 10)
+        let upstream = try ClientThroughRelayTests.chunksThenWaitForClose((0..<20).map { "w\($0) " }, closed: closed)
         let client = Self.client(upstream) { $0.maxBufferedEvents = 4 }
         let stream = client.chat(Self.question)
         // Nothing reads yet: the client ends the request itself rather than hold a fifth chunk.
-        try await eventually("the upstream saw the request end", timeout: 10) { closed.count == 1 }
+        try await eventually("the upstream saw the request end", timeout: 300) { closed.count == 1 }
         var texts: [String] = []
         do {
             for try await event in stream {
@@ -104,6 +104,98 @@ struct ClientSessionTests {
         #expect(snapshots.count <= 2, "\(snapshots.count) snapshots waited for the app")
         #expect(snapshots.last?.isComplete == true)
         #expect(snapshots.last?.text == (0..<100).map { "\($0) " }.joined())
+    }
+
+    /// A producer's wait for its own cancellation.
+    final class CancellationPoint: Sendable {
+        private struct State {
+            var waiter: CheckedContinuation<Void, Never>?
+            var cancelled = false
+        }
+        private let state = HarnessMonitor(State())
+        /// Put when the producer is suspended waiting.
+        let waiting = Mailbox<Void>()
+
+        func waitForCancellation() async {
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+                    let early = state.withLock { state -> Bool in
+                        if state.cancelled { return true }
+                        state.waiter = waiter
+                        return false
+                    }
+                    if early { waiter.resume() } else { waiting.put(()) }
+                }
+            } onCancel: {
+                state.withLock { state -> CheckedContinuation<Void, Never>? in
+                    state.cancelled = true
+                    defer { state.waiter = nil }
+                    return state.waiter
+                }?.resume()
+            }
+        }
+    }
+
+    /// Set in the thread dictionary of the test's cancelling thread (a Thread's `name` does not name it on Linux).
+    static let cancellerKey = "test.canceller"
+
+    @Test("a consumer cancelled while its producer ends the stream with another error gets CancellationError")
+    func aCancelledConsumerGetsCancellationError() async throws {
+        // What the client's own stack does on a cancel: the producer's cancellation ends the attempt's events early
+        // and `runChat` throws streamEndedEarly. Here the producer throws it once cancelled, and the stream's
+        // termination handler (which cancelled the producer) is held until the producer has thrown, so the
+        // producer's error reaches the stream while the cancel is still in progress: the order TSan's timing
+        // showed once, and the consumer then got streamEndedEarly. The producer needs a thread of the concurrency
+        // pool, which a long synchronous test elsewhere can hold for up to 110 s under TSan: hence the 300 s bounds
+        // (each wait ends as soon as its condition holds).
+        var forcedRuns = 0
+        for _ in 0..<20 where forcedRuns == 0 {
+            // "ended" (held on the test's thread until the producer threw), "pool" (the handler ran on a thread of
+            // the pool, which the producer may need: not held), or "timeout".
+            let how = Mailbox<String>()
+            let point = CancellationPoint()
+            let threw = Mailbox<Void>()
+            let afterStop: @Sendable () -> Void = {
+                guard Thread.current.threadDictionary[Self.cancellerKey] != nil else { return how.put("pool") }
+                how.put((try? threw.take(timeout: 300)) != nil ? "ended" : "timeout")
+            }
+            let (stream, _) = SSERelayClient.snapshotStream(afterStop: afterStop) { onChunk in
+                var decoder = ChatStreamDecoder(requestID: "r")
+                if case .chunk(let chunk) = try decoder.decode(SSEEvent(data: ChatStreamDecoderTests.chunk("a"))) {
+                    try onChunk(chunk, decoder)
+                }
+                await point.waitForCancellation()
+                threw.put(())
+                throw SSERelayClientError(code: .streamEndedEarly)
+            }
+            let seen = Mailbox<String>()
+            let consumer = Task {
+                for try await snapshot in stream { seen.put(snapshot.text) }
+            }
+            try await eventually("the first snapshot read", timeout: 300) { seen.count == 1 }
+            try await eventually("the producer waiting", timeout: 300) { point.waiting.count == 1 }
+            // Cancelled from a thread outside the pool; the consumer is then normally suspended in `next()`, and the
+            // stream's termination handler runs on this thread.
+            let canceller = Thread {
+                Thread.current.threadDictionary[Self.cancellerKey] = true
+                consumer.cancel()
+            }
+            canceller.start()
+            let result = await consumer.result
+            try await eventually("the cancel handled", timeout: 300) { how.count == 1 }
+            let outcome = try how.take(timeout: 0)
+            guard outcome != "timeout" else {
+                Issue.record("the producer did not end while the cancel was held")
+                break
+            }
+            guard outcome == "ended" else { continue }
+            forcedRuns += 1
+            switch result {
+            case .success: Issue.record("the cancelled consumer's loop ended without CancellationError")
+            case .failure(let error): #expect(error is CancellationError, "\(error)")
+            }
+        }
+        #expect(forcedRuns == 1, "the order was forced in one of 20 runs")
     }
 
     @Test("error codes and kinds match in catch and switch; an unknown one reaches default")

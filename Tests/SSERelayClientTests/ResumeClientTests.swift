@@ -97,6 +97,15 @@ extension ClientThroughRelayTests {
             return SSERelayClient(configuration: configuration)
         }
 
+        /// The app's stop: out of `withChat` at the first chunk.
+        static func stopAfterFirstChunk(_ client: SSERelayClient) async throws {
+            try await client.withChat(question) { stream in
+                for try await event in stream {
+                    if case .chunk = event { break }
+                }
+            }
+        }
+
         static func answer(_ client: SSERelayClient) async throws -> String {
             var text = ""
             for try await snapshot in client.chatSnapshots(question) {
@@ -196,19 +205,49 @@ extension ClientThroughRelayTests {
                 try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
                 try connection.writeChunk(ClientThroughRelayTests.chunk("one"))
                 try connection.writeChunk(ClientThroughRelayTests.chunk("two"))
-                _ = try connection.waitForPeerClose(timeout: 60)
+                _ = try connection.waitForPeerClose(timeout: 120)
                 closedAfterStop.put(stops.count == 1)
             }
-            let client = Self.client(upstream)
-            try await client.withChat(Self.question) { stream in
-                for try await event in stream {
-                    if case .chunk = event { break }
-                }
-            }
-            #expect(try closedAfterStop.take(timeout: 60) == true, "the DELETE came first")
-            let stop = try stops.take(timeout: 1)
+            // Only the DELETE's answer may close the connection here: a grace longer than the test's waits.
+            let client = Self.client(upstream) { $0.stopGrace = 600 }
+            try await Self.stopAfterFirstChunk(client)
+            // Waits without holding a thread of the concurrency pool: the stop's DELETE is built in a Task, which
+            // needs one (a blocking wait here and a long synchronous test elsewhere once held both of a 2-core
+            // machine's threads under TSan, and the DELETE went out only when that test ended, 44 to 60+ s later).
+            // The bound is that test's length under TSan (up to 110 s) with room; the wait ends when the close comes.
+            try await eventually("the stream's connection closed", timeout: 300) { closedAfterStop.count == 1 }
+            #expect(try closedAfterStop.take(timeout: 0) == true, "the DELETE came first")
+            let stop = try stops.take(timeout: 0)
             #expect(stop.target == "/v1/relay/streams/\(Self.id)")
             #expect(stop.header("Authorization") == "Bearer tok-1")
+        }
+
+        @Test("a DELETE the relay does not answer: the connection closes after the stop grace, the DELETE still goes")
+        func unansweredStopClosesAfterTheGrace() async throws {
+            let stops = Mailbox<RecordedRequest>()
+            let stopClosed = Mailbox<Void>()
+            let closedWhileStopOpen = Mailbox<Bool>()
+            let upstream = try ScriptedUpstream { connection in
+                let request = try connection.readRequest(timeout: 30)
+                if request.method == "DELETE" {
+                    stops.put(request)
+                    // No answer: a relay that is slow or gone. The client's own timeout (5 s) ends this request.
+                    _ = try? connection.waitForPeerClose(timeout: 60)
+                    stopClosed.put(())
+                    return
+                }
+                try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
+                try connection.writeChunk(ClientThroughRelayTests.chunk("one"))
+                _ = try connection.waitForPeerClose(timeout: 60)
+                closedWhileStopOpen.put(stopClosed.count == 0)
+            }
+            let client = Self.client(upstream) { $0.stopGrace = 0.2 }
+            try await Self.stopAfterFirstChunk(client)
+            try await eventually("the stream's connection closed", timeout: 300) { closedWhileStopOpen.count == 1 }
+            // Waiting for the answer, the connection would close only after the DELETE's own timeout ended it.
+            #expect(try closedWhileStopOpen.take(timeout: 0) == true, "closed without waiting for the DELETE's answer")
+            try await eventually("the DELETE sent", timeout: 300) { stops.count == 1 }
+            #expect(try stops.take(timeout: 0).target == "/v1/relay/streams/\(Self.id)")
         }
 
         @Test("a finished answer sends no DELETE")
@@ -320,11 +359,7 @@ extension ClientThroughRelayTests {
                 config.routes[0].resume = RouteResume(windowSeconds: 600)
             }
             let client = ClientThroughRelayTests.client(dev.relay.port)
-            try await client.withChat(ResumeClientTests.question) { stream in
-                for try await event in stream {
-                    if case .chunk = event { break }
-                }
-            }
+            try await ResumeClientTests.stopAfterFirstChunk(client)
             // The answer takes 18 s at this pace, and with a 600 s window only the DELETE can end the exchange sooner.
             try await eventually("the exchange ended as cancelled", timeout: 10) {
                 dev.relay.logs.lines.contains { $0.contains(#""path":"/v1/chat/completions""#) && $0.contains("client_cancelled") }
