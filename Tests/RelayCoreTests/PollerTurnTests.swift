@@ -185,7 +185,7 @@ private final class OnLoop<Value>: @unchecked Sendable {
             waited.value = backlog.calls - mark.value
             done.signal()
         }
-        backlog.onFire = {
+        backlog.onFire = { [unowned backlog] in   // the trigger holds this closure: no cycle through it
             mark.value = backlog.calls
             Self.put(urgent.write)
         }
@@ -211,7 +211,7 @@ private final class OnLoop<Value>: @unchecked Sendable {
         defer { for p in pipes { close(p.read); close(p.write) } }
         let waited = OnLoop(-1)
         let done = DispatchSemaphore(value: 0)
-        backlog.onFire = {
+        backlog.onFire = { [unowned backlog] in   // the trigger holds this closure: no cycle through it
             let mark = backlog.calls
             loop.soon {
                 waited.value = backlog.calls - mark
