@@ -111,7 +111,7 @@ public final class Poller: @unchecked Sendable {
         source = DispatchSource.makeReadSource(fileDescriptor: pollFD, queue: queue)
         let fd = pollFD
         source.setCancelHandler { Syscall.close(fd) }
-        source.setEventHandler { [unowned self] in self.handleBatch(0) }
+        source.setEventHandler { [weak self] in self?.handleBatch(0) }   // a late firing after deinit does nothing
         source.activate()
         #endif
     }

@@ -61,7 +61,10 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
             Unmanaged<CurlDriver>.fromOpaque(userp).takeUnretainedValue().timerChanged(timeoutMs)
             return 0
         }
-        timer.setEventHandler { [unowned self] in
+        // Weak, not unowned: cancelling the source in `deinit` does not stop a firing already on its way to the
+        // queue (the same late firing crashed `EventLoop`'s timer under ThreadSanitizer).
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
             self.timerArmedAt = nil
             if let deadline = self.curlDeadline, deadline <= .now() { self.curlDeadline = nil }
             self.socketAction(ccurl_socket_timeout, events: 0)
