@@ -1,3 +1,4 @@
+import Foundation
 import Redis
 import HTTP1
 import Relay
@@ -64,7 +65,12 @@ struct Replica: Sendable {
     }
 }
 
-private let wall: Int64 = 1_796_083_200 + 3_600   // 2026-12-01T01:00:00Z
+/// One hour into today (UTC): budget keys expire an hour after their window ends by Redis's own clock, so a
+/// fixed date would have its keys gone at once once that day is past (these tests failed the day after they were
+/// written). `day` and `month` are the windows' names in the keys and the report.
+private let wall: Int64 = Int64(Date().timeIntervalSince1970) / 86_400 * 86_400 + 3_600
+private let day = BudgetWindow.day.label(at: wall)
+private let month = BudgetWindow.month.label(at: wall)
 
 private func request(_ identity: String? = "alice", tokens: Int? = nil) -> AdmissionRequest {
     AdmissionRequest(address: "10.0.0.1", identity: identity, budget: tokens.map { BudgetCharge(key: identity ?? "10.0.0.1", tokens: $0) },
@@ -203,7 +209,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
         #expect(decisions.filter { $0.1 == .refused(.budget(retryAfterSeconds: 23 * 3_600)) }.count == 36)
         let report = try #require(try one.report("alice", wall: wall))
         #expect(report.windows[0].reservedTokens == 9_800)
-        #expect(report.windows[0].period == "2026-12-01" && report.windows[1].period == "2026-12")
+        #expect(report.windows[0].period == day && report.windows[1].period == month)
         #expect(report.openStreams == 14)
         // The refusals took nothing: 14 bucket tokens gone of 1000, 14 leases.
         #expect(try server.command("ZCARD sse-relay:streams:id:alice") == ":14")
@@ -236,7 +242,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
         let report = try #require(try one.report("alice", wall: wall))
         #expect(report.windows[0].reservedNanoUSD == 9_800_000 && report.windows[0].reservedTokens == 9_800)
         #expect(report.windows[0].limitNanoUSD == 10_000_000)
-        #expect(try server.command("HINCRBY sse-relay:budget:usd:total:month:2026-12 reserved 0") == ":9800000")
+        #expect(try server.command("HINCRBY sse-relay:budget:usd:total:month:\(month) reserved 0") == ":9800000")
 
         // 200 000 left: an extension of 300 000 is refused and grows neither unit.
         let (owner, grant) = try #require(grants.first)
@@ -251,7 +257,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
         try eventually("settled", timeout: 5) { try one.report("alice", wall: wall)?.windows[0].usedNanoUSD == 14 * 123_457 }
         let after = try #require(try one.report("alice", wall: wall))
         #expect(after.windows[0].reservedNanoUSD == 0 && after.windows[0].usedTokens == 7_000)
-        #expect(try server.command("HINCRBY sse-relay:budget:usd:total:day:2026-12-01 used 0") == ":1728398")
+        #expect(try server.command("HINCRBY sse-relay:budget:usd:total:day:\(day) used 0") == ":1728398")
     }
 
     /// A refusal by the budget leaves the bucket and the stream set untouched.
@@ -263,7 +269,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
         #expect(try replica.admit(request(tokens: 500)) == .refused(.budget(retryAfterSeconds: 23 * 3_600)))
         #expect(try server.command("EXISTS sse-relay:rate:id:alice") == ":0")
         #expect(try server.command("EXISTS sse-relay:streams:id:alice") == ":0")
-        #expect(try server.command("EXISTS sse-relay:budget:id:alice:day:2026-12-01") == ":0")
+        #expect(try server.command("EXISTS sse-relay:budget:id:alice:day:\(day)") == ":0")
     }
 
     /// Extensions grow a reservation while the budget covers them; settling charges the real usage.
@@ -277,7 +283,7 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
         replica.store.settle(grant, usedTokens: 1_500)
         try eventually("settled", timeout: 5) { try replica.report("alice", wall: wall)?.windows[0].usedTokens == 1_500 }
         #expect(try replica.report("alice", wall: wall)?.windows[0].reservedTokens == 0)
-        #expect(try server.command("HINCRBY sse-relay:budget:total:day:2026-12-01 used 0") == ":1500")
+        #expect(try server.command("HINCRBY sse-relay:budget:total:day:\(day) used 0") == ":1500")
     }
 
     /// Redis stalls (SIGSTOP) with an admission written to it: the store answers onUnavailable at the timeout, but
