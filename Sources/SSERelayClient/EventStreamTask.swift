@@ -33,8 +33,8 @@ import FoundationNetworking
 /// arrives (`SSERelayClient` bounds what waits for the app).
 final class EventStreamTask: @unchecked Sendable {
     // Invariant for `@unchecked Sendable`: `parser`, `response`, `status`, `errorBody`, `started`, `leg`,
-    // `received`, `streamID`, `lastByte`, `reconnects` and `eventsSeen` are read and written only inside
-    // `received` and `completed`, which the session's serial delegate queue runs one at a time
+    // `received`, `streamID`, `lastByte`, `reconnects`, `eventsSeen` and `droppedLeg` are read and written only
+    // inside `received` and `completed`, which the session's serial delegate queue runs one at a time
     // (maxConcurrentOperationCount = 1), and in `init` before the first task starts. `shared` is behind its own
     // lock; `continuation` is Sendable; the other stored properties are immutable.
     private let continuation: AsyncThrowingStream<SSEEvent, any Error>.Continuation
@@ -55,6 +55,8 @@ final class EventStreamTask: @unchecked Sendable {
     private var lastByte = Date()
     private var reconnects = 0
     private var eventsSeen = 0
+    /// The leg `dropAfterEvents` closed: bytes of it still in flight are not the stream's any more.
+    private var droppedLeg: Int?
     private let shared = Protected(Shared())
 
     /// What the consumer's side and the delegate queue both touch.
@@ -63,8 +65,6 @@ final class EventStreamTask: @unchecked Sendable {
         var streamID: String?
         /// The answer ended (well or not) on the relay's side: nothing to stop.
         var ended = false
-        /// `dropAfterEvents` fired: the cancel that follows is a drop, not the app's stop.
-        var dropping = false
     }
 
     /// How a resumable stream continues and stops; the client builds the requests (token, attestation).
@@ -168,17 +168,31 @@ final class EventStreamTask: @unchecked Sendable {
             if room > 0 { errorBody.append(contentsOf: data.prefix(room)) }
             return
         }
-        received += data.count
+        if droppedLeg == task.taskIdentifier { return }
         lastByte = Date()
         reconnects = 0
         do {
             try data.withUnsafeBytes { buffer in
-                try parser.parse(buffer) { event in
-                    continuation.yield(event)
-                    eventsSeen += 1
-                    if eventsSeen == resume?.dropAfterEvents, streamID != nil {
-                        shared.withLock { $0.dropping = true }
+                guard let drop = resume?.dropAfterEvents, eventsSeen < drop, streamID != nil else {
+                    received += buffer.count
+                    try parser.parse(buffer) { event in
+                        continuation.yield(event)
+                        eventsSeen += 1
+                    }
+                    return
+                }
+                // The drop hook, until it fires: byte by byte, so that the connection is dropped right after the
+                // chosen event even when one read holds the whole answer, and the resume asks from exactly there.
+                for i in 0..<buffer.count {
+                    received += 1
+                    try parser.parse(UnsafeRawBufferPointer(rebasing: buffer[i..<(i + 1)])) { event in
+                        continuation.yield(event)
+                        eventsSeen += 1
+                    }
+                    if eventsSeen == drop {
+                        droppedLeg = task.taskIdentifier
                         task.cancel()
+                        return
                     }
                 }
             }
@@ -190,16 +204,15 @@ final class EventStreamTask: @unchecked Sendable {
     }
 
     func completed(_ task: URLSessionTask, error: (any Error)?) {
-        if let error {
-            let dropped = shared.withLock { state in
-                defer { state.dropping = false }
-                return state.dropping
-            }
-            if (dropped || Self.isTransient(error)), (200..<300).contains(status) || leg != task.taskIdentifier,
+        // A leg the drop hook closed is a drop even when it completed cleanly: its whole answer may have arrived
+        // before the cancel did, but the events after the drop were not taken.
+        let dropped = droppedLeg == task.taskIdentifier
+        if dropped || error != nil {
+            if dropped || error.map(Self.isTransient) == true, (200..<300).contains(status) || leg != task.taskIdentifier,
                reconnect() {
                 return
             }
-            end(throwing: Self.map(error))
+            end(throwing: Self.map(error ?? URLError(.networkConnectionLost)))
             return
         }
         if leg != task.taskIdentifier { start(task) }

@@ -62,7 +62,7 @@ struct ClientSessionTests {
         client = nil
         // A session holds its delegate until it is invalidated (and on Apple platforms itself too: a leak per
         // client); invalidation lets go of the delegate.
-        try await eventually("the session is invalidated", timeout: 5) { session.delegate == nil }
+        try await eventually("the session is invalidated", timeout: 5 * ClientThroughRelayTests.slowdown) { session.delegate == nil }
     }
 
     @Test("an app that falls behind a chat stream ends its request; it gets every event held, then the error")
@@ -98,7 +98,7 @@ struct ClientSessionTests {
             return ChatSummary(requestID: "r", finishReason: "stop", usage: nil, skippedChunks: 0)
         }
         // Every chunk was handed over before the app reads anything (the last snapshot follows the return).
-        try await eventually("all chunks produced", timeout: 10) { produced.count == 1 }
+        try await eventually("all chunks produced", timeout: 10 * ClientThroughRelayTests.slowdown) { produced.count == 1 }
         var snapshots: [ChatSnapshot] = []
         for try await snapshot in stream { snapshots.append(snapshot) }
         #expect(snapshots.count <= 2, "\(snapshots.count) snapshots waited for the app")

@@ -263,8 +263,14 @@ extension ClientThroughRelayTests {
             #expect(requests.drain().count == 2)
         }
 
-        @Test("dropAfterEvents (relay-chat --drop-after-events) drops once and resumes at the bytes parsed")
-        func clientSideDrop() async throws {
+        /// How the first answer is written: event by event; every event in one write (the client's first read holds
+        /// them all); or the whole answer with its end (the request may complete before the drop's cancel). The drop
+        /// must come right after the third event each time, and the resume ask from its end.
+        enum FirstAnswer: String, CaseIterable, Sendable { case eventByEvent, oneWrite, wholeAnswer }
+
+        @Test("dropAfterEvents (relay-chat --drop-after-events) drops once and resumes at the bytes parsed",
+              arguments: FirstAnswer.allCases)
+        func clientSideDrop(first: FirstAnswer) async throws {
             let requests = Mailbox<RecordedRequest>()
             let upstream = try ScriptedUpstream { connection in
                 let request = try connection.readRequest(timeout: 30)
@@ -278,9 +284,17 @@ extension ClientThroughRelayTests {
                     }
                 } else {
                     try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
-                    // Event by event, so the client has parsed exactly three when it drops; then wait for the drop.
-                    for piece in Self.pieces.prefix(3) { try connection.writeChunk(ClientThroughRelayTests.chunk(piece)) }
-                    _ = try connection.waitForPeerClose(timeout: 10)
+                    switch first {
+                    case .eventByEvent:
+                        for piece in Self.pieces.prefix(3) { try connection.writeChunk(ClientThroughRelayTests.chunk(piece)) }
+                    case .oneWrite:
+                        try connection.writeChunk(Self.body)
+                    case .wholeAnswer:
+                        try connection.writeChunk(Self.body)
+                        try connection.writeLastChunk()
+                        return
+                    }
+                    _ = try connection.waitForPeerClose(timeout: 10 * ClientThroughRelayTests.slowdown)
                     return
                 }
                 try connection.writeHead(status: 200, headers: sseHead)
@@ -344,10 +358,15 @@ extension ClientThroughRelayTests {
             // Each dropped answer was resumed once, from the relay's log; the provider answered 4 requests in all. A
             // resume's log line is written when its reader's exchange ends, which may come after the client has its
             // text (and after the last answer's own line): both counts are waited for.
-            try await eventually("four exchanges and three resumes logged", timeout: 10) {
-                let lines = dev.relay.logs.lines
-                return lines.filter { $0.contains(#""path":"/v1/chat/completions""#) }.count == 4
-                    && lines.filter { $0.contains(#""result":"resumed""#) }.count >= 3
+            do {
+                try await eventually("four exchanges and three resumes logged", timeout: 10 * ClientThroughRelayTests.slowdown) {
+                    let lines = dev.relay.logs.lines
+                    return lines.filter { $0.contains(#""path":"/v1/chat/completions""#) }.count == 4
+                        && lines.filter { $0.contains(#""result":"resumed""#) }.count >= 3
+                }
+            } catch {
+                Issue.record("the relay's log:\n\(dev.relay.logs.lines.joined(separator: "\n"))")
+                throw error
             }
             let resumed = dev.relay.logs.lines.filter { $0.contains(#""result":"resumed""#) }
             #expect(resumed.count == 3)
@@ -355,17 +374,18 @@ extension ClientThroughRelayTests {
 
         @Test("the app's stop on a resumable route: the relay cancels the provider at once (client_cancelled, no wait)")
         func stopThroughTheRelay() async throws {
-            let dev = try ClientThroughRelayTests.DevRelay(paceSeconds: 1) { config in
-                config.routes[0].resume = RouteResume(windowSeconds: 600)
+            let dev = try ClientThroughRelayTests.DevRelay(paceSeconds: ClientThroughRelayTests.slowdown) { config in
+                config.routes[0].resume = RouteResume(windowSeconds: 6000)
             }
             let client = ClientThroughRelayTests.client(dev.relay.port)
             try await ResumeClientTests.stopAfterFirstChunk(client)
-            // The answer takes 18 s at this pace, and with a 600 s window only the DELETE can end the exchange sooner.
-            try await eventually("the exchange ended as cancelled", timeout: 10) {
+            // The answer takes 18 s at this pace (180 s under a sanitizer), and with a 6 000 s window only the DELETE can
+            // end the exchange sooner.
+            try await eventually("the exchange ended as cancelled", timeout: 10 * ClientThroughRelayTests.slowdown) {
                 dev.relay.logs.lines.contains { $0.contains(#""path":"/v1/chat/completions""#) && $0.contains("client_cancelled") }
             }
             // The stop's own line comes from the loop that answered the DELETE, not the exchange's.
-            try await eventually("the stop logged", timeout: 10) {
+            try await eventually("the stop logged", timeout: 10 * ClientThroughRelayTests.slowdown) {
                 dev.relay.logs.lines.contains { $0.contains(#""result":"stopped""#) }
             }
         }
