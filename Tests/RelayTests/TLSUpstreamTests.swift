@@ -205,11 +205,11 @@ struct TLSUpstreamTests {
         first.close()
     }
 
-    /// A body the relay refuses to rewind, and an empty one (curl resends those without a rewind: the send count
-    /// stops it).
+    /// A body curl reads in place and an empty one (curl resends those without a rewind: the send count stops
+    /// it), and one read through the callback, which the relay refuses to rewind.
     @Test("a POST whose reused TLS connection dies mid-request reaches the provider once (no resend)",
-          arguments: versions, [true, false])
-    func postOnADyingConnectionIsSentOnce(version: UpstreamHTTPVersion, withBody: Bool) throws {
+          arguments: versions, [chatBody.count, 0, Transfer.inlineBodyLimit + 1])
+    func postOnADyingConnectionIsSentOnce(version: UpstreamHTTPVersion, bodyBytes: Int) throws {
         let upstream = try TLSUpstream()
         let relay = try Self.relay(upstream, version)
         // A first request leaves a connection in the pool; the POST goes out on it, and the provider drops it
@@ -218,7 +218,8 @@ struct TLSUpstreamTests {
         try first.sendRequest(path: "/v1/first", body: chatBody)
         #expect(try first.readHead().status == 200)
         let client = try relay.client()
-        try client.sendRequest(path: "/v1/drop", body: withBody ? chatBody : [])
+        let body = bodyBytes == chatBody.count ? chatBody : [UInt8](repeating: UInt8(ascii: "b"), count: bodyBytes)
+        try client.sendRequest(path: "/v1/drop", body: body)
         #expect(try client.readHead(timeout: 10).status == 502)
         try relay.waitUntilIdle()
         // The provider's events arrive through a pipe a reader thread drains: wait for the request to be seen, then

@@ -5,6 +5,7 @@ import Foundation
 import RelayTestSupport
 import TestHarness
 import Testing
+import Upstream
 
 @Suite("Upstream resends")
 struct UpstreamResendTests {
@@ -65,8 +66,10 @@ struct UpstreamResendTests {
         var testDescription: String { "\(death), \(bodyBytes)-byte body" }
     }
 
+    /// Bodies read by curl in place (up to `Transfer.inlineBodyLimit`) and through the read callback, on both
+    /// sides of the limit.
     static let postCases: [PostCase] = Death.allCases.flatMap { death in
-        [0, 40, 200_000].map { PostCase(death: death, bodyBytes: $0) }
+        [0, 40, Transfer.inlineBodyLimit, Transfer.inlineBodyLimit + 1, 200_000].map { PostCase(death: death, bodyBytes: $0) }
     }
 
     @Test("a POST whose reused connection dies after reading it is sent once: 502", arguments: postCases)
