@@ -18,6 +18,21 @@ import TestSupportCore
         }
     }
 
+    /// Contiguous bytes are read in place, any other sequence is copied first: both give the same answers.
+    @Test func sequencesWithoutContiguousStorageAgree() {
+        var generator = SplitMix64(seed: 3)
+        for length in 0..<40 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let encoded = Base64URL.encode(bytes)
+            #expect(bytes.lazy.map { $0 }.withContiguousStorageIfAvailable { _ in true } == nil)
+            #expect(Base64URL.encode(bytes.lazy.map { $0 }) == encoded)
+            #expect(Base64URL.decode(bytes: encoded.utf8.lazy.map { $0 }) == bytes)
+            #expect(Base64URL.decode(bytes: Array(encoded.utf8)[...]) == bytes)
+        }
+        #expect(Base64URL.decode(bytes: "Zm9v!".utf8.lazy.map { $0 }) == nil)
+        #expect(Base64URL.decode(bytes: "Zh".utf8.lazy.map { $0 }) == nil)
+    }
+
     @Test func knownVectors() {
         #expect(Base64URL.decode("") == [])
         #expect(Base64URL.decode("Zg") == Array("f".utf8))
