@@ -28,7 +28,9 @@ package final class MemoryAdmissionStore: AdmissionStore {
         var ledger: BudgetLedger?
         /// Nano-dollars (`BudgetLimits+Dollars`): present whenever `ledger` is.
         var dollars: BudgetLedger?
-        var grants: [UInt64: Held] = [:]
+        // With room from the start: a dictionary type's first storage makes the Swift runtime scan every
+        // conformance record for its key's, which otherwise fell on the first request (S1's cold first byte).
+        var grants = [UInt64: Held](minimumCapacity: 16)
         var nextGrant: UInt64 = 0
     }
 

@@ -18,7 +18,9 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
     // Invariant: all mutable state below is touched on `loop.queue` only.
     public let loop: EventLoop
     let multi: UnsafeMutableRawPointer
-    private var transfers: [UnsafeMutableRawPointer: Transfer] = [:]
+    // With room from the start: a dictionary type's first storage makes the Swift runtime scan every
+    // conformance record for its key's, which otherwise fell on the first request (S1's cold first byte).
+    private var transfers = [UnsafeMutableRawPointer: Transfer](minimumCapacity: 16)
     private let timer: DispatchSourceTimer
     /// Depth of curl calls on the stack; removing a handle inside curl's own callbacks fails
     /// (CURLM_RECURSIVE_API_CALL), so cancellations made then are deferred until the outermost call returns.

@@ -383,8 +383,10 @@ final class LoopState: @unchecked Sendable {
     // Invariant: touched on `loop.queue` only.
     let loop: EventLoop
     let driver: CurlDriver
-    var connections: [ObjectIdentifier: ServerConnection] = [:]
-    var exchanges: [ObjectIdentifier: RelayExchange] = [:]
+    // With room from the start: a dictionary type's first storage makes the Swift runtime scan every
+    // conformance record for its key's, which otherwise fell on the first request (S1's cold first byte).
+    var connections = [ObjectIdentifier: ServerConnection](minimumCapacity: 16)
+    var exchanges = [ObjectIdentifier: RelayExchange](minimumCapacity: 16)
     init(loop: EventLoop, driver: CurlDriver) {
         self.loop = loop
         self.driver = driver

@@ -147,7 +147,9 @@ package struct BudgetLedger: Sendable {
     /// Idle keys forgotten to make room for new ones.
     package private(set) var evictions = 0
     private var totalAccount = Account(day: Counter(period: .min), month: Counter(period: .min))
-    private var reservations: [UInt64: Reservation] = [:]
+    // With room from the start: a dictionary type's first storage makes the Swift runtime scan every
+    // conformance record for its key's, which otherwise fell on the first request (S1's cold first byte).
+    private var reservations = [UInt64: Reservation](minimumCapacity: 16)
     private var nextID: UInt64 = 0
     /// The month whose idle keys were last dropped.
     private var prunedMonth: Int64 = .min

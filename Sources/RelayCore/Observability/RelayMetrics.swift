@@ -33,11 +33,13 @@ package final class RelayMetrics: Sendable {
     }
 
     struct Labelled: Sendable {
-        var requests: [RequestKey: UInt64] = [:]
+        // With room from the start: a dictionary type's first storage makes the Swift runtime scan every
+        // conformance record for its key's, which otherwise fell on the first request (S1's cold first byte).
+        var requests = [RequestKey: UInt64](minimumCapacity: 16)
         var upstreamErrors: [String: UInt64] = [:]      // kind
         var cancellations: [String: UInt64] = [:]       // phase
         var rejections: [String: UInt64] = [:]          // reason
-        var tokens: [TokenKey: UInt64] = [:]
+        var tokens = [TokenKey: UInt64](minimumCapacity: 16)
         var budgetCuts: [String: UInt64] = [:]          // route
         var stateUnavailable: [String: UInt64] = [:]    // outcome
         var attestations: [[String]: UInt64] = [:]      // kind, result
