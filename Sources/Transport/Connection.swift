@@ -251,8 +251,9 @@ public final class Connection: PollerHandler, @unchecked Sendable {
         state = .closed
         lingerTimer?.cancel()
         lingerTimer = nil
-        // Out of the poll set, then closed: synchronous, so the number cannot be reused while still watched.
-        loop.poller.remove(fd)
+        // Forgotten by the poller, then closed (which takes it out of the poll set): both synchronous, so the
+        // number cannot be reused while still watched.
+        loop.poller.forgetBeforeClose(fd)
         Syscall.close(fd)
         let delegate = self.delegate
         self.delegate = nil

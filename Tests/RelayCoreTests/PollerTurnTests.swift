@@ -114,6 +114,49 @@ private final class OnLoop<Value>: @unchecked Sendable {
         loop.queue.sync { #expect(order.value == ["handler", "soon", "queued"]) }
     }
 
+    /// A descriptor forgotten and closed (no `epoll_ctl`: the close takes it out of the set) gets no more
+    /// events, and its number, taken by a new descriptor in either class, brings that one's events to its new
+    /// handler only.
+    @Test(arguments: [true, false])
+    func forgottenBeforeCloseAndNumberReused(first: Bool) {
+        let loop = EventLoop(index: 0)
+        let old = Spinner(), new = Spinner()
+        let a = Self.makePipe()
+        let b = OnLoop((read: Int32(-1), write: Int32(-1)))
+        let done = DispatchSemaphore(value: 0)
+        let oldCallsAtClose = OnLoop(0)
+        let forgotten = OnLoop(false)
+        loop.queue.sync {
+            Self.put(a.write)
+            loop.poller.watch(a.read, read: true, write: false, handler: old, first: first)
+        }
+        Self.when(loop, { old.calls >= 3 }) {
+            loop.poller.forgetBeforeClose(a.read)
+            forgotten.value = loop.poller.handler(of: a.read) == nil
+            // Closed and its number taken by a new pipe's read end in one step (other suites open descriptors
+            // meanwhile, so "the lowest free number" is not this one): dup2 closes the old end, whose only
+            // reference this was, and the new end's first number is closed again.
+            let fresh = Self.makePipe()
+            precondition(dup2(fresh.read, a.read) == a.read)
+            close(fresh.read)
+            b.value = (a.read, fresh.write)
+            oldCallsAtClose.value = old.calls
+            Self.put(b.value.write)
+            loop.poller.watch(b.value.read, read: true, write: false, handler: new, first: !first)
+            Self.when(loop, { new.calls >= 100 }) { done.signal() }
+        }
+        done.wait()
+        loop.queue.sync {
+            #expect(forgotten.value)
+            #expect(old.calls == oldCallsAtClose.value)
+            #expect(loop.poller.handler(of: b.value.read) === new)
+            loop.poller.remove(b.value.read)
+        }
+        close(a.write)
+        close(b.value.read)
+        close(b.value.write)
+    }
+
     /// Outside a turn (a block on the queue, a timer), `soon` work still runs, in a block of its own.
     @Test func soonOutsideATurnRuns() {
         let loop = EventLoop(index: 0)
