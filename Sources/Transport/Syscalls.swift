@@ -102,7 +102,9 @@ public enum Syscall {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc_accept(fd, $0, &length) }
             }
             if client >= 0 {
-                setNonBlocking(client)
+                #if canImport(Darwin)
+                setNonBlocking(client)   // on Linux accept4 made it so: two fcntl calls less per connection
+                #endif
                 setNoDelay(client)
                 #if canImport(Darwin)
                 var one: Int32 = 1
@@ -281,7 +283,9 @@ public struct SocketSetupError: Error, Sendable {
 }
 
 #if canImport(Glibc)
-@inline(__always) func Glibc_accept(_ fd: Int32, _ a: UnsafeMutablePointer<sockaddr>, _ l: UnsafeMutablePointer<socklen_t>) -> Int32 { Glibc.accept(fd, a, l) }
+@inline(__always) func Glibc_accept(_ fd: Int32, _ a: UnsafeMutablePointer<sockaddr>, _ l: UnsafeMutablePointer<socklen_t>) -> Int32 {
+    csystem_accept_nonblocking(fd, a, l)
+}
 #else
 @inline(__always) func Glibc_accept(_ fd: Int32, _ a: UnsafeMutablePointer<sockaddr>, _ l: UnsafeMutablePointer<socklen_t>) -> Int32 { Darwin.accept(fd, a, l) }
 #endif

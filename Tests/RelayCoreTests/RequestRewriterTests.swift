@@ -285,4 +285,14 @@ private let appended = [
     @Test func aMissingClientRequestIDIsGenerated() {
         #expect(RequestRewriter.requestID(clientValue: nil, generated: "gen-2") == "gen-2")
     }
+
+    /// The generated id is made only when the client's is not kept.
+    @Test func anIDIsGeneratedOnlyWhenNeeded() {
+        var made = 0
+        func generate() -> String { made += 1; return "gen-3" }
+        #expect(RequestRewriter.requestID(clientValue: "app-1", generated: generate()) == "app-1")
+        #expect(made == 0)
+        #expect(RequestRewriter.requestID(clientValue: "bad id", generated: generate()) == "gen-3")
+        #expect(made == 1)
+    }
 }

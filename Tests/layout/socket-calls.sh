@@ -10,7 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="/opt/swift/usr/bin:$PATH"
 build=${1:-.build/debug}
-allowed="Transport.build/Syscalls.swift.o"
+# Syscall itself, and the C shim's accept4 wrapper (Glibc's module does not export accept4), which only
+# Syscall.accept calls and whose errno it reads.
+allowed="Transport.build/Syscalls.swift.o CSystem.build/csystem.c.o"
 tools="relay-bench relay-fuzz CBenchSupport"
 calls='socket|bind|listen|accept|accept4|connect|recv|recvfrom|recvmsg|send|sendto|sendmsg|writev|readv|setsockopt|getsockopt|shutdown|getsockname|getpeername|epoll_create|epoll_create1|epoll_ctl|epoll_wait|epoll_pwait|kqueue|kevent|pipe|pipe2|close'
 
@@ -29,7 +31,7 @@ for target in $targets; do
   for object in "$dir"/*.o; do
     [ -e "$object" ] || continue
     objects=$((objects + 1))
-    [ "${object#"$build"/}" = "$allowed" ] && continue
+    [[ " $allowed " == *" ${object#"$build"/} "* ]] && continue
     made=$(nm -u "$object" | awk '{print $2}' | grep -xE "$calls" | tr '\n' ' ' || true)
     if [ -n "$made" ]; then echo "$object calls $made(not through Syscall)"; bad=1; fi
   done

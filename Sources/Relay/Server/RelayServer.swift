@@ -393,13 +393,32 @@ final class LoopState: @unchecked Sendable {
     }
 }
 
-/// Request ids: 16 random hex digits.
+/// Request ids: 16 hex digits, distinct within the process. They name a request in the logs and in
+/// `X-Request-Id` and grant nothing, so they need not come from the CSPRNG, whose `getrandom` was a system call
+/// per request: a counter, offset by a random seed per process and mixed by SplitMix64's finaliser (a bijection,
+/// so no two requests of a process share one; replicas start from different seeds).
 enum RequestIDs {
-    static func make() -> String {
+    /// Shared by every loop; one integer operation under its lock.
+    private static let counter = Locked<UInt64>({
         var generator = SystemRandomNumberGenerator()
-        let n = generator.next() as UInt64
-        let hex = String(n, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
+        return generator.next()
+    }())
+
+    static func make() -> String {
+        var z = counter.wrappingAdd(0x9E37_79B9_7F4A_7C15, ordering: .relaxed).newValue
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        z ^= z >> 31
+        return hex16(z)
+    }
+
+    /// `n` as 16 lowercase hex digits.
+    static func hex16(_ n: UInt64) -> String {
+        String(unsafeUninitializedCapacity: 16) { out in
+            let digits: StaticString = "0123456789abcdef"
+            for i in 0..<16 { out[i] = digits.utf8Start[Int((n >> UInt64(60 - 4 * i)) & 0xF)] }
+            return 16
+        }
     }
 }
 

@@ -118,13 +118,13 @@ package enum RequestRewriter {
     }
 
     /// Keeps a client's `X-Request-Id` when it is a short plain token (so a mobile app can correlate its logs),
-    /// otherwise uses `generated`.
-    package static func requestID(clientValue: String?, generated: String) -> String {
+    /// otherwise uses `generated`, made only then.
+    package static func requestID(clientValue: String?, generated: @autoclosure () -> String) -> String {
         guard let value = clientValue, (1...64).contains(value.utf8.count),
               value.utf8.allSatisfy({ c in
                   (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F || c == 0x2E
               })
-        else { return generated }
+        else { return generated() }
         return value
     }
 }
