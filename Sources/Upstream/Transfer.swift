@@ -151,8 +151,9 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
         // curl keeps a 64 KiB upload buffer per transfer while a body read through the callback (or any body over
         // TLS or HTTP/2) goes out; chat bodies are small, and 16 KiB (curl's minimum) measured 15.5 KiB of relay
         // memory per stream instead of 19.8 (medians of 5, 5 000 streams). The receive buffer stays at curl's
-        // 16 KiB: 4 KiB saved 0.4 KiB of resident memory per stream (curl touches only the pages it fills) and
-        // would split large JSON answers into more client writes.
+        // 16 KiB: 4 KiB saved 0.4 KiB of resident memory per stream (curl touches only the pages it fills), about
+        // 3 KiB when a saturated relay falls behind and reads fill it, and would split large JSON answers into more
+        // client writes.
         check(ccurl_easy_setopt_long(easy, CURLOPT_UPLOAD_BUFFERSIZE, 16384))
         check(ccurl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, transferWrite))
         check(ccurl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, me))
@@ -221,10 +222,11 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
     /// libcurl sends a request again by itself when a reused connection dies before the first response byte
     /// (lib/transfer.c `Curl_retry_request`, up to five times): through the seek callback when some of the body
     /// had been sent, and silently when none had (a request without a body, one that died before its body went
-    /// out, or an inline body, which curl reads in place), so refusing the rewind alone is not enough. The pre-request callback runs before every send,
-    /// the resends included (lib/multi.c, MSTATE_DO): a request that is not replayable is sent once, a
-    /// replayable one at most twice. The race this retry covers (the provider closes an idle connection just as
-    /// it is reused) is narrowed instead by never reusing a connection idle longer than `idleConnectionSeconds`.
+    /// out, or an inline body, which curl reads in place), so refusing the rewind alone is not enough. The
+    /// pre-request callback runs before every send, the resends included (lib/multi.c, MSTATE_DO): a request that
+    /// is not replayable is sent once, a replayable one at most twice. The race this retry covers (the provider
+    /// closes an idle connection just as it is reused) is narrowed instead by never reusing a connection idle
+    /// longer than `idleConnectionSeconds`.
     private func configureResends(_ me: UnsafeMutableRawPointer) -> Bool {
         var ok = ccurl_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, max(1, request.idleConnectionSeconds)) == CURLE_OK
         ok = ok && ccurl_easy_setopt_prereq_callback(easy, transferPrerequest) == CURLE_OK
