@@ -174,12 +174,32 @@ public struct JSONPeek {
         return out
     }
 
-    /// Member names to look for with `scanKeys`, as bytes (at most 64), made once.
+    /// Member names to look for with `scanKeys`, as bytes (at most 64), made once: laid out flat (every name's
+    /// bytes in one array, each name's start and length in another) and with the set of their lengths as a mask,
+    /// so the scan compares a member name only with names of its length and touches no nested array (whose
+    /// retain and release per comparison cost more than the comparison).
     public struct KeySet: Sendable {
         public let keys: [[UInt8]]
+        /// Every name's bytes, one after the other.
+        let bytes: [UInt8]
+        /// Name i is `bytes[starts[i] ..< starts[i] + lengths[i]]`.
+        let starts: [Int]
+        let lengths: [Int]
+        /// Bit n set when some name is n bytes long (names of 64 bytes or more set bit 63).
+        let lengthMask: UInt64
+
         public init(_ names: [String]) {
             precondition(names.count <= 64)
             keys = names.map { Array($0.utf8) }
+            bytes = Array(keys.joined()) + [0]   // never empty, so its buffer always has a base address
+            var starts: [Int] = [], offset = 0
+            for key in keys {
+                starts.append(offset)
+                offset += key.count
+            }
+            self.starts = starts
+            lengths = keys.map(\.count)
+            lengthMask = keys.reduce(0) { $0 | 1 << UInt64(min($1.count, 63)) }
         }
     }
 
@@ -196,43 +216,54 @@ public struct JSONPeek {
     /// runs on every event of a stream, so it stays a tight loop: no allocation, names compared by length first.
     public func scanKeys(_ set: KeySet, measuring: UInt64 = 0)
         -> (present: UInt64, nonEmptyString: UInt64, object: UInt64, measured: Int) {
+        guard let base = bytes.baseAddress else { return (0, 0, 0, 0) }
+        let count = bytes.count
+        // The set's arrays are borrowed once for the whole scan: no reference counting inside its loop.
+        return set.bytes.withUnsafeBufferPointer { names in
+            set.starts.withUnsafeBufferPointer { starts in
+                set.lengths.withUnsafeBufferPointer { lengths in
+                    Self.scanKeys(base, count, names: names.baseAddress!, starts: starts, lengths: lengths,
+                                  lengthMask: set.lengthMask, measuring: measuring)
+                }
+            }
+        }
+    }
+
+    private static func scanKeys(_ base: UnsafePointer<UInt8>, _ count: Int, names: UnsafePointer<UInt8>,
+                                 starts: UnsafeBufferPointer<Int>, lengths: UnsafeBufferPointer<Int>, lengthMask: UInt64,
+                                 measuring: UInt64) -> (present: UInt64, nonEmptyString: UInt64, object: UInt64, measured: Int) {
         var present: UInt64 = 0
         var nonEmpty: UInt64 = 0
         var object: UInt64 = 0
         var measured = 0
         /// Where the string value of a measured key opens: the next string the loop skips.
         var measuredValue = -1
-        let count = bytes.count
-        guard let base = bytes.baseAddress else { return (0, 0, 0, 0) }
         var i = 0
         while i < count {
             // memchr: the quotes are all that matter between keys, and it scans many bytes per step.
-            guard let open = Self.nextQuote(base, from: i, count) else { break }
+            guard let open = nextQuote(base, from: i, count) else { break }
             i = open
             // The string's closing quote: the next quote not escaped (preceded by an even run of backslashes).
             var j = i + 1
-            while let q = Self.nextQuote(base, from: j, count) {
+            while let q = nextQuote(base, from: j, count) {
                 var slashes = 0
-                while q - 1 - slashes > i && base[q - 1 - slashes] == Self.backslash { slashes += 1 }
+                while q - 1 - slashes > i && base[q - 1 - slashes] == backslash { slashes += 1 }
                 j = q
                 if slashes % 2 == 0 { break }
                 j = q + 1
             }
-            guard j < count, base[j] == Self.quote, j > i else { break }
+            guard j < count, base[j] == quote, j > i else { break }
             let nameStart = i + 1, nameCount = j - i - 1
             if i == measuredValue { measured += nameCount }
             var after = j + 1
             while after < count && (base[after] == 0x20 || base[after] == 0x09 || base[after] == 0x0A || base[after] == 0x0D) { after += 1 }
-            if after < count && base[after] == UInt8(ascii: ":") {
-                for k in set.keys.indices where set.keys[k].count == nameCount {
-                    let matches = set.keys[k].withUnsafeBufferPointer { key in
-                        memcmpBytes(base + nameStart, key.baseAddress!, nameCount)
-                    }
-                    guard matches else { continue }
+            if after < count && base[after] == UInt8(ascii: ":") && lengthMask & (1 << UInt64(min(nameCount, 63))) != 0 {
+                for k in 0..<lengths.count where lengths[k] == nameCount {
+                    guard memcmpBytes(base + nameStart, names + starts[k], nameCount) else { continue }
                     present |= 1 << k
                     var v = after + 1
                     while v < count && (base[v] == 0x20 || base[v] == 0x09 || base[v] == 0x0A || base[v] == 0x0D) { v += 1 }
-                    if v + 1 < count && base[v] == Self.quote && base[v + 1] != Self.quote {
+                    if v + 1 < count && base[v] == quote && base[v + 1] != quote {
                         nonEmpty |= 1 << k
                         if measuring & (1 << k) != 0 { measuredValue = v }
                     } else if v < count && base[v] == UInt8(ascii: "{") {

@@ -50,4 +50,19 @@ struct JSONPeekTests {
         #expect(peek(#"{"a":"x\\\"content\":\"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.present == 0)
         #expect(peek(#"{"a":"\\\\","content":"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.nonEmptyString == 1)
     }
+
+    /// Names of one length are told apart by their bytes; an empty name, names of 63 bytes and more (which share
+    /// the length mask's last bit) and names longer than any member are matched exactly; bits follow the set's
+    /// order; measured values are summed over every occurrence.
+    @Test func keyScanMatchesNamesExactly() {
+        let long = String(repeating: "k", count: 70), longer = String(repeating: "k", count: 63)
+        let set = JSONPeek.KeySet(["model", "usage", "", long, longer, "absent_and_longer_than_any_member_name"])
+        let text = #"{"model":"m","index":0,"delta":{"":"e","usage":{}},"\#(long)":"v","model":"mm"}"#
+        let keys = peek(text) { $0.scanKeys(set, measuring: 0b1) }
+        #expect(keys.present == 0b01111)
+        #expect(keys.nonEmptyString == 0b01101)
+        #expect(keys.object == 0b00010)
+        #expect(keys.measured == 3)
+        #expect(peek(#"{"a":1}"#) { $0.scanKeys(JSONPeek.KeySet([])) } == (0, 0, 0, 0))
+    }
 }
