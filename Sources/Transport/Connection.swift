@@ -65,8 +65,12 @@ public final class Connection: PollerHandler, @unchecked Sendable {
     public var pollerHandlesFirst: Bool { true }
 
     public func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
+        pollerEvent(fd: fd, readable: readable, writable: writable, hangup: true)
+    }
+
+    public func pollerEvent(fd: Int32, readable: Bool, writable: Bool, hangup: Bool) {
         loop.assertOnLoop()
-        if readable { self.readable() }
+        if readable { self.readable(toTheEnd: hangup) }
         if writable && state != .closed { self.writable() }
     }
 
@@ -79,16 +83,22 @@ public final class Connection: PollerHandler, @unchecked Sendable {
     // MARK: Reading
 
     /// Reads until the socket would block, so a FIN or RST that arrived with the last bytes is seen in the same
-    /// turn (with per-socket Dispatch sources it was once missed entirely: HostileClientTests.partialThenClose).
-    /// A bound on the rounds keeps one fast sender from starving the loop; bytes left behind keep the socket
-    /// readable, and the level-triggered poller reports it again.
-    private func readable() {
+    /// turn (with per-socket Dispatch sources it was once missed entirely: HostileClientTests.partialThenClose),
+    /// unless the poller saw no hang-up (`toTheEnd` false) and a read came back short: then the socket is empty
+    /// for now, and the read that would only say so (EAGAIN, one system call per request) is skipped; whatever
+    /// comes later, a FIN included, makes the level-triggered poller report the socket again. A bound on the
+    /// rounds keeps one fast sender from starving the loop; bytes left behind keep the socket readable.
+    private func readable(toTheEnd: Bool) {
         for _ in 0..<16 {
             switch Syscall.recv(fd, into: loop.readBuffer) {
             case .done(let n):
-                if state == .lingering { continue }   // discarding what arrives after our response
+                let short = n < loop.readBuffer.count && !toTheEnd
+                if state == .lingering {   // discarding what arrives after our response
+                    if short { return }
+                    continue
+                }
                 delegate?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: loop.readBuffer[0..<n]))
-                if state == .closed { return }
+                if state == .closed || short { return }
             case .wouldBlock:
                 return
             case .endOfFile:

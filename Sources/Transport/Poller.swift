@@ -9,6 +9,10 @@ import Darwin
 /// Receives readiness for the descriptors it registered with a `Poller`. Called on the poller's loop queue.
 public protocol PollerHandler: AnyObject {
     func pollerEvent(fd: Int32, readable: Bool, writable: Bool)
+    /// The same, saying whether the peer's end is known to be gone (EPOLLRDHUP, EPOLLHUP, EPOLLERR; always true on
+    /// Darwin): without it, a reader that got less than it asked for may stop reading, since the level-triggered
+    /// poller reports the descriptor again if more came. The default calls the three-argument form.
+    func pollerEvent(fd: Int32, readable: Bool, writable: Bool, hangup: Bool)
     /// True for the handlers whose events open or close streams (the listening socket, client connections): their
     /// descriptors are served first (see `Poller`). Read when the descriptor is first watched. Default false.
     var pollerHandlesFirst: Bool { get }
@@ -16,6 +20,9 @@ public protocol PollerHandler: AnyObject {
 
 extension PollerHandler {
     public var pollerHandlesFirst: Bool { false }
+    public func pollerEvent(fd: Int32, readable: Bool, writable: Bool, hangup: Bool) {
+        pollerEvent(fd: fd, readable: readable, writable: writable)
+    }
 }
 
 /// One event loop's private epoll set (kqueue on Darwin): the client connections' sockets and curl's sockets all
@@ -332,7 +339,7 @@ public final class Poller: @unchecked Sendable {
                 let readable = entry.read && events[i].filter == Int16(EVFILT_READ)
                 let writable = entry.write && events[i].filter == Int16(EVFILT_WRITE)
                 if readable || writable {
-                    entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable)
+                    entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable, hangup: true)
                     handled += 1
                     if handled % 16 == 0 { runSoonTasksIfAny() }
                 }
@@ -361,16 +368,17 @@ public final class Poller: @unchecked Sendable {
         // Looked up now: an earlier handler in this batch may have closed this descriptor.
         guard let entry = entries[fd] else { return }
         let failed = e & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0
-        let readable = entry.read && (e & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 || failed)
+        let hangup = failed || e & EPOLLRDHUP.rawValue != 0
+        let readable = entry.read && (e & EPOLLIN.rawValue != 0 || hangup)
         let writable = entry.write && (e & EPOLLOUT.rawValue != 0 || failed)
         guard readable || writable else { return }
         guard tracing else {
-            entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable)
+            entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable, hangup: hangup)
             return
         }
         LatencyTrace.since(polledAt, .position)
         let start = LatencyTrace.now()
-        entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable)
+        entry.handler.pollerEvent(fd: fd, readable: readable, writable: writable, hangup: hangup)
         LatencyTrace.since(start, .handler)
     }
     #endif
