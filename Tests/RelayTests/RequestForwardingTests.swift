@@ -4,6 +4,7 @@ import RelayTestSupport
 import TestHarness
 import Testing
 import TestSupportCore
+import Upstream
 
 /// What reaches the provider: the key injected exactly once, no client credential, the body byte-exact, and
 /// the HTTP/1.1 request features a mobile client or curl uses.
@@ -168,12 +169,15 @@ struct RequestForwardingTests {
         #expect(try requests.take().body == Array(#"{"a":"b"}"#.utf8))
     }
 
-    @Test("a large body arrives byte-exact")
-    func largeBodyExact() throws {
+    /// Every byte value, NUL first: bodies curl reads in place (up to `Transfer.inlineBodyLimit`, where a length
+    /// taken by `strlen` would send nothing) and through the read callback.
+    @Test("a binary body arrives byte-exact",
+          arguments: [1, 256, Transfer.inlineBodyLimit, Transfer.inlineBodyLimit + 1, 3 << 20])
+    func binaryBodyExact(size: Int) throws {
         let requests = Mailbox<RecordedRequest>()
         let relay = try RelayFixture(upstream: try Self.echoUpstream(requests: requests)) { $0.limits.maxBodyBytes = 4 << 20 }
         let client = try relay.client()
-        var body = [UInt8](repeating: 0, count: 3 << 20)
+        var body = [UInt8](repeating: 0, count: size)
         for i in body.indices { body[i] = UInt8(truncatingIfNeeded: i &* 31 &+ i >> 8) }
         try client.sendRequest(path: "/v1/files", headers: [("Content-Type", "application/octet-stream")], body: body)
         let head = try client.readHead(timeout: 10)
