@@ -16,12 +16,19 @@ public struct LazyTimer {
     /// The deadline the armed timer fires at; nil when none is armed.
     public var armedDeadline: Instant? { timer == nil ? nil : armedAt }
 
+    /// True when an armed timer fires no later than `deadline`: `arm(at: deadline)` would change nothing. Lets an
+    /// owner skip building the firing closure on its hot path.
+    public func covers(_ deadline: Instant) -> Bool {
+        guard let armed = armedAt, armed <= deadline else { return false }
+        return timer?.isCancelled == false
+    }
+
     /// Arms for `deadline` unless an armed timer fires no later. `fire` runs on the loop when the timer fires; it
     /// must call `fired()` first.
     /// `loop` is read only when a timer is armed: the common case, an earlier deadline already armed, costs a
     /// comparison.
     public mutating func arm(at deadline: Instant, on loop: @autoclosure () -> any LoopScheduler, _ fire: @escaping () -> Void) {
-        if let armed = armedAt, armed <= deadline, timer?.isCancelled == false { return }
+        if covers(deadline) { return }
         timer?.cancel()
         armedAt = deadline
         timer = loop().schedule(at: deadline, fire)

@@ -61,7 +61,11 @@ private func ns(_ n: UInt64) -> Support.Instant { Support.Instant(nanoseconds: n
                 lazy.arm(at: clock.now().advanced(bySeconds: Double(second)), on: loop) { fired += 1 }
             }
             #expect(loop.armedTimerCount == 1, "a later deadline re-arms nothing")
+            let armed = clock.now().advanced(bySeconds: 1)
+            #expect(lazy.covers(armed) && lazy.covers(armed.advanced(bySeconds: 5)))
+            #expect(!lazy.covers(clock.now().advanced(bySeconds: 0.5)), "an earlier deadline needs a new timer")
             lazy.cancel()
+            #expect(!lazy.covers(armed), "nothing armed covers nothing")
             #expect(loop.armedTimerCount == 0)
             clock.advance(bySeconds: 2_000)
             loop.runDueTimers()

@@ -372,9 +372,16 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         #endif
     }
 
+    /// Runs after every delivery: the earliest of the three deadlines is found without an array, and when the armed
+    /// timer already fires no later (the common case) nothing else is done, not even the closure's allocation.
     func armTimer() {
-        let deadlines = [machine.nextDeadline, machine.detachDeadline, keeping.heartbeat?.nextDue].compactMap { $0 }
-        guard let deadline = deadlines.min() else { return }
+        func earlier(_ a: Instant?, _ b: Instant?) -> Instant? {
+            guard let a else { return b }
+            guard let b else { return a }
+            return min(a, b)
+        }
+        let next = earlier(earlier(machine.nextDeadline, machine.detachDeadline), keeping.heartbeat?.nextDue)
+        guard let deadline = next, !timer.covers(deadline) else { return }
         // Body deliveries move the idle deadline later without re-arming: when the old timer fires, the machine
         // ignores the early call and the timer is armed again for the real deadline.
         timer.arm(at: deadline, on: writer.scheduler) { [weak self] in
