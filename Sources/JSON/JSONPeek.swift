@@ -174,6 +174,31 @@ public struct JSONPeek {
         return out
     }
 
+    /// False only when no member named `quotedKey` (the name with its quotes, as raw bytes) can have a non-empty
+    /// string value anywhere in the bytes, as `scanKeys` judges it: such a member needs these bytes followed by
+    /// optional whitespace, a colon, optional whitespace, a quote and a byte that is not a quote, and `scanKeys`
+    /// compares names as raw bytes. A true answer proves nothing (the bytes may sit inside a string, or be malformed):
+    /// ask `scanKeys` then. A `memchr` for the name's first letter instead of a walk over every string of the value.
+    public func mayHaveNonEmptyString(quotedKey: StaticString) -> Bool {
+        let key = quotedKey.utf8Start, keyCount = quotedKey.utf8CodeUnitCount
+        guard let base = bytes.baseAddress, keyCount > 2 else { return false }
+        let count = bytes.count
+        // memchr for the name's first letter (rare in a chunk, unlike the quote), then the quotes and the name.
+        var from = 1
+        while from < count, let found = memchr(base + from, Int32(key[1]), count - from) {
+            let at = base.distance(to: found.assumingMemoryBound(to: UInt8.self)) - 1
+            if base[at] == Self.quote, at + keyCount <= count, memcmp(base + at, key, keyCount) == 0 {
+                var v = skipWhitespace(at + keyCount)
+                if byte(at: v) == UInt8(ascii: ":") {
+                    v = skipWhitespace(v + 1)
+                    if byte(at: v) == Self.quote, let next = byte(at: v + 1), next != Self.quote { return true }
+                }
+            }
+            from = at + 2
+        }
+        return false
+    }
+
     /// Member names to look for with `scanKeys`, as bytes (at most 64), made once: laid out flat (every name's
     /// bytes in one array, each name's start and length in another) and with the set of their lengths as a mask,
     /// so the scan compares a member name only with names of its length and touches no nested array (whose

@@ -157,9 +157,19 @@ public struct UsageEventStripper: Sendable {
     private static let finishKeys = JSONPeek.KeySet(["finish_reason"])
 
     /// A chunk in which some choice finished (`"finish_reason"` with a string value, not null).
+    ///
+    /// Every OpenAI chunk names `finish_reason` (null until the last), so this runs on every event of a watched
+    /// stream. `JSONPeek.mayHaveNonEmptyString` rules the common event out first (a `memchr`, not a walk over every
+    /// string of the chunk); only an event it cannot rule out, in practice the finishing one, is scanned.
     static func hasFinishReason(_ event: [UInt8]) -> Bool {
-        event.withUnsafeBufferPointer { JSONPeek($0).scanKeys(finishKeys).nonEmptyString != 0 }
+        event.withUnsafeBufferPointer { buffer in
+            let p = JSONPeek(buffer)
+            return p.mayHaveNonEmptyString(quotedKey: finishKeyQuoted) && p.scanKeys(finishKeys).nonEmptyString != 0
+        }
     }
+
+    private static let finishKeyQuoted: StaticString = "\"finish_reason\""
+
 
     /// The event's data is an object whose `choices` is an empty array and whose `usage` is an object. The event
     /// is read by `SSEParser` (its `data` lines joined with LF, WHATWG §9.2.6); one that names an event type other

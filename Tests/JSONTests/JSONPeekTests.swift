@@ -1,4 +1,5 @@
 import Testing
+import TestSupportCore
 @testable import JSON
 
 @Suite("JSONPeek")
@@ -13,6 +14,40 @@ struct JSONPeekTests {
         #expect(peek(text) { p in p.path("usage", "m", from: p.root).flatMap { p.integer(at: $0) } } == 7)
         #expect(peek(text) { p in p.member("b", inObjectAt: p.root).map { p.integer(at: $0) } } == .some(nil))
         #expect(peek(text) { p in p.member("x", inObjectAt: p.root) } == nil)
+    }
+
+    /// The stripper's pre-check may say "maybe" too often but never "no" where the full scan finds a non-empty string
+    /// for the key: random sequences of the tokens that matter (the name, escapes, quotes, whitespace, values).
+    @Test func thePreCheckNeverRulesOutWhatTheScanFinds() {
+        let tokens = [#""finish_reason""#, "finish_reason", ":", " ", "\n", "\t", #""stop""#, #""""#, "null", #"\""#, #"\"#,
+                      "{", "}", ",", "[", "]", #""x""#, #"""#, "0", #"\\"#, "f", #""finish_reason":"#, #""s"#]
+        let keys = JSONPeek.KeySet(["finish_reason"])
+        var rng = SplitMix64(seed: 24)
+        var scanned = 0, ruledOut = 0
+        for _ in 0..<40_000 {
+            let text = (0..<Int.random(in: 1...14, using: &rng)).map { _ in tokens.randomElement(using: &rng)! }.joined()
+            let (scan, may) = peek(text) { p in
+                (p.scanKeys(keys).nonEmptyString != 0, p.mayHaveNonEmptyString(quotedKey: #""finish_reason""#))
+            }
+            #expect(!scan || may, "ruled out what the scan finds: \(text)")
+            if scan { scanned += 1 }
+            if !may { ruledOut += 1 }
+        }
+        #expect(scanned > 1_000 && ruledOut > 10_000, "the generator reaches both answers: \(scanned) found, \(ruledOut) ruled out")
+    }
+
+    @Test(arguments: [
+        (#"{"choices":[{"delta":{"content":"a"},"finish_reason":null}]}"#, false),
+        (#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#, true),
+        ("{\"finish_reason\" :\n \"length\"}", true),
+        (#"{"finish_reason":""}"#, false),
+        (#"{"content":"say \"finish_reason\":\"stop\""}"#, false),
+        (#"{"finish_reason":null,"x":"finish_reason"}"#, false),
+        (#"{"finish_reason":"#, false),
+        (#"finish_reason":"stop"}"#, false),
+    ])
+    func thePreCheckOnChatChunks(_ text: String, _ may: Bool) {
+        #expect(peek(text) { $0.mayHaveNonEmptyString(quotedKey: #""finish_reason""#) } == may)
     }
 
     @Test func theLastOfTwoEqualKeysWins() {
