@@ -9,6 +9,8 @@ CURLcode ccurl_easy_setopt_data_callback(CURL *handle, CURLoption option, ccurl_
 
 CURLcode ccurl_easy_setopt_seek_callback(CURL *handle, ccurl_seek_callback callback) { return curl_easy_setopt(handle, CURLOPT_SEEKFUNCTION, callback); }
 CURLcode ccurl_easy_setopt_prereq_callback(CURL *handle, ccurl_prereq_callback callback) { return curl_easy_setopt(handle, CURLOPT_PREREQFUNCTION, callback); }
+CURLcode ccurl_easy_setopt_opensocket_callback(CURL *handle, ccurl_opensocket_callback callback) { return curl_easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, callback); }
+CURLcode ccurl_easy_setopt_closesocket_callback(CURL *handle, ccurl_closesocket_callback callback) { return curl_easy_setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, callback); }
 
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) { return curl_easy_getinfo(handle, info, value); }
 

@@ -197,6 +197,16 @@ public enum Syscall {
         _ = Glibc_close(fd)
     }
 
+    /// A socket as `socket(2)` makes it, close-on-exec on Linux: for libcurl's open-socket callback, which passes
+    /// the family, type and protocol of the address it connects to. -1 on failure (errno set).
+    public static func openSocket(family: Int32, type: Int32, protocol: Int32) -> Int32 {
+        #if canImport(Glibc)
+        return socket(family, type | Int32(SOCK_CLOEXEC.rawValue), `protocol`)
+        #else
+        return socket(family, type, `protocol`)
+        #endif
+    }
+
     /// A new stream socket for an outgoing connection (close-on-exec; on Darwin, no SIGPIPE), or the errno.
     public static func clientSocket(family: Int32) -> Result<Int32, SocketSetupError> {
         #if canImport(Glibc)

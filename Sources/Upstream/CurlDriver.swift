@@ -29,6 +29,17 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
     private var isShutDown = false
     /// The TLS session cache every easy handle of this driver uses.
     private let share: UnsafeMutableRawPointer
+    /// The connections curl holds, per origin: whether a new HTTP/1.1 transfer can find an idle one.
+    private var connections = ConnectionCacheEstimate()
+    /// Idle connections curl may keep (see `init`).
+    static let idleConnectionsKept = 4096
+    /// CURLMOPT_MAXCONNECTS: curl compares it with every connection it holds, busy ones included, and when a
+    /// returned connection makes it over, walks all of them for the oldest idle one to close (lib/conncache.c,
+    /// `Curl_conncache_extract_oldest`): with 10 000 streams running, every stream's end walked 10 000 connections
+    /// (an eighth of the relay's CPU in `perf`, S5). So the bound follows the most transfers ever running at once,
+    /// plus `idleConnectionsKept`, in steps of 1 024: idle connections past it are the rare ones a burst left, and
+    /// curl closes them once idle longer than `idleConnectionSeconds`.
+    private var maxConnects = CurlDriver.idleConnectionsKept
 
     public var activeTransferCount: Int { transfers.count }
 
@@ -49,8 +60,9 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         // count drops between bursts and good keep-alive connections were closed (TIME_WAIT piling up on the
         // relay's side). Keep plenty; idle ones cost a descriptor each, the provider closes them in time, and
         // none idle longer than its upstream's `idleConnectionSeconds` is reused (CURLOPT_MAXAGE_CONN, per
-        // transfer): curl closes it when the next transfer looks for a connection.
-        ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 4096)
+        // transfer): curl closes it when the next transfer looks for a connection. The bound grows with the load
+        // (`maxConnects`).
+        ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxConnects)
         ccurl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
         ccurl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, me)
         ccurl_multi_setopt_socket_callback(multi) { easy, socket, what, userp, _ in
@@ -89,11 +101,25 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
             return transfer
         }
         transfers[transfer.easy] = transfer
+        if transfer.needsOwnConnection {
+            transfer.countedInCache = true
+            // No connection to the origin can be idle: curl is spared its walk over the busy ones.
+            if connections.starting(transfer.origin) {
+                _ = ccurl_easy_setopt_long(transfer.easy, CURLOPT_FRESH_CONNECT, 1)
+                freshStarts += 1
+            }
+        }
+        let wanted = (transfers.count + Self.idleConnectionsKept + 1023) / 1024 * 1024
+        if wanted > maxConnects {
+            maxConnects = wanted
+            ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxConnects)
+        }
         curlDepth += 1
         let rc = curl_multi_add_handle(multi, transfer.easy)
         curlDepth -= 1
         if rc != CURLM_OK {
             transfers[transfer.easy] = nil
+            leftCache(transfer)
             failLater(transfer, .other("curl_multi_add_handle: \(rc.rawValue)"))
         }
         return transfer
@@ -138,9 +164,36 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         curl_multi_remove_handle(multi, transfer.easy)
         curlDepth -= 1
         transfers[key] = nil
+        leftCache(transfer)
         if resetsStream { flushHTTP2Output(origin: transfer.origin) }
         transfer.cleanup()
     }
+
+    private func leftCache(_ transfer: Transfer) {
+        guard transfer.countedInCache else { return }
+        transfer.countedInCache = false
+        connections.ended(transfer.origin)
+    }
+
+    /// curl opened `fd` for a connection to `origin` (its open-socket callback, `Transfer`).
+    func socketOpened(_ fd: Int32, origin: Substring) {
+        connections.opened(fd, origin: origin)
+    }
+
+    /// curl is done with `fd`: it is closed here (curl's close-socket callback).
+    fileprivate func socketClosed(_ fd: Int32) {
+        connections.closed(fd)
+        Syscall.close(fd)
+    }
+
+    /// Transfers told to connect afresh (tests).
+    private(set) var freshStarts = 0
+
+    /// Sockets curl holds open for `origin` (tests).
+    func openSockets(to origin: Substring) -> Int { connections.openSockets(origin) }
+
+    /// Connections to `origin` that may be idle (tests).
+    func idleConnections(to origin: Substring) -> Int { connections.idle(origin) }
 
     /// libcurl 7.88 queues the RST_STREAM of a removed HTTP/2 stream in the connection's output buffer
     /// (frames under 1 KiB are buffered, lib/http2.c `send_callback`) and writes it only when a transfer next
@@ -325,4 +378,11 @@ extension CurlDriver: UpstreamClient {
     public func call(_ request: UpstreamRequest, delegate: any TransferDelegate) -> any UpstreamCall {
         start(request, delegate: delegate)
     }
+}
+
+/// curl closes a socket of one of this driver's connections (the callback data is the driver).
+let driverCloseSocket: ccurl_closesocket_callback = { clientp, fd in
+    guard let clientp else { return 1 }
+    Unmanaged<CurlDriver>.fromOpaque(clientp).takeUnretainedValue().socketClosed(fd)
+    return 0
 }

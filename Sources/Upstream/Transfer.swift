@@ -1,5 +1,6 @@
 import CCurl
 import HTTP1
+import Transport
 import Support
 #if canImport(Glibc)
 import Glibc
@@ -111,6 +112,18 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
         receivePaused ? ccurl_pause_recv : 0
     }
 
+    /// Counted as a running HTTP/1.1 transfer to its origin (`ConnectionCacheEstimate.starting`) until it leaves the
+    /// multi handle.
+    var countedInCache = false
+
+    /// Whether the transfer needs a connection of its own: HTTP/1.1, which an http:// URL always speaks. An
+    /// https:// URL offered HTTP/2 shares one (curl's walk over such connections is short).
+    var needsOwnConnection: Bool {
+        guard request.httpVersion == .http2 else { return true }
+        let https = "https:".utf8
+        return !(origin.utf8.count > https.count && zip(origin.utf8, https).allSatisfy { $0 | 0x20 == $1 })
+    }
+
     /// Scheme, host and port of the URL: transfers with the same origin may share an HTTP/2 connection.
     lazy var origin: Substring = {
         let url = request.url
@@ -137,6 +150,13 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
         if !configureURL() { ok = false }
         check(ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
         check(ccurl_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1))
+        // Every socket curl opens and closes passes through the driver, which counts them per origin
+        // (`ConnectionCacheEstimate`). The close callback's data outlives the transfer (curl keeps it with the
+        // connection in its cache): it is the driver, which outlives the multi handle.
+        check(ccurl_easy_setopt_opensocket_callback(easy, transferOpenSocket))
+        check(ccurl_easy_setopt_ptr(easy, CURLOPT_OPENSOCKETDATA, me))
+        check(ccurl_easy_setopt_closesocket_callback(easy, driverCloseSocket))
+        check(ccurl_easy_setopt_ptr(easy, CURLOPT_CLOSESOCKETDATA, Unmanaged.passUnretained(driver).toOpaque()))
         check(ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(request.connectTimeoutSeconds * 1000))))
         check(ccurl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer))
         check(ccurl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me))
@@ -473,4 +493,15 @@ private let transferRead: ccurl_data_callback = { pointer, size, count, userdata
     guard let userdata, let pointer else { return ccurl_readfunc_abort }
     let transfer = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
     return transfer.onRead(UnsafeMutableRawBufferPointer(start: pointer, count: size * count))
+}
+
+/// curl's socket for a connection of this transfer, opened here so the driver counts it (close-on-exec too).
+private let transferOpenSocket: ccurl_opensocket_callback = { clientp, _, address in
+    guard let clientp, let address else { return CURL_SOCKET_BAD }
+    let fd = Syscall.openSocket(family: address.pointee.family, type: address.pointee.socktype,
+                                protocol: address.pointee.protocol)
+    guard fd >= 0 else { return CURL_SOCKET_BAD }
+    let transfer = Unmanaged<Transfer>.fromOpaque(clientp).takeUnretainedValue()
+    transfer.driver.socketOpened(fd, origin: transfer.origin)
+    return fd
 }

@@ -10,6 +10,8 @@ typedef int (*ccurl_seek_callback)(void *userp, curl_off_t offset, int origin);
 typedef int (*ccurl_prereq_callback)(void *clientp, char *primary_ip, char *local_ip, int primary_port, int local_port);
 typedef int (*ccurl_socket_callback)(CURL *easy, curl_socket_t socket, int what, void *userp, void *socketp);
 typedef int (*ccurl_timer_callback)(CURLM *multi, long timeout_ms, void *userp);
+typedef curl_socket_t (*ccurl_opensocket_callback)(void *clientp, curlsocktype purpose, struct curl_sockaddr *address);
+typedef int (*ccurl_closesocket_callback)(void *clientp, curl_socket_t item);
 
 CURLcode ccurl_easy_setopt_long(CURL *handle, CURLoption option, long value);
 CURLcode ccurl_easy_setopt_off(CURL *handle, CURLoption option, curl_off_t value);
@@ -19,6 +21,8 @@ CURLcode ccurl_easy_setopt_slist(CURL *handle, CURLoption option, struct curl_sl
 CURLcode ccurl_easy_setopt_data_callback(CURL *handle, CURLoption option, ccurl_data_callback callback);
 CURLcode ccurl_easy_setopt_seek_callback(CURL *handle, ccurl_seek_callback callback);
 CURLcode ccurl_easy_setopt_prereq_callback(CURL *handle, ccurl_prereq_callback callback);
+CURLcode ccurl_easy_setopt_opensocket_callback(CURL *handle, ccurl_opensocket_callback callback);
+CURLcode ccurl_easy_setopt_closesocket_callback(CURL *handle, ccurl_closesocket_callback callback);
 
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 
