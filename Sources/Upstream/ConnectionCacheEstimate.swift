@@ -1,12 +1,12 @@
-/// What the relay knows of curl's connection cache, per origin: whether a new HTTP/1.1 transfer can find an idle
-/// connection there at all.
+/// What the relay knows of curl's connection caches, per origin and per multi handle ("shard", see `CurlDriver`):
+/// whether a new HTTP/1.1 transfer can find an idle connection, and where.
 ///
 /// Why: libcurl 7.88 looks for a connection to reuse by walking every connection to the transfer's host, busy ones
 /// included (lib/url.c `ConnectionExists`), one cache miss each. An HTTP/1.1 connection serves one stream at a time,
 /// so with 10 000 streams running each new one walked 10 000 busy connections: in `perf`, that walk was a third of
 /// the relay's CPU, and a new stream's first byte waited half a second (S5 of `make bench`). When no connection to
 /// the origin can be idle, the transfer is told to connect afresh (`CURLOPT_FRESH_CONNECT`), which skips the walk;
-/// otherwise curl walks as before and reuses what it finds.
+/// otherwise it goes to a shard that may hold an idle one, and curl walks that shard's connections and reuses it.
 ///
 /// The counts: the sockets curl opened for the origin and has not closed (its open- and close-socket callbacks,
 /// which see every socket of a connection, cached ones included), less the HTTP/1.1 transfers to it in the multi
@@ -17,48 +17,92 @@
 ///
 /// A plain value inside `CurlDriver`, owned by its loop's queue.
 struct ConnectionCacheEstimate {
-    /// Sockets open per origin.
-    private var open: [Substring: Int]
-    /// HTTP/1.1 transfers running per origin.
-    private var running: [Substring: Int]
-    /// Which origin each open socket was opened for (a socket is closed by whatever transfer closes it, or by none).
-    private var origins: [Int32: Substring]
+    private struct Key: Hashable {
+        var origin: Substring
+        var shard: Int
+    }
+    /// Sockets open per origin and shard, and per origin over all shards.
+    private var open: [Key: Int]
+    private var openByOrigin: [Substring: Int]
+    /// HTTP/1.1 transfers running per origin and shard, and per origin.
+    private var running: [Key: Int]
+    private var runningByOrigin: [Substring: Int]
+    /// Sockets open and HTTP/1.1 transfers running per shard, every origin.
+    private var openByShard: [Int] = []
+    private var runningByShard: [Int] = []
+    /// Which origin and shard each open socket was opened for (a socket is closed by whatever transfer closes it,
+    /// or by none).
+    private var sockets: [Int32: Key]
 
     /// With room from the start, made with the driver: a dictionary type's first storage scans the runtime's
     /// conformance records, which would otherwise fall on the first request.
     init() {
         open = Dictionary(minimumCapacity: 16)
+        openByOrigin = Dictionary(minimumCapacity: 16)
         running = Dictionary(minimumCapacity: 16)
-        origins = Dictionary(minimumCapacity: 64)
+        runningByOrigin = Dictionary(minimumCapacity: 16)
+        sockets = Dictionary(minimumCapacity: 64)
     }
 
-    /// Connections to `origin` that may be idle (negative when transfers wait for connections).
-    func idle(_ origin: Substring) -> Int { open[origin, default: 0] - running[origin, default: 0] }
+    /// Connections to `origin` that may be idle, in `shard` or (nil) in all of them; negative when transfers wait for
+    /// connections.
+    func idle(_ origin: Substring, shard: Int? = nil) -> Int {
+        guard let shard else { return openByOrigin[origin, default: 0] - runningByOrigin[origin, default: 0] }
+        let key = Key(origin: origin, shard: shard)
+        return open[key, default: 0] - running[key, default: 0]
+    }
 
-    /// Sockets open for `origin`.
-    func openSockets(_ origin: Substring) -> Int { open[origin, default: 0] }
+    /// The connections `shard` holds or is about to: its sockets, or its running transfers when more of those
+    /// wait for their connections (transfers started together open theirs later).
+    func connections(inShard shard: Int) -> Int {
+        guard shard < openByShard.count else { return 0 }
+        return max(openByShard[shard], runningByShard[shard])
+    }
 
-    /// curl opened `fd` for a connection to `origin`.
-    mutating func opened(_ fd: Int32, origin: Substring) {
-        if let previous = origins.updateValue(origin, forKey: fd) { open[previous, default: 1] -= 1 }
-        open[origin, default: 0] += 1
+    /// Sockets open for `origin`, in every shard.
+    func openSockets(_ origin: Substring) -> Int { openByOrigin[origin, default: 0] }
+
+    /// curl opened `fd` for a connection to `origin` in `shard`.
+    mutating func opened(_ fd: Int32, origin: Substring, shard: Int = 0) {
+        closed(fd)   // a number not seen closing (it cannot happen with curl's callbacks) leaves its old place
+        let key = Key(origin: origin, shard: shard)
+        sockets[fd] = key
+        open[key, default: 0] += 1
+        openByOrigin[origin, default: 0] += 1
+        grow(to: shard)
+        openByShard[shard] += 1
     }
 
     /// curl closed `fd` (a socket it did not open through us is ignored).
     mutating func closed(_ fd: Int32) {
-        guard let origin = origins.removeValue(forKey: fd) else { return }
-        open[origin, default: 1] -= 1
+        guard let key = sockets.removeValue(forKey: fd) else { return }
+        open[key, default: 1] -= 1
+        openByOrigin[key.origin, default: 1] -= 1
+        openByShard[key.shard] -= 1
     }
 
-    /// An HTTP/1.1 transfer to `origin` starts: true when it should connect afresh (no connection can be idle).
-    mutating func starting(_ origin: Substring) -> Bool {
-        let fresh = idle(origin) <= 0
-        running[origin, default: 0] += 1
+    /// An HTTP/1.1 transfer to `origin` starts in `shard`: true when it should connect afresh (no connection of
+    /// that shard can be idle).
+    mutating func starting(_ origin: Substring, shard: Int = 0) -> Bool {
+        let fresh = idle(origin, shard: shard) <= 0
+        running[Key(origin: origin, shard: shard), default: 0] += 1
+        runningByOrigin[origin, default: 0] += 1
+        grow(to: shard)
+        runningByShard[shard] += 1
         return fresh
     }
 
+    private mutating func grow(to shard: Int) {
+        while openByShard.count <= shard {
+            openByShard.append(0)
+            runningByShard.append(0)
+        }
+    }
+
     /// An HTTP/1.1 transfer counted by `starting` left the multi handle.
-    mutating func ended(_ origin: Substring) {
-        running[origin, default: 1] -= 1
+    mutating func ended(_ origin: Substring, shard: Int = 0) {
+        running[Key(origin: origin, shard: shard), default: 1] -= 1
+        runningByOrigin[origin, default: 1] -= 1
+        runningByShard[shard] -= 1
     }
 }

@@ -9,83 +9,61 @@ import Glibc
 import Darwin
 #endif
 
-/// Drives one libcurl multi handle with the socket-action API on an event loop's queue: curl's sockets are
-/// watched by the loop's `Poller`, its timer is a Dispatch timer on that queue, and every transfer's
+/// Drives libcurl multi handles with the socket-action API on an event loop's queue: curl's sockets are
+/// watched by the loop's `Poller`, its timers are Dispatch timers on that queue, and every transfer's
 /// callbacks therefore run on the same queue as the client connection they serve. No locks, no thread hops.
 ///
+/// Several multi handles ("shards", `CurlShard`), added as the load needs them: libcurl 7.88 walks a multi
+/// handle's whole connection cache when a transfer that kept its connection leaves (lib/multi.c,
+/// `curl_multi_remove_handle`: `Curl_conncache_foreach` until it meets that connection), and hashes its sockets
+/// into 911 buckets. With 10 000 HTTP/1.1 streams in one multi handle every stream's end walked thousands of
+/// connections, a cache miss each (a tenth of the relay's CPU in `perf`, S5 of `make bench`). A shard holds up
+/// to `connectionsPerShard` connections before another is made (at most `maxShards`); an HTTP/1.1 transfer goes
+/// where a connection to its origin may be idle, else to the shard with the fewest connections
+/// (`ConnectionCacheEstimate`). HTTP/2 transfers all use the first shard: their streams share connections.
+///
 /// Owned by `loop.queue`; call everything there.
-public final class CurlDriver: PollerHandler, @unchecked Sendable {
+public final class CurlDriver: @unchecked Sendable {
     // Invariant: all mutable state below is touched on `loop.queue` only.
     public let loop: EventLoop
-    let multi: UnsafeMutableRawPointer
+    /// The multi handles, the first made with the driver, the others as connections fill them.
+    private var shards: [CurlShard] = []
+    /// Connections a shard holds before another shard is made.
+    let connectionsPerShard: Int
+    static let maxShards = 64
+    /// Shards curl was called into since their completions were last read.
+    private var touchedShards: [CurlShard] = []
     // With room from the start: a dictionary type's first storage makes the Swift runtime scan every
     // conformance record for its key's, which otherwise fell on the first request (S1's cold first byte).
-    private var transfers = [UnsafeMutableRawPointer: Transfer](minimumCapacity: 16)
-    private let timer: DispatchSourceTimer
+    fileprivate var transfers = [UnsafeMutableRawPointer: Transfer](minimumCapacity: 16)
     /// Depth of curl calls on the stack; removing a handle inside curl's own callbacks fails
     /// (CURLM_RECURSIVE_API_CALL), so cancellations made then are deferred until the outermost call returns.
     private var curlDepth = 0
     private var deferredRemovals: [Transfer] = []
-    private var isShutDown = false
-    /// The TLS session cache every easy handle of this driver uses.
+    fileprivate private(set) var isShutDown = false
+    /// The TLS session cache every easy handle of this driver uses, whatever its shard.
     private let share: UnsafeMutableRawPointer
-    /// The connections curl holds, per origin: whether a new HTTP/1.1 transfer can find an idle one.
+    /// The connections curl holds, per origin and shard: where a new HTTP/1.1 transfer can find an idle one.
     private var connections = ConnectionCacheEstimate()
-    /// Idle connections curl may keep (see `init`).
+    /// Idle connections a shard's curl may keep (see `CurlShard.maxConnects`).
     static let idleConnectionsKept = 4096
-    /// CURLMOPT_MAXCONNECTS: curl compares it with every connection it holds, busy ones included, and when a
-    /// returned connection makes it over, walks all of them for the oldest idle one to close (lib/conncache.c,
-    /// `Curl_conncache_extract_oldest`): with 10 000 streams running, every stream's end walked 10 000 connections
-    /// (an eighth of the relay's CPU in `perf`, S5). So the bound follows the most transfers ever running at once,
-    /// plus `idleConnectionsKept`, in steps of 1 024: idle connections past it are the rare ones a burst left, and
-    /// curl closes them once idle longer than `idleConnectionSeconds`.
-    private var maxConnects = CurlDriver.idleConnectionsKept
 
     public var activeTransferCount: Int { transfers.count }
 
-    public init(loop: EventLoop) {
+    /// Shards made so far (tests).
+    var shardCount: Int { shards.count }
+
+    public init(loop: EventLoop, connectionsPerShard: Int = 256) {
         CurlDriver.globalInit
         self.loop = loop
-        guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed") }
-        self.multi = multi
+        self.connectionsPerShard = max(1, connectionsPerShard)
         // TLS sessions live in each easy handle unless shared: without this, every new connection to a provider
         // made a full handshake (1 000 streams over HTTP/1.1: 1 000 of them). No lock callbacks: the share is
         // used on this loop's queue only, never by two threads at once (curl's rule for a lock-less share).
         guard let share = curl_share_init() else { fatalError("curl_share_init failed") }
         ccurl_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
         self.share = share
-        timer = DispatchSource.makeTimerSource(queue: loop.queue)
-        let me = Unmanaged.passUnretained(self).toOpaque()
-        // curl's default cache keeps 4 idle connections per handle *currently added*: with short requests the
-        // count drops between bursts and good keep-alive connections were closed (TIME_WAIT piling up on the
-        // relay's side). Keep plenty; idle ones cost a descriptor each, the provider closes them in time, and
-        // none idle longer than its upstream's `idleConnectionSeconds` is reused (CURLOPT_MAXAGE_CONN, per
-        // transfer): curl closes it when the next transfer looks for a connection. The bound grows with the load
-        // (`maxConnects`).
-        ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxConnects)
-        ccurl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
-        ccurl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, me)
-        ccurl_multi_setopt_socket_callback(multi) { easy, socket, what, userp, _ in
-            guard let userp else { return 0 }
-            Unmanaged<CurlDriver>.fromOpaque(userp).takeUnretainedValue().socketChanged(socket, what: what, easy: easy)
-            return 0
-        }
-        ccurl_multi_setopt_timer_callback(multi) { _, timeoutMs, userp in
-            guard let userp else { return 0 }
-            Unmanaged<CurlDriver>.fromOpaque(userp).takeUnretainedValue().timerChanged(timeoutMs)
-            return 0
-        }
-        // Weak, not unowned: cancelling the source in `deinit` does not stop a firing already on its way to the
-        // queue (the same late firing crashed `EventLoop`'s timer under ThreadSanitizer).
-        timer.setEventHandler { [weak self] in
-            guard let self else { return }
-            self.timerArmedAt = nil
-            if let deadline = self.curlDeadline, deadline <= .now() { self.curlDeadline = nil }
-            self.socketAction(ccurl_socket_timeout, events: 0)
-            self.rearmForCurlDeadline()
-        }
-        timer.schedule(deadline: .distantFuture)
-        timer.activate()
+        shards.append(CurlShard(driver: self, index: 0))
     }
 
     private static let globalInit: Void = {
@@ -100,29 +78,49 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
             failLater(transfer, .other(isShutDown ? "relay shutting down" : "could not configure transfer"))
             return transfer
         }
-        transfers[transfer.easy] = transfer
+        let shard: CurlShard
         if transfer.needsOwnConnection {
+            shard = shardForOwnConnection(to: transfer.origin)
             transfer.countedInCache = true
-            // No connection to the origin can be idle: curl is spared its walk over the busy ones.
-            if connections.starting(transfer.origin) {
+            // No connection to the origin in that shard can be idle: curl is spared its walk over the busy ones.
+            if connections.starting(transfer.origin, shard: shard.index) {
                 _ = ccurl_easy_setopt_long(transfer.easy, CURLOPT_FRESH_CONNECT, 1)
                 freshStarts += 1
             }
+        } else {
+            shard = shards[0]
         }
-        let wanted = (transfers.count + Self.idleConnectionsKept + 1023) / 1024 * 1024
-        if wanted > maxConnects {
-            maxConnects = wanted
-            ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxConnects)
-        }
+        transfer.shard = shard
+        transfers[transfer.easy] = transfer
+        shard.added()
+        touch(shard)
         curlDepth += 1
-        let rc = curl_multi_add_handle(multi, transfer.easy)
+        let rc = curl_multi_add_handle(shard.multi, transfer.easy)
         curlDepth -= 1
         if rc != CURLM_OK {
             transfers[transfer.easy] = nil
-            leftCache(transfer)
+            left(transfer)
             failLater(transfer, .other("curl_multi_add_handle: \(rc.rawValue)"))
         }
         return transfer
+    }
+
+    /// Where an HTTP/1.1 transfer to `origin` goes: a shard where a connection to it may be idle; else the shard
+    /// holding the fewest connections, or a new one when even that one is full.
+    private func shardForOwnConnection(to origin: Substring) -> CurlShard {
+        if connections.idle(origin) > 0 {
+            for shard in shards where connections.idle(origin, shard: shard.index) > 0 { return shard }
+        }
+        var least = shards[0], held = connections.connections(inShard: 0)
+        for shard in shards.dropFirst() {
+            let count = connections.connections(inShard: shard.index)
+            if count < held { (least, held) = (shard, count) }
+        }
+        if held >= connectionsPerShard && shards.count < Self.maxShards {
+            least = CurlShard(driver: self, index: shards.count)
+            shards.append(least)
+        }
+        return least
     }
 
     /// A transfer that never reached curl completes on a later turn (the caller holds it by then), unless it was
@@ -152,7 +150,7 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         let key = transfer.easy
         // Identity, not presence: a transfer that never reached curl gave its handle back, and the handle may
         // now serve another transfer under the same key.
-        guard transfers[key] === transfer else { return }
+        guard transfers[key] === transfer, let shard = transfer.shard else { return }
         let resetsStream = transfer.state == .cancelled && transfer.request.httpVersion == .http2
         if resetsStream {
             // A stream removed from a multiplexed connection is not closed by curl: it submits RST_STREAM and
@@ -161,23 +159,27 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
             _ = ccurl_easy_setopt_long(transfer.easy, CURLOPT_FORBID_REUSE, 1)
         }
         curlDepth += 1
-        curl_multi_remove_handle(multi, transfer.easy)
+        curl_multi_remove_handle(shard.multi, transfer.easy)
         curlDepth -= 1
         transfers[key] = nil
-        leftCache(transfer)
+        left(transfer)
         if resetsStream { flushHTTP2Output(origin: transfer.origin) }
         transfer.cleanup()
     }
 
-    private func leftCache(_ transfer: Transfer) {
+    /// The transfer left its shard's multi handle (or never got into it).
+    private func left(_ transfer: Transfer) {
+        guard let shard = transfer.shard else { return }
+        transfer.shard = nil
+        shard.removed()
         guard transfer.countedInCache else { return }
         transfer.countedInCache = false
-        connections.ended(transfer.origin)
+        connections.ended(transfer.origin, shard: shard.index)
     }
 
-    /// curl opened `fd` for a connection to `origin` (its open-socket callback, `Transfer`).
-    func socketOpened(_ fd: Int32, origin: Substring) {
-        connections.opened(fd, origin: origin)
+    /// curl opened `fd` for a connection to `origin` in `shard` (its open-socket callback, `Transfer`).
+    func socketOpened(_ fd: Int32, origin: Substring, shard: Int) {
+        connections.opened(fd, origin: origin, shard: shard)
     }
 
     /// curl is done with `fd`: it is closed here (curl's close-socket callback).
@@ -206,6 +208,7 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         for other in transfers.values
         where other.state == .running && other.request.httpVersion == .http2 && !other.receivePaused && other.origin == origin {
             let mask = other.pauseMask
+            if let shard = other.shard { touch(shard) }
             curlDepth += 1
             curl_easy_pause(other.easy, mask ^ Int32(CURLPAUSE_SEND))
             curl_easy_pause(other.easy, mask)
@@ -216,6 +219,7 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
     /// Re-enables a paused direction. curl may deliver the held bytes synchronously, from inside this call.
     func updatePause(_ transfer: Transfer) {
         guard transfer.state == .running else { return }
+        if let shard = transfer.shard { touch(shard) }
         curlDepth += 1
         curl_easy_pause(transfer.easy, transfer.pauseMask)
         curlDepth -= 1
@@ -238,7 +242,7 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         return easy
     }
 
-    /// Takes back a handle that is no longer in the multi handle.
+    /// Takes back a handle that is no longer in a multi handle.
     func recycleEasyHandle(_ easy: UnsafeMutableRawPointer) {
         if isShutDown || idleEasyHandles.count >= 256 {
             curl_easy_cleanup(easy)
@@ -253,8 +257,7 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         guard !isShutDown else { return }
         isShutDown = true
         for transfer in Array(transfers.values) { cancel(transfer) }
-        timer.cancel()
-        curl_multi_cleanup(multi)
+        for shard in shards { shard.stop() }
         for easy in idleEasyHandles { curl_easy_cleanup(easy) }
         idleEasyHandles.removeAll()
         curl_share_cleanup(share)   // after every handle that used it
@@ -262,15 +265,154 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
 
     // MARK: curl → us
 
+    fileprivate func transfer(for easy: UnsafeMutableRawPointer?) -> Transfer? {
+        guard let easy else { return nil }
+        return transfers[easy]
+    }
+
+    /// A transfer's response began: the socket it was set up on joins the streams' events.
+    func setUpDone(socket fd: Int32) {
+        if let shard = loop.poller.handler(of: fd) as? CurlShard, shard.driver === self {
+            loop.poller.setHandlesFirst(fd, false)
+        }
+    }
+
+    /// Notes that curl was called into `shard`: its completions are read when the outermost call returns.
+    @inline(__always)
+    private func touch(_ shard: CurlShard) {
+        guard !shard.touched else { return }
+        shard.touched = true
+        touchedShards.append(shard)
+    }
+
+    func socketAction(_ shard: CurlShard, _ fd: curl_socket_t, events: Int32) {
+        guard !isShutDown else { return }
+        var running: Int32 = 0
+        touch(shard)
+        curlDepth += 1
+        curl_multi_socket_action(shard.multi, fd, events, &running)
+        curlDepth -= 1
+        finishCurlCall()
+    }
+
+    /// After the outermost curl call: deliver completions, then carry out removals deferred during callbacks.
+    private func finishCurlCall() {
+        guard curlDepth == 0 else { return }
+        var remaining: Int32 = 0
+        while let shard = touchedShards.popLast() {
+            shard.touched = false
+            while let message = curl_multi_info_read(shard.multi, &remaining) {
+                guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+                let code = message.pointee.data.result
+                guard let transfer = transfers[easy] else { continue }
+                if transfer.state == .running {
+                    transfer.state = .completed
+                    let result = transfer.result(for: code)
+                    remove(transfer)
+                    transfer.delegate?.transfer(transfer, didCompleteWith: result)
+                }
+            }
+        }
+        while !deferredRemovals.isEmpty {
+            let pending = deferredRemovals
+            deferredRemovals.removeAll()
+            for transfer in pending { remove(transfer) }
+        }
+    }
+}
+
+extension CurlDriver: UpstreamClient {
+    public func call(_ request: UpstreamRequest, delegate: any TransferDelegate) -> any UpstreamCall {
+        start(request, delegate: delegate)
+    }
+}
+
+/// One multi handle of a `CurlDriver` (see there): its sockets in the loop's poller, its timer, its connection
+/// cache. Owned by the driver's loop queue, like the driver.
+final class CurlShard: PollerHandler, @unchecked Sendable {
+    // Invariant: all mutable state below is touched on the driver's loop queue only.
+    unowned let driver: CurlDriver
+    let index: Int
+    let multi: UnsafeMutableRawPointer
+    private let timer: DispatchSourceTimer
+    /// In the driver's list of shards whose completions are to be read.
+    var touched = false
+    /// Transfers in this multi handle.
+    private var transferCount = 0
+    /// CURLMOPT_MAXCONNECTS: curl compares it with every connection it holds, busy ones included, and when a
+    /// returned connection makes it over, walks all of them for the oldest idle one to close (lib/conncache.c,
+    /// `Curl_conncache_extract_oldest`): with 10 000 streams running, every stream's end walked 10 000 connections
+    /// (an eighth of the relay's CPU in `perf`, S5). So the bound follows the most transfers ever running at once,
+    /// plus `CurlDriver.idleConnectionsKept`, in steps of 1 024: idle connections past it are the rare ones a burst
+    /// left, and curl closes them once idle longer than `idleConnectionSeconds`.
+    private var maxConnects = CurlDriver.idleConnectionsKept
+
+    init(driver: CurlDriver, index: Int) {
+        self.driver = driver
+        self.index = index
+        guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed") }
+        self.multi = multi
+        timer = DispatchSource.makeTimerSource(queue: driver.loop.queue)
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        // curl's default cache keeps 4 idle connections per handle *currently added*: with short requests the
+        // count drops between bursts and good keep-alive connections were closed (TIME_WAIT piling up on the
+        // relay's side). Keep plenty; idle ones cost a descriptor each, the provider closes them in time, and
+        // none idle longer than its upstream's `idleConnectionSeconds` is reused (CURLOPT_MAXAGE_CONN, per
+        // transfer): curl closes it when the next transfer looks for a connection. The bound grows with the load
+        // (`maxConnects`).
+        ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxConnects)
+        ccurl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
+        ccurl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, me)
+        ccurl_multi_setopt_socket_callback(multi) { easy, socket, what, userp, _ in
+            guard let userp else { return 0 }
+            Unmanaged<CurlShard>.fromOpaque(userp).takeUnretainedValue().socketChanged(socket, what: what, easy: easy)
+            return 0
+        }
+        ccurl_multi_setopt_timer_callback(multi) { _, timeoutMs, userp in
+            guard let userp else { return 0 }
+            Unmanaged<CurlShard>.fromOpaque(userp).takeUnretainedValue().timerChanged(timeoutMs)
+            return 0
+        }
+        // Weak, not unowned: cancelling the source does not stop a firing already on its way to the queue (the
+        // same late firing crashed `EventLoop`'s timer under ThreadSanitizer).
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
+            self.timerArmedAt = nil
+            if let deadline = self.curlDeadline, deadline <= .now() { self.curlDeadline = nil }
+            self.driver.socketAction(self, ccurl_socket_timeout, events: 0)
+            self.rearmForCurlDeadline()
+        }
+        timer.schedule(deadline: .distantFuture)
+        timer.activate()
+    }
+
+    /// A transfer joins: the connection bound follows the load (`maxConnects`).
+    func added() {
+        transferCount += 1
+        let wanted = (transferCount + CurlDriver.idleConnectionsKept + 1023) / 1024 * 1024
+        if wanted > maxConnects {
+            maxConnects = wanted
+            ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxConnects)
+        }
+    }
+
+    func removed() { transferCount -= 1 }
+
+    /// Stops the timer and frees the multi handle, closing its cached connections. Once, at the driver's shutdown.
+    func stop() {
+        timer.cancel()
+        curl_multi_cleanup(multi)
+    }
+
     /// curl's sockets live in the loop's poller beside the client connections. A REMOVE can come late, for a
     /// descriptor curl already closed itself (its resolver's socket pair) whose number now belongs to someone
-    /// else: only a registration that is still curl's own is dropped.
+    /// else: only a registration that is still this shard's own is dropped.
     ///
     /// A socket first watched for a transfer that has not seen a response byte yet is served first (with the
     /// client connections, `Poller`): a new stream's connect and request do not wait behind the running
-    /// streams' events. The response's first bytes move it to the streams' class (`setUpDone`).
+    /// streams' events. The response's first bytes move it to the streams' class (`CurlDriver.setUpDone`).
     private func socketChanged(_ fd: curl_socket_t, what: Int32, easy: UnsafeMutableRawPointer?) {
-        let poller = loop.poller
+        let poller = driver.loop.poller
         switch what {
         case CURL_POLL_IN, CURL_POLL_OUT, CURL_POLL_INOUT:
             let read = what != CURL_POLL_OUT, write = what != CURL_POLL_IN
@@ -278,7 +420,7 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
                 poller.update(fd, read: read, write: write)
             } else {
                 var first = false
-                if let easy, let transfer = transfers[easy], transfer.setupSocket < 0, !transfer.hasResponded {
+                if let transfer = driver.transfer(for: easy), transfer.setupSocket < 0, !transfer.hasResponded {
                     transfer.setupSocket = fd
                     first = true
                 }
@@ -289,13 +431,8 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
         }
     }
 
-    /// A transfer's response began: the socket it was set up on joins the streams' events.
-    func setUpDone(socket fd: Int32) {
-        if loop.poller.handler(of: fd) === self { loop.poller.setHandlesFirst(fd, false) }
-    }
-
-    public func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
-        socketAction(fd, events: (readable ? CURL_CSELECT_IN : 0) | (writable ? CURL_CSELECT_OUT : 0))
+    func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
+        driver.socketAction(self, fd, events: (readable ? CURL_CSELECT_IN : 0) | (writable ? CURL_CSELECT_OUT : 0))
     }
 
     /// curl's timer wishes, with as few Dispatch timer changes as possible: each change wakes libdispatch's
@@ -315,10 +452,10 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
             guard !immediateTimeoutPending else { return }
             immediateTimeoutPending = true
             let queuedAt = LatencyTrace.now()
-            loop.soon { [self] in
+            driver.loop.soon { [self] in
                 LatencyTrace.since(queuedAt, .hop)
                 immediateTimeoutPending = false
-                if !isShutDown { socketAction(ccurl_socket_timeout, events: 0) }
+                if !driver.isShutDown { driver.socketAction(self, ccurl_socket_timeout, events: 0) }
             }
             return
         }
@@ -341,43 +478,6 @@ public final class CurlDriver: PollerHandler, @unchecked Sendable {
     /// The latest deadline curl asked for (nil: none).
     private var curlDeadline: DispatchTime?
     private var immediateTimeoutPending = false
-
-    func socketAction(_ fd: curl_socket_t, events: Int32) {
-        guard !isShutDown else { return }
-        var running: Int32 = 0
-        curlDepth += 1
-        curl_multi_socket_action(multi, fd, events, &running)
-        curlDepth -= 1
-        finishCurlCall()
-    }
-
-    /// After the outermost curl call: deliver completions, then carry out removals deferred during callbacks.
-    private func finishCurlCall() {
-        guard curlDepth == 0 else { return }
-        var remaining: Int32 = 0
-        while let message = curl_multi_info_read(multi, &remaining) {
-            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
-            let code = message.pointee.data.result
-            guard let transfer = transfers[easy] else { continue }
-            if transfer.state == .running {
-                transfer.state = .completed
-                let result = transfer.result(for: code)
-                remove(transfer)
-                transfer.delegate?.transfer(transfer, didCompleteWith: result)
-            }
-        }
-        while !deferredRemovals.isEmpty {
-            let pending = deferredRemovals
-            deferredRemovals.removeAll()
-            for transfer in pending { remove(transfer) }
-        }
-    }
-}
-
-extension CurlDriver: UpstreamClient {
-    public func call(_ request: UpstreamRequest, delegate: any TransferDelegate) -> any UpstreamCall {
-        start(request, delegate: delegate)
-    }
 }
 
 /// curl closes a socket of one of this driver's connections (the callback data is the driver).

@@ -115,6 +115,8 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
     /// Counted as a running HTTP/1.1 transfer to its origin (`ConnectionCacheEstimate.starting`) until it leaves the
     /// multi handle.
     var countedInCache = false
+    /// The driver's multi handle the transfer is in (nil before and after).
+    var shard: CurlShard?
 
     /// Whether the transfer needs a connection of its own: HTTP/1.1, which an http:// URL always speaks. An
     /// https:// URL offered HTTP/2 shares one (curl's walk over such connections is short).
@@ -502,6 +504,6 @@ private let transferOpenSocket: ccurl_opensocket_callback = { clientp, _, addres
                                 protocol: address.pointee.protocol)
     guard fd >= 0 else { return CURL_SOCKET_BAD }
     let transfer = Unmanaged<Transfer>.fromOpaque(clientp).takeUnretainedValue()
-    transfer.driver.socketOpened(fd, origin: transfer.origin)
+    transfer.driver.socketOpened(fd, origin: transfer.origin, shard: transfer.shard?.index ?? 0)
     return fd
 }

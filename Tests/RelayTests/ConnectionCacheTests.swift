@@ -33,27 +33,36 @@ struct ConnectionCacheTests {
         #expect(cache.openSockets(b) == 0 && cache.openSockets(a) == 1, "a number reused for another origin moves")
     }
 
-    /// Three streams at once open three connections; the next three reuse them (none is opened afresh while one
-    /// is idle), a fourth at once opens a fourth; a transfer cancelled mid-answer has its connection closed, and
-    /// the driver counts every socket curl opens and closes.
-    @Test func freshConnectionsOnlyWhenNoneIsIdle() throws {
-        let release = HarnessMonitor(0)
-        let upstream = try ScriptedUpstream { connection in
-            while let request = try? connection.readRequest(timeout: 10) {
-                try connection.writeHead(status: 200, headers: [("Content-Type", "text/event-stream"),
-                                                                ("Transfer-Encoding", "chunked")])
-                try connection.writeChunk("data: \(request.target)\n\n")
-                // Each answer ends only when the test lets it: the transfers overlap for as long as it needs.
-                try release.wait(timeout: 10) { count in count > 0 ? { count -= 1; return true }() : nil }
-                try connection.writeLastChunk()
-            }
-        }
-        defer { upstream.shutdown() }
+    /// A scripted upstream whose answers end only when the test lets them (the transfers overlap as long as it
+    /// needs), and a driver on its own loop.
+    final class Rig: Sendable {
+        /// Requests whose answers may end, by target.
+        let release = HarnessMonitor(Set<String>())
+        let upstream: ScriptedUpstream
         let loop = EventLoop(index: 0)
-        let driver = CurlDriver(loop: loop)
-        defer { loop.queue.sync { driver.shutdown() } }
-        let origin = Substring(upstream.baseURL)
+        let driver: CurlDriver
+        var origin: Substring { Substring(upstream.baseURL) }
 
+        init(connectionsPerShard: Int = 256) throws {
+            let release = self.release
+            upstream = try ScriptedUpstream { connection in
+                while let request = try? connection.readRequest(timeout: 10) {
+                    try connection.writeHead(status: 200, headers: [("Content-Type", "text/event-stream"),
+                                                                    ("Transfer-Encoding", "chunked")])
+                    try connection.writeChunk("data: \(request.target)\n\n")
+                    try release.wait(timeout: 10) { $0.contains(request.target) ? true : nil }
+                    try connection.writeLastChunk()
+                }
+            }
+            driver = CurlDriver(loop: loop, connectionsPerShard: connectionsPerShard)
+        }
+
+        func stop() {
+            loop.queue.sync { driver.shutdown() }
+            upstream.shutdown()
+        }
+
+        /// Starts `n` streams in one turn of the loop and waits for every answer's head.
         func start(_ n: Int, round: String) throws -> [(CurlDriverTests.Heard, Transfer)] {
             let started = loop.queue.sync {
                 (0..<n).map { i in
@@ -65,35 +74,69 @@ struct ConnectionCacheTests {
             for (heard, _) in started { try heard.log.wait(timeout: 10) { $0.status != 0 ? true : nil } }
             return started
         }
+
+        /// Lets the answers end; every transfer completes.
         func finish(_ started: [(CurlDriverTests.Heard, Transfer)]) throws {
-            release.withLock { $0 += started.count }
+            let targets = started.map { String($0.1.request.url.dropFirst(upstream.baseURL.count)) }
+            release.withLock { $0.formUnion(targets) }
             for (heard, _) in started {
                 let done = try heard.log.wait(timeout: 10) { $0.completions.isEmpty ? nil : $0.completions }
                 #expect(done == ["success"])
+                #expect(heard.log.withLock { $0.body }.starts(with: Array("data: /".utf8)))
             }
         }
 
-        try finish(try start(3, round: "one"))
-        #expect(upstream.acceptedConnections == 3)
-        #expect(loop.queue.sync { driver.freshStarts } == 3, "nothing to reuse at first")
-        #expect(loop.queue.sync { (driver.openSockets(to: origin), driver.idleConnections(to: origin)) } == (3, 3))
+        /// (sockets open, connections maybe idle, transfers told to connect afresh, shards).
+        var counts: (Int, Int, Int, Int) {
+            loop.queue.sync { (driver.openSockets(to: origin), driver.idleConnections(to: origin), driver.freshStarts, driver.shardCount) }
+        }
+    }
 
-        let second = try start(3, round: "two")
-        #expect(upstream.acceptedConnections == 3, "three idle connections served three new streams")
-        #expect(loop.queue.sync { driver.freshStarts } == 3, "curl looked for the idle ones")
-        #expect(loop.queue.sync { driver.idleConnections(to: origin) } == 0)
-        let fourth = try start(1, round: "three")
-        #expect(upstream.acceptedConnections == 4, "none idle: a new connection")
-        #expect(loop.queue.sync { driver.freshStarts } == 4, "and curl was spared the look")
-        #expect(loop.queue.sync { driver.openSockets(to: origin) } == 4)
+    /// Three streams at once open three connections; the next three reuse them (none is opened afresh while one
+    /// is idle), a fourth at once opens a fourth; a transfer cancelled mid-answer has its connection closed, and
+    /// the driver counts every socket curl opens and closes.
+    @Test func freshConnectionsOnlyWhenNoneIsIdle() throws {
+        let rig = try Rig()
+        defer { rig.stop() }
+        try rig.finish(try rig.start(3, round: "one"))
+        #expect(rig.upstream.acceptedConnections == 3)
+        #expect(rig.counts == (3, 3, 3, 1), "nothing to reuse at first")
+
+        let second = try rig.start(3, round: "two")
+        #expect(rig.upstream.acceptedConnections == 3, "three idle connections served three new streams")
+        #expect(rig.counts == (3, 0, 3, 1), "curl looked for the idle ones")
+        let fourth = try rig.start(1, round: "three")
+        #expect(rig.upstream.acceptedConnections == 4, "none idle: a new connection")
+        #expect(rig.counts == (4, 0, 4, 1), "and curl was spared the look")
 
         // A transfer cancelled before its answer ended: curl closes its connection, through the driver.
-        loop.queue.sync { fourth[0].1.cancel() }
-        release.withLock { $0 += 1 }   // its script may finish writing into the closed connection
-        #expect(loop.queue.sync { (driver.openSockets(to: origin), driver.idleConnections(to: origin)) } == (3, 0))
-        try finish(second)
-        #expect(loop.queue.sync { (driver.openSockets(to: origin), driver.idleConnections(to: origin)) } == (3, 3))
-        let requests = upstream.requests.map(\.target).sorted()
+        rig.loop.queue.sync { fourth[0].1.cancel() }
+        rig.release.withLock { _ = $0.insert("/three/0") }   // its script ends writing into the closed connection
+        #expect(rig.counts == (3, 0, 4, 1))
+        try rig.finish(second)
+        #expect(rig.counts == (3, 3, 4, 1))
+        let requests = rig.upstream.requests.map(\.target).sorted()
         #expect(requests == ["/one/0", "/one/1", "/one/2", "/three/0", "/two/0", "/two/1", "/two/2"])
+    }
+
+    /// Two connections a shard: five streams at once spread over three multi handles, each answer whole; the next
+    /// five find their idle connections in whichever shard holds them; a cancel in a later shard closes its
+    /// connection; shutting down frees every shard.
+    @Test func connectionsSpreadOverShards() throws {
+        let rig = try Rig(connectionsPerShard: 2)
+        defer { rig.stop() }
+        try rig.finish(try rig.start(5, round: "one"))
+        #expect(rig.upstream.acceptedConnections == 5)
+        #expect(rig.counts == (5, 5, 5, 3))
+        let second = try rig.start(5, round: "two")
+        #expect(rig.upstream.acceptedConnections == 5, "every idle connection was found in its shard")
+        #expect(rig.counts == (5, 0, 5, 3))
+        let sixth = try rig.start(1, round: "three")
+        #expect(rig.counts == (6, 0, 6, 3), "a shard with room (the third holds one) takes the new connection")
+        rig.loop.queue.sync { sixth[0].1.cancel() }
+        rig.release.withLock { _ = $0.insert("/three/0") }
+        #expect(rig.counts == (5, 0, 6, 3))
+        try rig.finish(second)
+        #expect(rig.counts == (5, 5, 6, 3))
     }
 }
