@@ -331,6 +331,8 @@ extension CurlDriver: UpstreamClient {
 /// cache. Owned by the driver's loop queue, like the driver.
 final class CurlShard: PollerHandler, @unchecked Sendable {
     // Invariant: all mutable state below is touched on the driver's loop queue only.
+    /// Unowned: the driver owns its shards and outlives them while it runs; after its shutdown no curl socket
+    /// of a shard is watched any more and its timer is cancelled.
     unowned let driver: CurlDriver
     let index: Int
     let multi: UnsafeMutableRawPointer
@@ -375,11 +377,11 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
         }
         // Weak, not unowned: cancelling the source does not stop a firing already on its way to the queue (the
         // same late firing crashed `EventLoop`'s timer under ThreadSanitizer).
-        timer.setEventHandler { [weak self] in
-            guard let self else { return }
+        timer.setEventHandler { [weak self, weak driver] in
+            guard let self, let driver else { return }
             self.timerArmedAt = nil
             if let deadline = self.curlDeadline, deadline <= .now() { self.curlDeadline = nil }
-            self.driver.socketAction(self, ccurl_socket_timeout, events: 0)
+            driver.socketAction(self, ccurl_socket_timeout, events: 0)
             self.rearmForCurlDeadline()
         }
         timer.schedule(deadline: .distantFuture)
@@ -452,7 +454,8 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
             guard !immediateTimeoutPending else { return }
             immediateTimeoutPending = true
             let queuedAt = LatencyTrace.now()
-            driver.loop.soon { [self] in
+            let driver = self.driver   // held by the task, as the loop's poller holds the shard
+            driver.loop.soon { [self, driver] in
                 LatencyTrace.since(queuedAt, .hop)
                 immediateTimeoutPending = false
                 if !driver.isShutDown { driver.socketAction(self, ccurl_socket_timeout, events: 0) }
