@@ -5,6 +5,7 @@ import Support
 import TestHarness
 import Testing
 import Transport
+import Foundation
 @testable import Upstream
 
 @Suite("Connection cache estimate")
@@ -138,5 +139,36 @@ struct ConnectionCacheTests {
         #expect(rig.counts == (5, 0, 6, 3))
         try rig.finish(second)
         #expect(rig.counts == (5, 5, 6, 3))
+    }
+
+    /// Over TLS, one connection a shard: a request is answered on the first shard's connection; then two held at
+    /// once, one reusing that connection, the other opening one in a second shard, which resumes the first one's
+    /// TLS session (the session cache is the driver's, not a shard's).
+    @Test func aNewShardResumesTheTLSSession() throws {
+        let upstream = try TLSUpstream()
+        defer { upstream.shutdown() }
+        let loop = EventLoop(index: 0)
+        let driver = CurlDriver(loop: loop, connectionsPerShard: 1)
+        defer { loop.queue.sync { driver.shutdown() } }
+        func request(_ path: String) -> UpstreamRequest {
+            var request = UpstreamRequest(url: upstream.baseURL + path, method: "GET", headers: HTTPHeaders())
+            request.caFile = upstream.caFile
+            return request
+        }
+        let first = CurlDriverTests.Heard()
+        _ = loop.queue.sync { driver.start(request("/v1/first"), delegate: first) }
+        #expect(try first.log.wait(timeout: 10) { $0.completions.isEmpty ? nil : $0.completions } == ["success"])
+        let held = [CurlDriverTests.Heard(), CurlDriverTests.Heard()]
+        let transfers = loop.queue.sync { [driver.start(request("/v1/hold-1"), delegate: held[0]),
+                                           driver.start(request("/v1/hold-2"), delegate: held[1])] }
+        for path in ["/v1/hold-1", "/v1/hold-2"] {
+            _ = try upstream.waitFor(timeout: 10, "request for \(path)") { $0.kind == "request" && $0.detail == path }
+        }
+        let opens = upstream.allEvents.filter { $0.kind == "open" }
+        #expect(opens.count == 2, "\(opens)")
+        #expect(opens.last?.sessionResumed == true, "the second shard's connection made a full handshake: \(opens)")
+        #expect(loop.queue.sync { driver.shardCount } == 2)
+        loop.queue.sync { for transfer in transfers { transfer.cancel() } }
+        #expect(loop.queue.sync { driver.openSockets(to: Substring(upstream.baseURL)) } == 0, "cancelled: both closed")
     }
 }
