@@ -17,40 +17,76 @@
 ///
 /// A plain value inside `CurlDriver`, owned by its loop's queue.
 struct ConnectionCacheEstimate {
-    private struct Key: Hashable {
-        var origin: Substring
-        var shard: Int
-    }
-    /// Sockets open per origin and shard, and per origin over all shards.
-    private var open: [Key: Int]
-    private var openByOrigin: [Substring: Int]
-    /// HTTP/1.1 transfers running per origin and shard, and per origin.
-    private var running: [Key: Int]
-    private var runningByOrigin: [Substring: Int]
-    /// Sockets open and HTTP/1.1 transfers running per shard, every origin.
+    /// Each origin gets a small number once (`id(of:)`), which the counts are indexed by: hashing the origin's text
+    /// for each count cost about 4 k instructions per request (callgrind, S3).
+    private var ids: [Substring: Int]
+    /// Sockets open and HTTP/1.1 transfers running, per origin and shard.
+    private var open: [[Int]] = []
+    private var running: [[Int]] = []
+    /// The same per origin over all shards, and per shard over all origins.
+    private var openByOrigin: [Int] = []
+    private var runningByOrigin: [Int] = []
     private var openByShard: [Int] = []
     private var runningByShard: [Int] = []
     /// Which origin and shard each open socket was opened for (a socket is closed by whatever transfer closes it,
     /// or by none).
-    private var sockets: [Int32: Key]
+    private var sockets: [Int32: (origin: Int, shard: Int)]
 
     /// With room from the start, made with the driver: a dictionary type's first storage scans the runtime's
     /// conformance records, which would otherwise fall on the first request.
     init() {
-        open = Dictionary(minimumCapacity: 16)
-        openByOrigin = Dictionary(minimumCapacity: 16)
-        running = Dictionary(minimumCapacity: 16)
-        runningByOrigin = Dictionary(minimumCapacity: 16)
+        ids = Dictionary(minimumCapacity: 16)
         sockets = Dictionary(minimumCapacity: 64)
+    }
+
+    /// The origin asked for last and its number: most relays call one or two providers, and comparing the bytes
+    /// costs less than hashing them.
+    private var last: (origin: Substring, id: Int)?
+
+    /// The number the counts of `origin` go by (made on first use).
+    mutating func id(of origin: Substring) -> Int {
+        if let last, last.origin == origin { return last.id }
+        let id = knownOrNew(origin)
+        last = (origin, id)
+        return id
+    }
+
+    private mutating func knownOrNew(_ origin: Substring) -> Int {
+        if let id = ids[origin] { return id }
+        let id = ids.count
+        ids[origin] = id
+        open.append(Array(repeating: 0, count: openByShard.count))
+        running.append(Array(repeating: 0, count: openByShard.count))
+        openByOrigin.append(0)
+        runningByOrigin.append(0)
+        return id
+    }
+
+    /// The number of an origin seen before (tests).
+    func knownID(of origin: Substring) -> Int? { ids[origin] }
+
+    /// Counts for shard `shard` exist from now on.
+    private mutating func grow(to shard: Int) {
+        while openByShard.count <= shard {
+            openByShard.append(0)
+            runningByShard.append(0)
+            for origin in open.indices {
+                open[origin].append(0)
+                running[origin].append(0)
+            }
+        }
     }
 
     /// Connections to `origin` that may be idle, in `shard` or (nil) in all of them; negative when transfers wait for
     /// connections.
-    func idle(_ origin: Substring, shard: Int? = nil) -> Int {
-        guard let shard else { return openByOrigin[origin, default: 0] - runningByOrigin[origin, default: 0] }
-        let key = Key(origin: origin, shard: shard)
-        return open[key, default: 0] - running[key, default: 0]
+    func idle(_ origin: Int, shard: Int? = nil) -> Int {
+        guard let shard else { return openByOrigin[origin] - runningByOrigin[origin] }
+        guard shard < openByShard.count else { return 0 }
+        return open[origin][shard] - running[origin][shard]
     }
+
+    /// Sockets open for `origin`, in every shard.
+    func openSockets(_ origin: Int) -> Int { openByOrigin[origin] }
 
     /// The connections `shard` holds or is about to: its sockets, or its running transfers when more of those
     /// wait for their connections (transfers started together open theirs later).
@@ -59,50 +95,39 @@ struct ConnectionCacheEstimate {
         return max(openByShard[shard], runningByShard[shard])
     }
 
-    /// Sockets open for `origin`, in every shard.
-    func openSockets(_ origin: Substring) -> Int { openByOrigin[origin, default: 0] }
-
     /// curl opened `fd` for a connection to `origin` in `shard`.
-    mutating func opened(_ fd: Int32, origin: Substring, shard: Int = 0) {
+    mutating func opened(_ fd: Int32, origin: Int, shard: Int = 0) {
         closed(fd)   // a number not seen closing (it cannot happen with curl's callbacks) leaves its old place
-        let key = Key(origin: origin, shard: shard)
-        sockets[fd] = key
-        open[key, default: 0] += 1
-        openByOrigin[origin, default: 0] += 1
         grow(to: shard)
+        sockets[fd] = (origin, shard)
+        open[origin][shard] += 1
+        openByOrigin[origin] += 1
         openByShard[shard] += 1
     }
 
     /// curl closed `fd` (a socket it did not open through us is ignored).
     mutating func closed(_ fd: Int32) {
-        guard let key = sockets.removeValue(forKey: fd) else { return }
-        open[key, default: 1] -= 1
-        openByOrigin[key.origin, default: 1] -= 1
-        openByShard[key.shard] -= 1
+        guard let (origin, shard) = sockets.removeValue(forKey: fd) else { return }
+        open[origin][shard] -= 1
+        openByOrigin[origin] -= 1
+        openByShard[shard] -= 1
     }
 
     /// An HTTP/1.1 transfer to `origin` starts in `shard`: true when it should connect afresh (no connection of
     /// that shard can be idle).
-    mutating func starting(_ origin: Substring, shard: Int = 0) -> Bool {
-        let fresh = idle(origin, shard: shard) <= 0
-        running[Key(origin: origin, shard: shard), default: 0] += 1
-        runningByOrigin[origin, default: 0] += 1
+    mutating func starting(_ origin: Int, shard: Int = 0) -> Bool {
         grow(to: shard)
+        let fresh = idle(origin, shard: shard) <= 0
+        running[origin][shard] += 1
+        runningByOrigin[origin] += 1
         runningByShard[shard] += 1
         return fresh
     }
 
-    private mutating func grow(to shard: Int) {
-        while openByShard.count <= shard {
-            openByShard.append(0)
-            runningByShard.append(0)
-        }
-    }
-
     /// An HTTP/1.1 transfer counted by `starting` left the multi handle.
-    mutating func ended(_ origin: Substring, shard: Int = 0) {
-        running[Key(origin: origin, shard: shard), default: 1] -= 1
-        runningByOrigin[origin, default: 1] -= 1
+    mutating func ended(_ origin: Int, shard: Int = 0) {
+        running[origin][shard] -= 1
+        runningByOrigin[origin] -= 1
         runningByShard[shard] -= 1
     }
 }

@@ -80,14 +80,17 @@ public final class CurlDriver: @unchecked Sendable {
         }
         let shard: CurlShard
         if transfer.needsOwnConnection {
-            shard = shardForOwnConnection(to: transfer.origin)
+            let origin = connections.id(of: transfer.origin)
+            transfer.originID = origin
+            shard = shardForOwnConnection(to: origin)
             transfer.countedInCache = true
             // No connection to the origin in that shard can be idle: curl is spared its walk over the busy ones.
-            if connections.starting(transfer.origin, shard: shard.index) {
+            if connections.starting(origin, shard: shard.index) {
                 _ = ccurl_easy_setopt_long(transfer.easy, CURLOPT_FRESH_CONNECT, 1)
                 freshStarts += 1
             }
         } else {
+            transfer.originID = connections.id(of: transfer.origin)
             shard = shards[0]
         }
         transfer.shard = shard
@@ -107,7 +110,7 @@ public final class CurlDriver: @unchecked Sendable {
 
     /// Where an HTTP/1.1 transfer to `origin` goes: a shard where a connection to it may be idle; else the shard
     /// holding the fewest connections, or a new one when even that one is full.
-    private func shardForOwnConnection(to origin: Substring) -> CurlShard {
+    private func shardForOwnConnection(to origin: Int) -> CurlShard {
         if connections.idle(origin) > 0 {
             for shard in shards where connections.idle(origin, shard: shard.index) > 0 { return shard }
         }
@@ -174,11 +177,11 @@ public final class CurlDriver: @unchecked Sendable {
         shard.removed()
         guard transfer.countedInCache else { return }
         transfer.countedInCache = false
-        connections.ended(transfer.origin, shard: shard.index)
+        connections.ended(transfer.originID, shard: shard.index)
     }
 
     /// curl opened `fd` for a connection to `origin` in `shard` (its open-socket callback, `Transfer`).
-    func socketOpened(_ fd: Int32, origin: Substring, shard: Int) {
+    func socketOpened(_ fd: Int32, origin: Int, shard: Int) {
         connections.opened(fd, origin: origin, shard: shard)
     }
 
@@ -192,10 +195,10 @@ public final class CurlDriver: @unchecked Sendable {
     private(set) var freshStarts = 0
 
     /// Sockets curl holds open for `origin` (tests).
-    func openSockets(to origin: Substring) -> Int { connections.openSockets(origin) }
+    func openSockets(to origin: Substring) -> Int { connections.knownID(of: origin).map { connections.openSockets($0) } ?? 0 }
 
     /// Connections to `origin` that may be idle (tests).
-    func idleConnections(to origin: Substring) -> Int { connections.idle(origin) }
+    func idleConnections(to origin: Substring) -> Int { connections.knownID(of: origin).map { connections.idle($0) } ?? 0 }
 
     /// libcurl 7.88 queues the RST_STREAM of a removed HTTP/2 stream in the connection's output buffer
     /// (frames under 1 KiB are buffered, lib/http2.c `send_callback`) and writes it only when a transfer next

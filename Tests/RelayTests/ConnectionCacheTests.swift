@@ -12,7 +12,8 @@ import Foundation
 struct ConnectionCacheTests {
     @Test func countsSocketsAndRunningTransfersPerOrigin() {
         var cache = ConnectionCacheEstimate()
-        let a: Substring = "http://a:1", b: Substring = "http://b:1"
+        let a = cache.id(of: "http://a:1"), b = cache.id(of: "http://b:1")
+        #expect(cache.id(of: "http://a:1") == a && a != b, "one number per origin")
         let first = cache.starting(a)
         #expect(first, "nothing open: connect afresh")
         cache.opened(10, origin: a)
@@ -32,6 +33,28 @@ struct ConnectionCacheTests {
         #expect(cache.openSockets(a) == 0 && cache.openSockets(b) == 1, "a socket not seen opening is ignored")
         cache.opened(11, origin: a)
         #expect(cache.openSockets(b) == 0 && cache.openSockets(a) == 1, "a number reused for another origin moves")
+        // A second shard: its counts start at zero, the origin's totals span both.
+        let fourth = cache.starting(a, shard: 1)
+        #expect(fourth && cache.idle(a, shard: 1) == -1 && cache.connections(inShard: 1) == 1)
+        cache.opened(12, origin: a, shard: 1)
+        cache.ended(a, shard: 1)
+        #expect(cache.idle(a, shard: 1) == 1 && cache.openSockets(a) == 2 && cache.connections(inShard: 0) == 3)
+    }
+
+    /// The origin a transfer's connections are counted under: scheme, host and port, found on the URL's bytes.
+    @Test(arguments: [("http://127.0.0.1:8080/v1/chat?x=1", "http://127.0.0.1:8080"), ("https://api.example.com/v1", "https://api.example.com"),
+                      ("https://h:1", "https://h:1"), ("no-scheme/path", "no-scheme/path"), ("a:b://h/p", "a:b://h")])
+    func originOfAURL(_ url: String, _ origin: String) {
+        let loop = EventLoop(index: 0)
+        let driver = CurlDriver(loop: loop)
+        let found = loop.queue.sync {
+            let transfer = Transfer(driver: driver, request: UpstreamRequest(url: url, method: "GET", headers: HTTPHeaders()),
+                                    delegate: CurlDriverTests.Heard())
+            defer { transfer.cleanup() }
+            return String(transfer.origin)
+        }
+        #expect(found == origin)
+        loop.queue.sync { driver.shutdown() }
     }
 
     /// A scripted upstream whose answers end only when the test lets them (the transfers overlap as long as it

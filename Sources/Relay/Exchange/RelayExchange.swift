@@ -380,7 +380,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             guard let b else { return a }
             return min(a, b)
         }
-        let next = earlier(earlier(machine.nextDeadline, machine.detachDeadline), keeping.heartbeat?.nextDue)
+        let next = earlier(machine.timerDeadline(), keeping.heartbeat?.nextDue)
         guard let deadline = next, !timer.covers(deadline) else { return }
         // Body deliveries move the idle deadline later without re-arming: when the old timer fires, the machine
         // ignores the early call and the timer is armed again for the real deadline.

@@ -295,6 +295,16 @@ package struct ExchangeStateMachine: Sendable {
     /// nil while someone reads.
     package var detachDeadline: Instant? { detachedSince?.advanced(bySeconds: detachWindowSeconds) }
 
+    /// The earlier of `nextDeadline` and `detachDeadline`, for the shell's timer after every delivery. Mutating
+    /// though it changes nothing: the shell's stored machine is then read in place (a modify access), where a
+    /// getter made it copy the whole machine first, retains and releases included (two copies per relayed event
+    /// before, callgrind).
+    package mutating func timerDeadline() -> Instant? {
+        guard let detach = detachDeadline else { return nextDeadline }
+        guard let next = nextDeadline else { return detach }
+        return min(next, detach)
+    }
+
     /// The usage tap has the provider's final counts: a drain has what it waited for.
     package mutating func usageArrived() -> [Action] {
         guard phase == .draining else { return [] }
