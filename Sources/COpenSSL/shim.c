@@ -486,7 +486,14 @@ size_t cossl_test_issue_certificate(EVP_PKEY *subject_key, const char *subject_c
         ASN1_OBJECT_free(object);
         if (!ok) goto done;
     }
-    if (X509_sign(cert, issuer_key, EVP_sha256()) <= 0) goto done;
+    // A DER ECDSA signature is 70 to 72 bytes as r and s happen to need a leading zero: signed again until it
+    // is 72, so that a certificate's size depends on its contents only (a test sizes an attestation to the byte).
+    for (int attempt = 0;; attempt++) {
+        const ASN1_BIT_STRING *signature = NULL;
+        if (X509_sign(cert, issuer_key, EVP_sha256()) <= 0) goto done;
+        X509_get0_signature(&signature, NULL, cert);
+        if (signature == NULL || ASN1_STRING_length(signature) == 72 || attempt == 200) break;
+    }
     der_length = i2d_X509(cert, NULL);
     if (der_length <= 0 || (size_t)der_length > capacity) goto done;
     i2d_X509(cert, &cursor);
@@ -526,8 +533,18 @@ size_t cossl_test_cms_sign(const uint8_t *signer_der, size_t signer_length, EVP_
     STACK_OF(X509) *certs = x509_stack(extra, extra_lengths, extra_count);
     BIO *data = content_length <= INT32_MAX ? BIO_new_mem_buf(content, (int)content_length) : NULL;
     if (signer == NULL || certs == NULL || data == NULL) goto done;
-    cms = CMS_sign(signer, key, certs, data, CMS_BINARY | CMS_NOATTR);
-    if (cms == NULL) goto done;
+    // Signed again until the signature is 72 bytes, like a certificate's (see cossl_test_issue_certificate).
+    for (int attempt = 0;; attempt++) {
+        CMS_SignerInfo *info;
+        ASN1_OCTET_STRING *signature;
+        if (BIO_reset(data) != 1) goto done;
+        CMS_ContentInfo_free(cms);
+        cms = CMS_sign(signer, key, certs, data, CMS_BINARY | CMS_NOATTR);
+        if (cms == NULL) goto done;
+        info = sk_CMS_SignerInfo_value(CMS_get0_SignerInfos(cms), 0);
+        signature = info != NULL ? CMS_SignerInfo_get0_signature(info) : NULL;
+        if (signature == NULL || ASN1_STRING_length(signature) == 72 || attempt == 200) break;
+    }
     der_length = i2d_CMS_ContentInfo(cms, NULL);
     if (der_length <= 0 || (size_t)der_length > capacity) goto done;
     i2d_CMS_ContentInfo(cms, &cursor);
