@@ -27,7 +27,7 @@ public final class EventLoop: @unchecked Sendable {
         self.queue = DispatchQueue(label: "sse-relay.loop.\(index)")
         self.timerSource = DispatchSource.makeTimerSource(queue: queue)
         self.readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
-        self.poller = Poller(queue: queue)
+        self.poller = Poller(queue: queue, clock: clock)
         // Weak, not unowned: cancelling the source in `deinit` does not stop a firing already on its way to the
         // queue, and under ThreadSanitizer one ran after the loop was freed ("read an unowned reference but the
         // object was already destroyed", make sanitize).

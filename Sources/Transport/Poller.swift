@@ -1,5 +1,6 @@
 import CSystem
 import Dispatch
+import Support
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -50,7 +51,12 @@ extension PollerHandler {
 /// 268 ms more to the upstream's head, with 5 000 streams). Each turn polls the first set whenever the main
 /// set reports it ready or returns a full batch (the main set's backlog may hide it), and again after every 16
 /// handlers of a long batch, at most 16 at a time (`firstSlice`): each class gets at least half of the handler
-/// calls when both are busy. When idle a wake-up still costs one `epoll_wait`.
+/// calls when both are busy. Under load a handler can take 100 to 250 µs (a read that found several events),
+/// so 16 of them made each step of a new stream wait 2 to 4 ms (accept, request, the provider's answer: a
+/// first byte of 27 ms at 5 000 streams). So the first set is also looked at once the other handlers have run
+/// for `firstInterval` since the last look, and at least as long as that look's own handlers took (a flood of
+/// costly first-class work still leaves the streams half the time). When idle a wake-up still costs one
+/// `epoll_wait`.
 ///
 /// One turn handles one batch (up to 128 ready descriptors), and after each slice of 16 handlers the work they
 /// handed to `soon` (a response head released with its first chunk, curl's "act now" timer). Between turns
@@ -62,6 +68,8 @@ public final class Poller: @unchecked Sendable {
     // only (the waiting thread touches `events` and `entries` inside `queue.sync`).
     private let pollFD: Int32
     private let queue: DispatchQueue
+    /// Times the handlers of a long batch (`firstInterval`); a test's manual clock makes that deterministic.
+    private let clock: any Clock
     private struct Entry {
         let handler: any PollerHandler
         var read: Bool
@@ -91,8 +99,9 @@ public final class Poller: @unchecked Sendable {
     private let source: DispatchSourceRead
     #endif
 
-    public init(queue: DispatchQueue) {
+    public init(queue: DispatchQueue, clock: any Clock = MonotonicClock()) {
         self.queue = queue
+        self.clock = clock
         #if canImport(Glibc)
         pollFD = Syscall.epollCreate()
         firstFD = Syscall.epollCreate()
@@ -315,15 +324,26 @@ public final class Poller: @unchecked Sendable {
         // other handlers (under load one relayed readiness can cost half a millisecond: 64 ms for a batch).
         var firstReady = n == events.count
         for i in 0..<n where events[i].data.fd == firstFD { firstReady = true }
-        if firstReady { serveFirst(polledAt: polledAt) }
+        var lookedAt = clock.now().nanoseconds
+        var lookTook: UInt64 = 0
+        if firstReady {
+            serveFirst(polledAt: polledAt)
+            let now = clock.now().nanoseconds
+            lookTook = now &- lookedAt
+            lookedAt = now
+        }
         var sinceFirst = 0
         for i in 0..<n where events[i].data.fd != firstFD {
             dispatch(events[i], polledAt: polledAt)
             sinceFirst += 1
-            if sinceFirst == Self.firstSlice {
+            let now = clock.now().nanoseconds
+            let ran = now &- lookedAt
+            if sinceFirst == Self.firstSlice || (ran >= Self.firstInterval && ran >= lookTook) {
                 sinceFirst = 0
                 runSoonTasksIfAny()
                 serveFirst(polledAt: polledAt)
+                lookedAt = clock.now().nanoseconds
+                lookTook = lookedAt &- now
             }
         }
         #else
@@ -353,6 +373,11 @@ public final class Poller: @unchecked Sendable {
     /// long batch: when both classes are busy each gets at least half of the handler calls, so a flood of
     /// client bytes or connections cannot starve the running streams, nor the streams a new connection.
     static let firstSlice = 16
+
+    /// Nanoseconds of other handlers in a long batch after which the first set is looked at again, even before
+    /// `firstSlice` of them have run (unless the last look's handlers took longer). One `epoll_wait` per look:
+    /// about 1 µs, against the 250 µs it bounds.
+    static let firstInterval: UInt64 = 250_000
 
     /// Handles up to `firstSlice` ready descriptors of the first class, then the `soon` work they left.
     private func serveFirst(polledAt: UInt64) {

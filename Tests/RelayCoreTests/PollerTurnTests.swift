@@ -24,7 +24,12 @@ private final class OnLoop<Value>: @unchecked Sendable {
     final class Spinner: PollerHandler, @unchecked Sendable {
         // Invariant: touched on the loop's queue only.
         var calls = 0
-        func pollerEvent(fd: Int32, readable: Bool, writable: Bool) { calls += 1 }
+        /// Runs on every call (a test's manual clock moved by what a handler costs).
+        var each: () -> Void = {}
+        func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
+            calls += 1
+            each()
+        }
     }
 
     /// Runs `body` once on its first readiness and stops watching.
@@ -51,8 +56,11 @@ private final class OnLoop<Value>: @unchecked Sendable {
         var calls = 0
         var armed = false
         var onFire: () -> Void = {}
+        /// Runs on every call (a test's manual clock moved by what a handler costs).
+        var each: () -> Void = {}
         func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
             calls += 1
+            each()
             if armed {
                 armed = false
                 onFire()
@@ -215,9 +223,14 @@ private final class OnLoop<Value>: @unchecked Sendable {
 
     /// A first-class descriptor that becomes ready in the middle of a long batch (here: made ready by the batch's
     /// first handler) is handled after at most 16 more of the batch's handlers, not at the batch's end (127).
-    @Test func firstClassReadyMidBatchWaitsOneSlice() {
-        let loop = EventLoop(index: 0)
+    /// When each handler takes 100 µs (a manual clock moved by each call: a loaded loop's reads), it waits for
+    /// `Poller.firstInterval` (250 µs) of them, at most 3, not for 16 (1.6 ms).
+    @Test(arguments: [(0, 16), (100_000, 3)] as [(UInt64, Int)])
+    func firstClassReadyMidBatchWaitsOneSlice(handlerNanoseconds: UInt64, atMost: Int) {
+        let clock = ManualClock()
+        let loop = EventLoop(index: 0, clock: clock)
         let backlog = Trigger()
+        backlog.each = { clock.advance(bySeconds: Double(handlerNanoseconds) / 1e9) }
         let pipes = (0..<500).map { _ in Self.makePipe() }
         let urgent = Self.makePipe()
         defer { for p in pipes + [urgent] { close(p.read); close(p.write) } }
@@ -241,7 +254,7 @@ private final class OnLoop<Value>: @unchecked Sendable {
         done.wait()
         loop.queue.sync {
             for p in pipes { loop.poller.remove(p.read) }
-            #expect(waited.value >= 0 && waited.value <= 16, "backlog handlers run after the urgent one was ready: \(waited.value)")
+            #expect(waited.value >= 0 && waited.value <= atMost, "backlog handlers run after the urgent one was ready: \(waited.value)")
         }
     }
 
@@ -316,19 +329,29 @@ private final class OnLoop<Value>: @unchecked Sendable {
 
     /// A flood in the first class (clients sending without pause, connections without end) cannot starve the
     /// running streams: with 500 always-ready descriptors in each class, at least 40 % of the handler calls go to
-    /// the streams' class (one look at the first class after every 16 others, 16 at most per look: half).
-    @Test func firstClassFloodLeavesTheStreamsHalf() {
+    /// the streams' class (one look at the first class after every 16 others, 16 at most per look: half). Also
+    /// when the flood's handlers are slow (1 ms each, the streams' 100 µs, on a manual clock): the looks that
+    /// `Poller.firstInterval` adds wait until the streams have run as long as the last look's handlers did.
+    @Test(arguments: [(0, 0), (100_000, 1_000_000)] as [(UInt64, UInt64)])
+    func firstClassFloodLeavesTheStreamsHalf(streamNanoseconds: UInt64, floodNanoseconds: UInt64) {
         final class Counter: PollerHandler, @unchecked Sendable {
             // Invariant: touched on the loop's queue only.
             let first: Bool
             var calls = 0
+            var each: () -> Void = {}
             init(first: Bool) { self.first = first }
             var pollerHandlesFirst: Bool { first }
-            func pollerEvent(fd: Int32, readable: Bool, writable: Bool) { calls += 1 }
+            func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
+                calls += 1
+                each()
+            }
         }
-        let loop = EventLoop(index: 0)
+        let clock = ManualClock()
+        let loop = EventLoop(index: 0, clock: clock)
         let streams = Spinner()
         let flood = Counter(first: true)
+        streams.each = { clock.advance(bySeconds: Double(streamNanoseconds) / 1e9) }
+        flood.each = { clock.advance(bySeconds: Double(floodNanoseconds) / 1e9) }
         let pipes = (0..<1_000).map { _ in Self.makePipe() }
         defer { for p in pipes { close(p.read); close(p.write) } }
         let done = DispatchSemaphore(value: 0)
