@@ -327,6 +327,57 @@ private final class OnLoop<Value>: @unchecked Sendable {
         }
     }
 
+    /// A burst of connections waiting in the kernel's queue is accepted a few at a time: at most
+    /// `Listener.acceptsPerReadiness` in one handler call (it was 64: 10 ms and more of accepts), the rest at the
+    /// poller's next looks, every one of them in the end. The accepts of one call are told apart by work they hand
+    /// to `soon`, which runs once that call's slice of handlers is over.
+    @Test func aBurstOfConnectionsIsAcceptedAFewAtATime() throws {
+        let group = EventLoopGroup(count: 1)
+        let loop = group.loops[0]
+        let total = 20
+        let slice = OnLoop(0)
+        let perSlice = OnLoop([Int: Int]())
+        let accepted = OnLoop(0)
+        let done = DispatchSemaphore(value: 0)
+        let listener = try Listener(host: "127.0.0.1", port: 0, group: group,
+                                    logger: Logger(label: "test", level: .error, sink: MemoryLogSink())) { fd, _, loop in
+            close(fd)
+            perSlice.value[slice.value, default: 0] += 1
+            loop.soon { slice.value += 1 }
+            accepted.value += 1
+            if accepted.value == total { done.signal() }
+        }
+        listener.start()
+        // The loop is held while the clients connect: the kernel completes each handshake and queues it.
+        let hold = DispatchSemaphore(value: 0)
+        loop.queue.async { hold.wait() }
+        let clients = (0..<total).map { _ in Self.connectBlocking(port: listener.port) }
+        hold.signal()
+        done.wait()
+        loop.queue.sync {
+            #expect(perSlice.value.values.reduce(0, +) == total)
+            let most = perSlice.value.values.max() ?? 0
+            #expect(most >= 1 && most <= Listener.acceptsPerReadiness, "accepted in one call: \(most)")
+        }
+        listener.stop()
+        for fd in clients { close(fd) }
+    }
+
+    /// A connected TCP socket to 127.0.0.1:`port` (blocking connect).
+    static func connectBlocking(port: Int) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        precondition(fd >= 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        precondition(rc == 0, "connect: \(errno)")
+        return fd
+    }
+
     /// A flood in the first class (clients sending without pause, connections without end) cannot starve the
     /// running streams: with 500 always-ready descriptors in each class, at least 40 % of the handler calls go to
     /// the streams' class (one look at the first class after every 16 others, 16 at most per look: half). Also
