@@ -172,6 +172,10 @@ package enum RelayCommand {
 
     /// Starts the server and serves until a signal drains it (never returns then); 1 when it cannot start.
     static func run(_ configuration: RelayConfiguration, fakeProvider: FakeProvider?, logger: Logger) -> Int32 {
+        // Room in the descriptor table for a loaded relay's sockets, made before the event loops run: growing it
+        // later holds the loop that opens a descriptor for tens of milliseconds (`Syscall.reserveDescriptorTable`).
+        let table = Syscall.reserveDescriptorTable(Syscall.reservedDescriptorCeiling)
+        logger.debug("descriptor table reserved", [("descriptors", .int(table))])
         let server: RelayServer
         do {
             server = try RelayServer(configuration: configuration, logger: logger)
