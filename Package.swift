@@ -98,7 +98,7 @@ let package = Package(
         .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
         // Apple App Attest verified offline: a bounded CBOR reader, attestation objects (x5c chain to Apple's root,
         // nonce, key id, app id, counter, aaguid) and assertions. Pure: bytes and the time in, a result out.
-        .target(name: "Attestation", dependencies: ["COpenSSL"]),
+        .target(name: "Attestation", dependencies: ["COpenSSL", "Support"]),
         // A software App Attest "device" for tests: its own root CA and intermediate, a P-256 key, and attestation
         // objects and assertions built as a device builds them, with a knob to break each check.
         .target(name: "AttestationTestSupport", dependencies: ["Attestation", "COpenSSL"], path: "Tests/AttestationTestSupport"),

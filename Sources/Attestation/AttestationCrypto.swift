@@ -24,16 +24,16 @@ enum AttestationCrypto {
     }
 
     /// ECDSA P-256 with SHA-256 of `message`, the signature in DER, with a public key given as an X9.62
-    /// uncompressed point. nil when the key is not a point on P-256; else whether the signature holds.
-    static func verifyES256(publicKey: [UInt8], message: [UInt8], derSignature: [UInt8]) -> Bool? {
-        guard publicKey.count == 65, publicKey[0] == 0x04 else { return nil }
-        let x = Array(publicKey[1..<33])
-        let y = Array(publicKey[33..<65])
-        guard let key = cossl_p256_public_key(x, y) else { return nil }
-        defer { cossl_key_free(key) }
-        return message.withUnsafeBufferPointer { m in
-            derSignature.withUnsafeBufferPointer { s in
-                cossl_verify_es256_der(key, m.baseAddress, m.count, s.baseAddress, s.count) == 1
+    /// uncompressed point (built once and kept in `keys`). nil when the key is not a point on P-256; else whether
+    /// the signature holds.
+    static func verifyES256(publicKey: [UInt8], message: [UInt8], derSignature: [UInt8],
+                            keys: P256KeyCache = .shared) -> Bool? {
+        guard let key = keys.key(x962: publicKey) else { return nil }
+        return withExtendedLifetime(key) {
+            message.withUnsafeBufferPointer { m in
+                derSignature.withUnsafeBufferPointer { s in
+                    cossl_verify_es256_der(key.pointer, m.baseAddress, m.count, s.baseAddress, s.count) == 1
+                }
             }
         }
     }
