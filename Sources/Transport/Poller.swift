@@ -54,9 +54,9 @@ extension PollerHandler {
 /// calls when both are busy. Under load a handler can take 100 to 250 µs (a read that found several events),
 /// so 16 of them made each step of a new stream wait 2 to 4 ms (accept, request, the provider's answer: a
 /// first byte of 27 ms at 5 000 streams). So the first set is also looked at once the other handlers have run
-/// for `firstInterval` since the last look, and at least as long as that look's own handlers took (a flood of
-/// costly first-class work still leaves the streams half the time). When idle a wake-up still costs one
-/// `epoll_wait`.
+/// for `firstInterval` since the last look, and at least as long as that look's own handlers took (so an early
+/// look never hands a flood of first-class work more than the count of 16 already did). When idle a wake-up
+/// still costs one `epoll_wait`.
 ///
 /// One turn handles one batch (up to 128 ready descriptors), and after each slice of 16 handlers the work they
 /// handed to `soon` (a response head released with its first chunk, curl's "act now" timer). Between turns
