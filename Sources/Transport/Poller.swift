@@ -65,7 +65,8 @@ extension PollerHandler {
 /// Owned by the loop's queue: every method but `stop` is called there.
 public final class Poller: @unchecked Sendable {
     // Invariant: `entries`, `soonTasks`, `inTurn`, `soonFlushQueued` and the epoll sets are touched on `queue`
-    // only (the waiting thread touches `events` and `entries` inside `queue.sync`).
+    // only (the waiting thread touches `events` and `entries` inside `queue.sync`; it writes `pendingCount` just
+    // before its `queue.sync` and the turn reads it inside, so the sync orders the two).
     private let pollFD: Int32
     private let queue: DispatchQueue
     /// Times the handlers of a long batch (`firstInterval`); a test's manual clock makes that deterministic.
@@ -83,6 +84,8 @@ public final class Poller: @unchecked Sendable {
     private var inTurn = false
     /// A queue block is on its way to run `soon` work handed over outside a turn.
     private var soonFlushQueued = false
+    /// The size of the batch `waitLoop` hands to its turn (written by the waiting thread just before `queue.sync`).
+    private var pendingCount = 0
     /// `LatencyTrace.enabled`, read once: the probes on the event path cost one test of a stored flag.
     private let tracing = LatencyTrace.enabled
     /// Where the kernel reports ready descriptors: allocated once, not per wake-up.
@@ -152,6 +155,10 @@ public final class Poller: @unchecked Sendable {
 
     #if canImport(Glibc)
     private func waitLoop() {
+        // One work item for every turn: `queue.sync` with a closure copies it into a new block each time (two
+        // allocations per wake-up, so per relayed event at light load); a work item's block is made once and
+        // may run any number of times (it is never waited on). It holds the poller only while this loop runs.
+        let turn = DispatchWorkItem { [self] in handleBatch(pendingCount) }
         while true {
             let n = Syscall.epollPoll(pollFD, into: events, timeoutMs: -1)
             if n == 0 { continue }
@@ -159,7 +166,8 @@ public final class Poller: @unchecked Sendable {
             for i in 0..<n where events[i].data.fd == wakeRead { stopping = true }
             if stopping { break }
             guard tracing else {
-                queue.sync { handleBatch(n) }
+                pendingCount = n
+                queue.sync(execute: turn)
                 continue
             }
             let polledAt = LatencyTrace.now()
