@@ -252,11 +252,16 @@ enum ProcStats {
 
     /// utime + stime of the whole process (all threads, dead ones included), in seconds.
     static func cpuSeconds(pid: Int32) -> Double? {
+        cpuTimes(pid: pid).map { $0.user + $0.system }
+    }
+
+    /// utime and stime (the kernel's share: system calls, the network stack) of the whole process, in seconds.
+    static func cpuTimes(pid: Int32) -> (user: Double, system: Double)? {
         guard pid > 0, let text = readFile("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }
         let fields = text[text.index(after: close)...].split(separator: " ")
         // After the command: state is field 3, utime field 14, stime field 15 (1-based in proc(5)).
         guard fields.count > 13, let u = Double(fields[11]), let s = Double(fields[12]) else { return nil }
-        return (u + s) / ticksPerSecond
+        return (u / ticksPerSecond, s / ticksPerSecond)
     }
 
     /// Busy and total jiffies of each CPU (from /proc/stat): busy = user + nice + system + irq + softirq + steal.

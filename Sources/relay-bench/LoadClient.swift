@@ -122,7 +122,7 @@ final class LoadClient {
             streams.append(s)
         }
 
-        let cpuProxyStart = ProcStats.cpuSeconds(pid: config.proxyPID)
+        let cpuProxyStart = ProcStats.cpuTimes(pid: config.proxyPID)
         let cpuUpstreamStart = loadCPUSeconds()
         let cpuSelfStart = ProcStats.cpuSeconds(pid: getpid())
         let coresStart = ProcStats.coreTicks()
@@ -170,7 +170,10 @@ final class LoadClient {
         }
         let end = monotonicNow()
         let wall = Double(end - t0) / 1e9
-        let cpuProxy = ProcStats.cpuSeconds(pid: config.proxyPID).flatMap { a in cpuProxyStart.map { a - $0 } }
+        let proxyTimes = ProcStats.cpuTimes(pid: config.proxyPID).flatMap { a in
+            cpuProxyStart.map { (user: a.user - $0.user, system: a.system - $0.system) }
+        }
+        let cpuProxy = proxyTimes.map { $0.user + $0.system }
         let cpuUpstream = loadCPUSeconds().flatMap { a in cpuUpstreamStart.map { a - $0 } }
         let cpuSelf = ProcStats.cpuSeconds(pid: getpid()).flatMap { a in cpuSelfStart.map { a - $0 } } ?? 0
         let coresEnd = ProcStats.coreTicks()
@@ -219,8 +222,13 @@ final class LoadClient {
         if let cpuProxy {
             put("proxy_cpu_s", format1(cpuProxy, digits: 3))
             put("proxy_core_pct", format1(cpuProxy / wall * 100))
-            if eventsReceived > 0 { put("cpu_us_per_event", format1(cpuProxy * 1e6 / Double(eventsReceived), digits: 2)) }
+            let system = proxyTimes?.system ?? 0
+            if eventsReceived > 0 {
+                put("cpu_us_per_event", format1(cpuProxy * 1e6 / Double(eventsReceived), digits: 2))
+                put("sys_us_per_event", format1(system * 1e6 / Double(eventsReceived), digits: 2))
+            }
             put("cpu_us_per_stream", format1(cpuProxy * 1e6 / Double(config.streams)))
+            put("sys_us_per_stream", format1(system * 1e6 / Double(config.streams)))
             put("rss_base_kb", "\(rssBase)")
             put("rss_peak_kb", "\(max(rssMaxKB, hwm))")
             put("mem_per_stream_kb", format1(Double(max(rssMaxKB, hwm) - rssBase) / Double(max(1, config.streams)), digits: 2))

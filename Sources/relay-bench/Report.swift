@@ -21,6 +21,7 @@ enum Report {
             return [Row(title: "time to first byte p50 (us)", key: "ttfb_p50_us", proxyOnly: false),
                     Row(title: "time to first byte p99 (us)", key: "ttfb_p99_us", proxyOnly: false),
                     Row(title: "proxy CPU per stream (us)", key: "cpu_us_per_stream", proxyOnly: true),
+                    Row(title: "  of which in the kernel (us)", key: "sys_us_per_stream", proxyOnly: true),
                     Row(title: "events byte-exact / received", key: "exact_summary", proxyOnly: false),
                     Row(title: "errors", key: "errors", proxyOnly: false)]
         case "S2", "S5", tlsScenario:
@@ -34,6 +35,7 @@ enum Report {
                     Row(title: "proxy peak RSS (MB)", key: "rss_peak_mb", proxyOnly: true),
                     Row(title: "proxy memory per stream (KB)", key: "mem_per_stream_kb", proxyOnly: true),
                     Row(title: "proxy CPU per event (us)", key: "cpu_us_per_event", proxyOnly: true),
+                    Row(title: "  of which in the kernel (us)", key: "sys_us_per_event", proxyOnly: true),
                     Row(title: "proxy core busy (%)", key: "proxy_core_pct", proxyOnly: true),
                     Row(title: "load core busy: client+upstream (%)", key: "load_core_pct", proxyOnly: false)]
         case "S3", stateRPSScenario:
@@ -42,6 +44,7 @@ enum Report {
                     Row(title: "latency p99 (ms)", key: "lat_p99_ms", proxyOnly: false),
                     Row(title: "errors (non-2xx + socket)", key: "errors", proxyOnly: false),
                     Row(title: "proxy CPU per request (us)", key: "cpu_us_per_request", proxyOnly: true),
+                    Row(title: "  of which in the kernel (us)", key: "sys_us_per_request", proxyOnly: true),
                     Row(title: "proxy core busy (%)", key: "proxy_core_pct", proxyOnly: true),
                     Row(title: "load core busy: wrk+upstream (%)", key: "load_core_pct", proxyOnly: false)]
         case "S4":

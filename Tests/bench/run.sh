@@ -226,8 +226,9 @@ stream_run() {
   sleep 0.3
 }
 
-# CPU seconds (utime + stime) of a process.
+# CPU seconds (utime + stime) of a process; sys_of: stime alone (the kernel's share).
 cpu_of() { [ -n "$1" ] && awk '{ sub(/.*\) /, ""); print ($12 + $13) / '"$(getconf CLK_TCK)"' }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+sys_of() { [ -n "$1" ] && awk '{ sub(/.*\) /, ""); print $13 / '"$(getconf CLK_TCK)"' }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 # Busy and total jiffies of one CPU from /proc/stat.
 core_ticks() { awk -v c="cpu$1" '$1 == c { print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8+$9 }' /proc/stat; }
 to_ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) { sub(/us$/, "", v); print v / 1000 } else if (v ~ /ms$/) { sub(/ms$/, "", v); print v + 0 } else if (v ~ /s$/) { sub(/s$/, "", v); print v * 1000 } else print "n/a" }'; }
@@ -238,12 +239,12 @@ wrk_run() {
   bench_selected "$scenario" || return 0
   start_proxy "$target"
   log "$scenario $title: $target"
-  local cpu0 up0 core0 pcore0 cpu1 up1 core1 pcore1 t0 t1 out
-  cpu0=$(cpu_of "$PROXY_PID"); up0=$(cpu_of "$UP_PID"); core0=$(core_ticks "$LOAD_CPU"); pcore0=$(core_ticks "$PROXY_CPU")
+  local cpu0 up0 core0 pcore0 cpu1 up1 core1 pcore1 t0 t1 out sys0 sys1
+  sys0=$(sys_of "$PROXY_PID"); cpu0=$(cpu_of "$PROXY_PID"); up0=$(cpu_of "$UP_PID"); core0=$(core_ticks "$LOAD_CPU"); pcore0=$(core_ticks "$PROXY_CPU")
   times >"$WORK/times0"
   out=$("${PRIO[@]}" taskset -c "$LOAD_CPU" wrk -t1 -c50 -d"${seconds}s" --timeout 5s --latency -s "$HERE/post.lua" \
     "http://127.0.0.1:$PORT/v1/chat/completions?stream=0&size=64" 2>&1)
-  cpu1=$(cpu_of "$PROXY_PID"); up1=$(cpu_of "$UP_PID"); core1=$(core_ticks "$LOAD_CPU"); pcore1=$(core_ticks "$PROXY_CPU")
+  cpu1=$(cpu_of "$PROXY_PID"); sys1=$(sys_of "$PROXY_PID"); up1=$(cpu_of "$UP_PID"); core1=$(core_ticks "$LOAD_CPU"); pcore1=$(core_ticks "$PROXY_CPU")
   times >"$WORK/times1"; t0=$(tail -1 "$WORK/times0"); t1=$(tail -1 "$WORK/times1")
   echo "$out" >>"$WORK/wrk.log"
   local rps total non2xx sockerr p50 p99 line
@@ -264,6 +265,7 @@ wrk_run() {
   line+=" other_on_proxy_cpu_pct=$(awk -v a="$pcore0" -v b="$pcore1" -v c0="$cpu0" -v c1="$cpu1" -v s="$seconds" 'BEGIN { split(a, x, " "); split(b, y, " "); if (y[2] > x[2]) { v = 100 * (y[1] - x[1]) / (y[2] - x[2]) - (c1 - c0) * 100 / s; printf "%.1f", v < 0 ? 0 : v } else print "n/a" }')"
   if [ -n "$PROXY_PID" ] && [ -n "$total" ] && [ "$total" -gt 0 ]; then
     line+=" cpu_us_per_request=$(awk -v a="$cpu0" -v b="$cpu1" -v n="$total" 'BEGIN { printf "%.1f", (b - a) * 1e6 / n }')"
+    line+=" sys_us_per_request=$(awk -v a="$sys0" -v b="$sys1" -v n="$total" 'BEGIN { printf "%.1f", (b - a) * 1e6 / n }')"
     line+=" proxy_core_pct=$(awk -v a="$cpu0" -v b="$cpu1" -v s="$seconds" 'BEGIN { printf "%.1f", (b - a) * 100 / s }')"
   fi
   echo "$line" >>"$RESULTS"
