@@ -17,6 +17,12 @@ trap cleanup EXIT
 "$BIN" --version | grep -q '^sse-relay [0-9]' && ok "--version" || fail "--version"
 "$BIN" --help | grep -q -- '--check-config' && ok "--help lists --check-config" || fail "--help"
 "$BIN" --bogus >/dev/null 2>&1; [ $? -eq 2 ] && ok "unknown flag exits 2" || fail "unknown flag exits 2"
+# Full RELRO (Package.swift): symbols bound at start, the global offset table read-only after.
+if command -v readelf >/dev/null && [ "$(uname -s)" = Linux ]; then
+  dyn=$(readelf -d "$BIN"); seg=$(readelf -l "$BIN")
+  grep -q 'BIND_NOW' <<<"$dyn" && grep -q 'GNU_RELRO' <<<"$seg" && ok "linked with full RELRO (BIND_NOW, GNU_RELRO)" \
+    || fail "linked with full RELRO" "$(grep -E 'FLAGS' <<<"$dyn")"
+fi
 
 # --check-config: valid with the key set; names the offending key without it.
 OPENAI_API_KEY=sk-blackbox-check ANTHROPIC_API_KEY=sk-ant-blackbox-check ANTHROPIC_API_KEY_BACKUP=sk-ant-blackbox-check-2 "$BIN" --check-config "$ROOT/config.example.json" >/dev/null 2>&1 \
