@@ -216,15 +216,24 @@ public struct SSEParser: Sendable {
     private enum Field {
         case data, event, id, retry, other
 
-        /// Field names compare byte for byte, case-sensitively, as the standard says.
+        /// Field names compare byte for byte, case-sensitively, as the standard says. (Against a `StaticString`'s
+        /// bytes: `elementsEqual` with a `String.UTF8View` cost 300 instructions per event.)
         init(_ name: UnsafeRawBufferPointer) {
             switch name.count {
-            case 2 where name[0] == 0x69 && name[1] == 0x64: self = .id
-            case 4 where name.elementsEqual("data".utf8): self = .data
-            case 5 where name.elementsEqual("event".utf8): self = .event
-            case 5 where name.elementsEqual("retry".utf8): self = .retry
+            case 2 where Self.equal(name, "id"): self = .id
+            case 4 where Self.equal(name, "data"): self = .data
+            case 5 where Self.equal(name, "event"): self = .event
+            case 5 where Self.equal(name, "retry"): self = .retry
             default: self = .other
             }
+        }
+
+        /// `name` has `literal`'s length (the caller's `switch`); true when the bytes are the same.
+        @inline(__always)
+        private static func equal(_ name: UnsafeRawBufferPointer, _ literal: StaticString) -> Bool {
+            let bytes = literal.utf8Start
+            for i in 0..<name.count where name[i] != bytes[i] { return false }
+            return true
         }
     }
 }

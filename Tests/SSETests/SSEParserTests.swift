@@ -70,6 +70,10 @@ struct SSEParserTests {
             bytes: Array(": keep-alive\n\nretry: 2500\nid: 7\ndata: a\n\n: another comment\ndata: b\n\nid\ndata: c\n\n".utf8),
             events: [SSEEvent(data: "a", id: "7", retry: 2500), SSEEvent(data: "b", id: "7"), SSEEvent(data: "c", id: "")]),
         Golden(
+            name: "field names of the right length that differ in one byte or in case are ignored",
+            bytes: Array("Data: x\ndatA: x\nevenT: y\nEvent: y\nretrY: 5\nratry: 5\nId: 3\niD: 3\ndata: z\n\n".utf8),
+            events: [SSEEvent(data: "z")]),
+        Golden(
             name: "BOM at start, multi-byte text",
             bytes: [0xEF, 0xBB, 0xBF] + Array("data: 日本語 🎉\n\ndata: é\n\n".utf8),
             events: [SSEEvent(data: "日本語 🎉"), SSEEvent(data: "é")]),
