@@ -282,9 +282,14 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
 
     /// The response is complete. With chunked framing the last chunk goes out; the connection is then kept for
     /// the next request (if `keepAlive` and the request was read to its end) or closed after the flush.
+    ///
+    /// A head still held for its first chunk (`sendHead`) leaves now with everything after it, in one write: nothing
+    /// more is coming to join it, and the caller's end-of-exchange work (usage, settle, the access-log line) then
+    /// runs after the client has its answer instead of before.
     public func finish(keepAlive: Bool) {
         loop.assertOnLoop()
         perform(machine.finish(keepAlive: keepAlive, bufferedBytes: parser.bufferedByteCount, now: loop.clock.now()))
+        connection.releaseHold()
     }
 
     /// Ends the response without a clean end: no terminal chunk, the connection closes after what is pending.

@@ -19,16 +19,20 @@ package final class RelayFixture: Sendable {
     package let logs: MemoryLogSink
     package let upstream: ScriptedUpstream?
 
+    /// `onLogLine` sees every log line after it is kept, on the thread that wrote it (a relay loop's, for the
+    /// access log): a test may hold that loop there.
     package init(upstream: ScriptedUpstream?, baseURL: String? = nil, fixedWallClock: Double? = nil, clock: any Clock = MonotonicClock(),
-         configure: (inout RelayConfiguration) -> Void = { _ in }) throws {
+         configure: (inout RelayConfiguration) -> Void = { _ in }, onLogLine: (@Sendable (String) -> Void)? = nil) throws {
         var configuration = RelayConfiguration()
         configuration.listen = .init(host: "127.0.0.1", port: 0)
         configuration.workers = 2
         configuration.upstreams["test"] = .init(name: "test", baseURL: baseURL ?? upstream!.baseURL, key: Secret(Self.providerKey))
         configuration.routes = [.init(prefix: "/v1/", upstream: "test")]
         configure(&configuration)
-        logs = MemoryLogSink()
-        server = try RelayServer(configuration: configuration, logger: Logger(label: "test", level: .debug, sink: logs),
+        let logs = MemoryLogSink()
+        self.logs = logs
+        let sink: any LogSink = onLogLine.map { HookedLogSink(kept: logs, hook: $0) } ?? logs
+        server = try RelayServer(configuration: configuration, logger: Logger(label: "test", level: .debug, sink: sink),
                                  clock: clock, wallClock: { fixedWallClock ?? Date().timeIntervalSince1970 })
         try server.start()
         self.upstream = upstream
@@ -84,6 +88,16 @@ package final class RelayFixture: Sendable {
 package let sseHead: [(String, String)] = [("Content-Type", "text/event-stream"), ("Transfer-Encoding", "chunked")]
 
 /// A minimal streaming chat request body.
+/// Keeps every line in `kept`, then hands it to `hook`.
+private struct HookedLogSink: LogSink {
+    let kept: MemoryLogSink
+    let hook: @Sendable (String) -> Void
+    func write(line: String) {
+        kept.write(line: line)
+        hook(line)
+    }
+}
+
 package let chatBody = Array(#"{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}"#.utf8)
 
 /// An upstream that answers one request with a one-event SSE stream (`data: x`, 9 bytes).

@@ -1,0 +1,67 @@
+import Foundation
+import RelayTestSupport
+import TestHarness
+import Testing
+
+/// A response the provider completes in one read leaves for the client before the relay's own end-of-exchange
+/// work (usage, settle, metrics, the access-log line): that work adds nothing to the client's wait. The test holds
+/// the relay's loop inside the access-log write; the client must have its whole response while it is held.
+@Suite("Response before bookkeeping")
+struct ResponseFlushTests {
+    /// The provider's whole answer in one write, so the relay reads it, and ends the exchange, in one turn.
+    static func upstream(_ answer: String) throws -> ScriptedUpstream {
+        try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.write(Array(answer.utf8))
+        }
+    }
+
+    /// A relay whose loop stops in the access-log line (saying so on `entered`) until `gate` opens. The test opens
+    /// it only once the client has its answer: an answer waiting for the log line never comes (the client's
+    /// 3-second safety timeout fails the test).
+    static func relay(_ upstream: ScriptedUpstream, entered: Gate, gate: Gate) throws -> RelayFixture {
+        try RelayFixture(upstream: upstream, onLogLine: { line in
+            guard line.contains(#""message":"exchange""#) else { return }
+            entered.signal()
+            try? gate.wait(timeout: 10)
+        })
+    }
+
+    @Test("a non-streaming answer reaches the client while the relay is still writing its log line")
+    func plainAnswer() throws {
+        let body = #"{"id":"chatcmpl-1","object":"chat.completion","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#
+        let upstream = try Self.upstream("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+        let entered = Gate(), gate = Gate()
+        let relay = try Self.relay(upstream, entered: entered, gate: gate)
+        defer { gate.signal(2) }
+        let client = try TestClient(port: relay.port, timeout: 3)
+        try client.sendRequest(path: "/v1/chat/completions", headers: [("Content-Type", "application/json")],
+                               body: Array(#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}"#.utf8))
+        let head = try client.readHead()
+        #expect(head.status == 200)
+        #expect(try client.readBody(head: head) == Array(body.utf8))
+        try entered.wait(timeout: 3)   // the loop is in the log line, and the client has its answer
+        gate.signal()
+        try relay.waitUntilIdle(timeout: 5)
+        #expect(relay.logs.lines.contains { $0.contains(#""message":"exchange""#) && $0.contains(#""status":200"#) })
+    }
+
+    @Test("a stream that ends in the read that brought its first event reaches the client before the log line")
+    func oneReadStream() throws {
+        let events = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n"
+        let chunked = String(events.utf8.count, radix: 16) + "\r\n" + events + "\r\n0\r\n\r\n"
+        let upstream = try Self.upstream("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked)
+        let entered = Gate(), gate = Gate()
+        let relay = try Self.relay(upstream, entered: entered, gate: gate)
+        defer { gate.signal(2) }
+        let client = try TestClient(port: relay.port, timeout: 3)
+        try client.sendRequest(path: "/v1/chat/completions", headers: [("Content-Type", "application/json")], body: chatBody)
+        let head = try client.readHead()
+        #expect(head.status == 200)
+        #expect(try client.readBody(head: head) == Array(events.utf8))
+        try entered.wait(timeout: 3)
+        gate.signal()
+        try relay.waitUntilIdle(timeout: 5)
+        #expect(relay.logs.lines.contains { $0.contains(#""message":"exchange""#) && $0.contains(#""status":200"#) })
+    }
+}
