@@ -235,41 +235,50 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
         var bytes: [UInt8] = []
         bytes.reserveCapacity(512)
         head.serialize(into: &bytes)
-        // The head waits until the slice of handlers running now has run (`EventLoop.soon`): the first chunk
-        // (or the whole small body) that usually arrives in the same curl callback batch then leaves with it in
-        // one write, without waiting for the rest of a long batch.
+        // The head waits for the first body delivery (`sendBody`), or at most until the slice of handlers running
+        // now has run (`EventLoop.soon`): the first chunk, which usually arrives in the same curl read, then leaves
+        // with it in one write, as soon as it is there.
         connection.hold()
         connection.write(bytes)
         LatencyTrace.since(traceMark, .requestToHead)
-        let headAt = LatencyTrace.now()
-        loop.soon { [connection] in
+        headHeldAt = LatencyTrace.now()
+        let headAt = headHeldAt
+        loop.soon { [self] in
             LatencyTrace.since(headAt, .hop)
-            connection.releaseHold()
-            LatencyTrace.since(headAt, .headToSend)
+            releaseHeldHead()
         }
     }
 
-    /// Writes one body delivery; for chunked framing the size line, payload and CRLF leave in one syscall.
+    /// `LatencyTrace` only: when the head now held was written (0: tracing is off).
+    private var headHeldAt: UInt64 = 0
+
+    /// Sends a head held by `sendHead` and whatever joined it (a first delivery, a whole small response).
+    private func releaseHeldHead() {
+        if connection.releaseHold() { LatencyTrace.since(headHeldAt, .headToSend) }
+    }
+
+    /// Writes one body delivery; for chunked framing the size line, payload and CRLF leave in one syscall. A head
+    /// still held (`sendHead`) leaves with the first delivery, in the same write: it waited only for this.
     @discardableResult
     public func sendBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         loop.assertOnLoop()
         guard let mode = machine.bodyMode, bytes.count > 0 else { return machine.state != .closed }
+        let ok: Bool
         switch mode {
         case .none:
             return true
         case .chunked:
             sizeLine.removeAll(keepingCapacity: true)
             ChunkedEncoding.appendSizeLine(bytes.count, to: &sizeLine)
-            let ok = sizeLine.withUnsafeBytes { line in
+            ok = sizeLine.withUnsafeBytes { line in
                 Self.crlf.withUnsafeBytes { crlf in connection.write(line, bytes, crlf) }
             }
-            noteWriteBuffer()
-            return ok
         case .contentLength, .closeDelimited:
-            let ok = connection.write(bytes)
-            noteWriteBuffer()
-            return ok
+            ok = connection.write(bytes)
         }
+        releaseHeldHead()
+        noteWriteBuffer()
+        return ok
     }
 
     /// The client-write-stall clock starts when the pending buffer reaches the high-water mark.
@@ -289,7 +298,7 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     public func finish(keepAlive: Bool) {
         loop.assertOnLoop()
         perform(machine.finish(keepAlive: keepAlive, bufferedBytes: parser.bufferedByteCount, now: loop.clock.now()))
-        connection.releaseHold()
+        releaseHeldHead()
     }
 
     /// Ends the response without a clean end: no terminal chunk, the connection closes after what is pending.

@@ -165,14 +165,17 @@ public final class Connection: PollerHandler, @unchecked Sendable {
         held = true
     }
 
-    public func releaseHold() {
+    /// Sends what the hold collected. True when there was a hold to release.
+    @discardableResult
+    public func releaseHold() -> Bool {
         loop.assertOnLoop()
-        guard held else { return }
+        guard held else { return false }
         held = false
-        guard state == .open || state == .flushingThenClose, !pending.isEmpty else { return }
+        guard state == .open || state == .flushingThenClose, !pending.isEmpty else { return true }
         writable()
         // The kernel may not have taken it all: the rest waits for the write source, like any other write.
         if (state == .open || state == .flushingThenClose) && !pending.isEmpty { armWrite() }
+        return true
     }
 
     @discardableResult

@@ -30,7 +30,8 @@ public enum LatencyTrace {
         case acceptToRequest
         /// The exchange starts → the response head is written (the upstream's part, curl included).
         case requestToHead
-        /// The response head is written → it leaves on the socket (held until the loop's turn ends).
+        /// The response head is written → it leaves on the socket (held for the first body delivery, or at most
+        /// until the slice of handlers running ends).
         case headToSend
         /// Events handled per batch (a count, not microseconds).
         case eventsPerBatch

@@ -1,7 +1,11 @@
 import Foundation
+import HTTP1
+import HTTPServer
 import RelayTestSupport
+import Support
 import TestHarness
 import Testing
+import Transport
 
 /// A response the provider completes in one read leaves for the client before the relay's own end-of-exchange
 /// work (usage, settle, metrics, the access-log line): that work adds nothing to the client's wait. The test holds
@@ -63,5 +67,47 @@ struct ResponseFlushTests {
         gate.signal()
         try relay.waitUntilIdle(timeout: 5)
         #expect(relay.logs.lines.contains { $0.contains(#""message":"exchange""#) && $0.contains(#""status":200"#) })
+    }
+
+    /// A server whose handler writes a streaming head and its first chunk, then holds its loop (inside the same
+    /// turn, as curl's further work on a read would) until the test has read both.
+    struct FirstChunkHandler: RequestHandler {
+        let chunk: [UInt8]
+        let received: Gate
+        func handle(_ head: RequestHead, writer: any ResponseWriter) -> (any RequestResponder)? {
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "text/event-stream")
+            headers.add(name: "Transfer-Encoding", value: "chunked")
+            writer.sendHead(ResponseHead(status: 200, headers: headers), mode: .chunked)
+            chunk.withUnsafeBytes { _ = writer.sendBody($0) }
+            try? received.wait(timeout: 10)
+            writer.finish(keepAlive: false)
+            return nil
+        }
+        func connectionRejected(_ error: ErrorResponse, writer: any ResponseWriter) {}
+        func proxyHeaderRejected(_ reason: String, writer: any ResponseWriter) {}
+        func untrustedProxyPeerRefused(_ peer: String) {}
+    }
+
+    @Test("a held response head leaves with its first chunk, not when the loop's turn ends")
+    func headLeavesWithTheFirstChunk() throws {
+        let chunk = Array("data: first\n\n".utf8)
+        let received = Gate()
+        let group = EventLoopGroup(count: 1)
+        let settings = ServerSettings(timeouts: ConnectionDeadlines.Settings(headerReadSeconds: 10, bodyReadSeconds: 10,
+                                                                             keepAliveIdleSeconds: 10, clientWriteStallSeconds: 10))
+        let listener = try serve(host: "127.0.0.1", port: 0, group: group, settings: settings,
+                                 handler: FirstChunkHandler(chunk: chunk, received: received),
+                                 logger: Logger(label: "test", sink: MemoryLogSink()))
+        listener.start()
+        defer { listener.stop() }
+        defer { received.signal(2) }   // first: the handler's wait ends before the listener stops
+        let client = try TestClient(port: listener.port, timeout: 3)
+        try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
+        let head = try client.readHead()   // a head held to the turn's end never comes while the handler waits
+        #expect(head.status == 200)
+        #expect(try client.readChunk() == chunk)
+        received.signal()
+        #expect(try client.readChunk() == nil)   // then the last chunk
     }
 }
