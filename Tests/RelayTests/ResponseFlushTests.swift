@@ -7,9 +7,10 @@ import TestHarness
 import Testing
 import Transport
 
-/// A response the provider completes in one read leaves for the client before the relay's own end-of-exchange
-/// work (usage, settle, metrics, the access-log line): that work adds nothing to the client's wait. The test holds
-/// the relay's loop inside the access-log write; the client must have its whole response while it is held.
+/// Bytes ready for the client leave at once. A response the provider completes in one read leaves before the
+/// relay's own end-of-exchange work (usage, settle, metrics, the access-log line), and a held head leaves with the
+/// first body delivery rather than when the loop's turn ends. Each test holds a loop at the point in question; the
+/// client must have its bytes while it is held.
 @Suite("Response before bookkeeping")
 struct ResponseFlushTests {
     /// The provider's whole answer in one write, so the relay reads it, and ends the exchange, in one turn.
