@@ -46,7 +46,9 @@ ok "podman $(podman --version | awk '{print $3}'), runc, debootstrap"
 
 # Base image, made locally once.
 if ! pm image exists "$BASE"; then
-  mirror=${DEBIAN_MIRROR:-$(grep -hoE 'https?://[^ ]+/debian/?' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null | grep -v security | head -n 1)}
+  # Comment lines are skipped: Debian's images name a snapshot mirror in a comment above the live one.
+  mirror=${DEBIAN_MIRROR:-$(grep -hvE '^[[:space:]]*#' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null \
+    | grep -oE 'https?://[^ ]+/debian/?' | grep -v security | head -n 1)}
   mirror=${mirror:-http://deb.debian.org/debian}
   rm -rf "$WORK/rootfs"
   if debootstrap --variant=minbase bookworm "$WORK/rootfs" "$mirror" >"$WORK/debootstrap.log" 2>&1 \
