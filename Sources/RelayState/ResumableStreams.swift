@@ -63,6 +63,8 @@ package final class ResumableStream: @unchecked Sendable {
         var reader = Reader.original
         var end: End?
         var wakePending = false
+        /// Resumes that attached before the end (here or, through Redis, at another replica).
+        var resumes = 0
         weak var owner: (any StreamOwner)?
     }
 
@@ -141,17 +143,21 @@ package final class ResumableStream: @unchecked Sendable {
         }
     }
 
-    /// The upstream is over. Wakes a reader to take the rest and the end.
-    package func finish(_ end: End) {
+    /// The upstream is over. Wakes a reader to take the rest and the end. Returns how many resumes attached
+    /// while it ran: counted here, under the lock, because the owner's `readerAttached` notice hops to its loop,
+    /// where the upstream's end can come first (a resume attached on another loop just before the last bytes).
+    @discardableResult
+    package func finish(_ end: End) -> Int {
         mirrored?.finish(clean: end == .completed && locked.withLock { $0.end == nil })
-        let wake = locked.withLock { s -> (any StreamReader)? in
-            guard s.end == nil else { return nil }
+        let (wake, resumes) = locked.withLock { s -> ((any StreamReader)?, Int) in
+            guard s.end == nil else { return (nil, s.resumes) }
             s.end = end
             s.owner = nil
-            if case .resumer(let reader) = s.reader { s.wakePending = true; return reader }
-            return nil
+            if case .resumer(let reader) = s.reader { s.wakePending = true; return (reader, s.resumes) }
+            return (nil, s.resumes)
         }
         wake?.wake()
+        return resumes
     }
 
     // MARK: A reader's side (any loop)
@@ -175,6 +181,7 @@ package final class ResumableStream: @unchecked Sendable {
             let previous = s.reader
             s.reader = .resumer(reader)
             s.wakePending = false
+            if s.end == nil { s.resumes += 1 }
             return (.attached, previous, s.end == nil ? s.owner : nil)
         }
         guard case .attached = result.0 else { return result.0 }
@@ -240,6 +247,7 @@ package final class ResumableStream: @unchecked Sendable {
             let previous = s.reader
             s.reader = .remote
             s.wakePending = false
+            s.resumes += 1
             return (previous, s.owner)
         }
         guard let result else { return }

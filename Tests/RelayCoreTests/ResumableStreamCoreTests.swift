@@ -132,6 +132,27 @@ private extension ReplayBuffer {
         #expect(owner.seen == ["originalTakenOver", "attached", "attached"])
     }
 
+    @Test func theEndCountsTheResumesThatAttachedBeforeItEvenIfTheirNoticesHaveNotArrived() {
+        let (_, stream, owner) = Self.stream()
+        _ = Self.append(stream, "data: a\n\n")
+        let first = Reader(), second = Reader()
+        // The owner's loop is held: the `readerAttached` notices wait behind this block, as they may wait behind
+        // the turn that reads the provider's last bytes.
+        let counted: Int = owner.loop.queue.sync {
+            guard case .attached = stream.attach(first, offset: 0), case .attached = stream.attach(second, offset: 9) else {
+                Issue.record("attach")
+                return -1
+            }
+            let n = stream.finish(.completed)
+            #expect(owner.notices.isEmpty, "no notice has run yet")
+            return n
+        }
+        #expect(counted == 2)
+        guard case .attached = stream.attach(Reader(), offset: 0) else { Issue.record("a replay after the end"); return }
+        #expect(stream.finish(.completed) == 2, "a replay after the end is not a resume of the running upstream")
+        #expect(owner.seen == ["originalTakenOver", "attached", "attached"])
+    }
+
     @Test func wakesAreCoalescedUntilTheReaderReads() {
         let (_, stream, _) = Self.stream()
         let reader = Reader()

@@ -162,7 +162,7 @@ struct ResumableStreamTests {
         #expect(upstream.requests.count == 1)
         let lines = relay.logs.lines.filter { $0.contains(#""resumes":"#) }
         #expect(lines.count == 1, "one access-log line for the exchange: its usage and budget settle once")
-        #expect(lines.first?.contains(#""resumes":2"#) == true)
+        #expect(lines.first?.contains(#""resumes":2"#) == true, "\(relay.logs.lines)")
     }
 
     @Test("a resume after the provider finished replays the rest and ends cleanly")

@@ -103,7 +103,6 @@ extension RelayExchange: StreamOwner {
     // MARK: StreamOwner (on this loop)
 
     func readerAttached() {
-        record.resumes += 1
         closeDetachWindow()
         if machine.upstreamPaused { perform(machine.clientDrained(now: clock.now())) }
     }
@@ -134,7 +133,7 @@ extension RelayExchange: StreamOwner {
         record.detachedMs = keeping.stream == nil ? nil : machine.detachedSeconds * 1000
         guard let stream = keeping.stream, let registry = keeping.registry else { return }
         let clean = machine.outcome == .completed || machine.outcome == .budgetExhausted
-        stream.finish(clean ? .completed : .broken)
+        record.resumes = stream.finish(clean ? .completed : .broken)
         writer.scheduler.schedule(afterSeconds: stream.windowSeconds) { registry.remove(stream) }
     }
 }
