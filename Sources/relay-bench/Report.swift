@@ -136,7 +136,7 @@ enum Report {
     static let stateTargets = ["relay-mem", "relay-redis"]
     /// Instruction counts of the relay with a feature on beside the plain relay (Tests/bench/run.sh, `ir_run`).
     static let featuresScenario = "IRfeatures"
-    static let featuresTargets = ["relay", "resume", "resume-redis"]
+    static let featuresTargets = ["relay", "resume", "resume-redis", "noheartbeat", "budgets", "budgets-redis"]
     /// `relay-bench attest` (AttestBench): an App Attest assertion's CPU; the relay's own row, with its target.
     static let attestScenario = "ATTEST"
 
@@ -158,8 +158,10 @@ enum Report {
         }
         let features = results.filter { $0["scenario"] == featuresScenario }
         if !features.isEmpty {
-            out += "\nfeatures: resume = the same route with routes[].resume (replay buffer in memory), resume-redis = the same on the Redis backend (buffer copied to Redis); heartbeats on in all (15 s)\n"
-            out += table(features, targets: featuresTargets, ratios: [("resume/plain", "resume", "relay"), ("redis/plain", "resume-redis", "relay")])
+            out += "\nfeatures: relay = usage and heartbeats (15 s) on; resume = the same route with routes[].resume (replay buffer in memory), resume-redis = the same on the Redis backend (buffer copied to Redis); noheartbeat = heartbeats off; budgets = token and dollar budgets per identity and in total (memory), budgets-redis = the same in Redis\n"
+            out += table(features, targets: featuresTargets, ratios: [("resume/plain", "resume", "relay"), ("redis/plain", "resume-redis", "relay"),
+                                                                      ("plain/no-hb", "relay", "noheartbeat"), ("budgets/plain", "budgets", "relay"),
+                                                                      ("b-redis/plain", "budgets-redis", "relay")])
         }
         let attest = results.filter { $0["scenario"] == attestScenario }
         if !attest.isEmpty {
@@ -172,8 +174,8 @@ enum Report {
     /// One table: a column per target, then each ratio (header, numerator target, denominator target).
     static func table(_ results: [Result], targets: [String], ratios: [(String, String, String)], goals: Bool = false) -> String {
         var out = ""
-        let widths = (title: 46, col: 11)
-        func ratioWidth(_ header: String) -> Int { max(widths.col + 1, header.count + 2) }
+        let widths = (title: 46, col: max(11, (targets.map(\.count).max() ?? 0) + 2))
+        func ratioWidth(_ header: String) -> Int { max(12, header.count + 2) }
         func pad(_ s: String, _ w: Int, left: Bool = false) -> String {
             let n = s.count
             if n >= w { return s }

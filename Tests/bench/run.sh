@@ -43,8 +43,9 @@
 #
 # Environment: BENCH_QUICK=1, BENCH_SCRATCH_PATH (swift build --scratch-path), BENCH_PROXY_CPU, BENCH_LOAD_CPU,
 # BENCH_KEEP=1 (keep the work directory with every log), BENCH_SKIP_BUILD=1, BENCH_INSTRUCTIONS=1|only,
-# BENCH_IR_TARGETS (which instruction counts: "relay relay-resume relay-resume-redis nginx haproxy"), BENCH_WAIT_IDLE=SECONDS (wait at
-# most that long for an idle machine before starting), BENCH_PRIO=rt|nice|none (see below).
+# BENCH_IR_TARGETS (which instruction counts: "relay relay-resume relay-resume-redis relay-noheartbeat relay-budgets
+# relay-budgets-redis nginx haproxy"), BENCH_WAIT_IDLE=SECONDS (wait at most that long for an idle machine before
+# starting), BENCH_PRIO=rt|nice|none (see below).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -290,21 +291,37 @@ ir_run() {   # relay|relay-resume|nginx|haproxy
   local target=$1 out="$WORK/callgrind-$1" pid port
   RUN=$((RUN + 1))
   case $target in
-    relay|relay-resume|relay-resume-redis)
-      # relay-resume: the same route kept resumable (routes[].resume, memory): what a replay buffer costs;
-      # relay-resume-redis: the same on "state": {"backend": "redis"}, the buffer copied to a redis-server on the
-      # load CPU (admission and settle round trips included).
-      sed 's/"auth": "none" }/"auth": "none", "resume": { "windowSeconds": 30, "maxBufferBytes": 4194304 } }/' \
-        "$WORK/relay.json" >"$WORK/relay-resume.json"
-      if [ "$target" = relay-resume-redis ]; then
-        command -v redis-server >/dev/null || { log "IR: no redis-server, no relay-resume-redis row"; return; }
-        IR_REDIS_PORT=$("$BENCH" free-port)
-        taskset -c "$LOAD_CPU" redis-server --port "$IR_REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
-          >"$WORK/ir-redis.log" 2>&1 &
-        IR_REDIS_PID=$!
-        for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$IR_REDIS_PORT") 2>/dev/null && break; sleep 0.05; done
-        sed 's|"workers": 1,|"workers": 1, "state": { "backend": "redis", "redis": { "url": "redis://127.0.0.1:'"$IR_REDIS_PORT"'/0", "timeoutMs": 1000 } },|' \
-          "$WORK/relay-resume.json" >"$WORK/relay-resume-redis.json"
+    relay|relay-*)
+      # The features table: the plain relay (usage, heartbeats every 15 s) beside the same relay with one thing
+      # changed. relay-resume: the route kept resumable (routes[].resume, memory), what a replay buffer costs;
+      # relay-noheartbeat: heartbeats off (routes[].heartbeatSeconds 0), what heartbeats cost; relay-budgets: token
+      # and dollar budgets per identity (the client address) and in total, with a price for the model, all far
+      # above what the run spends; the -redis variants: the same on "state": {"backend": "redis"}, a redis-server
+      # on the load CPU (admission and settle round trips included; the replay buffer copied to it).
+      local route='"auth": "none" }'
+      case $target in
+        relay-resume*) route='"auth": "none", "resume": { "windowSeconds": 30, "maxBufferBytes": 4194304 } }' ;;
+        relay-noheartbeat) route='"auth": "none", "heartbeatSeconds": 0 }' ;;
+      esac
+      local extra=''
+      case $target in
+        relay-budgets*) extra='"pricing": { "bench-model": { "input": 0.15, "output": 0.60 } }, "budgets": { "perIdentity": { "tokensPerDay": 1000000000, "usdPerDay": 100000 }, "total": { "tokensPerMonth": 100000000000, "usdPerMonth": 1000000 } },' ;;
+      esac
+      case $target in
+        *-redis)
+          command -v redis-server >/dev/null || { log "IR: no redis-server, no $target row"; return; }
+          IR_REDIS_PORT=$("$BENCH" free-port)
+          taskset -c "$LOAD_CPU" redis-server --port "$IR_REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+            >"$WORK/ir-redis.log" 2>&1 &
+          IR_REDIS_PID=$!
+          for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$IR_REDIS_PORT") 2>/dev/null && break; sleep 0.05; done
+          extra="$extra"' "state": { "backend": "redis", "redis": { "url": "redis://127.0.0.1:'"$IR_REDIS_PORT"'/0", "timeoutMs": 1000 } },'
+          ;;
+      esac
+      # Each substitution must take: a row named for a feature that is not on would be a false row.
+      if [ "$target" != relay ]; then
+        sed -e "s|\"auth\": \"none\" }|$route|" -e "s|\"workers\": 1,|\"workers\": 1, $extra|" "$WORK/relay.json" >"$WORK/$target.json"
+        cmp -s "$WORK/relay.json" "$WORK/$target.json" && { log "IR: $target: the configuration did not change"; return; }
       fi
       [ -f "$WORK/relay-nodebug" ] || { cp "$RELAY" "$WORK/relay-nodebug" && strip -g "$WORK/relay-nodebug"; }
       [ -f "$WORK/sigsuspend.so" ] || "${CC:-cc}" -shared -fPIC -O2 -o "$WORK/sigsuspend.so" "$HERE/valgrind_sigsuspend.c" \
@@ -350,19 +367,19 @@ ir_run() {   # relay|relay-resume|nginx|haproxy
     ev+=("$(grep -o ' events=[0-9]*' <<<"$r" | cut -d= -f2)")
   done
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
-  [ "$target" = relay-resume-redis ] && { kill "$IR_REDIS_PID" 2>/dev/null; wait "$IR_REDIS_PID" 2>/dev/null; }
+  case $target in *-redis) kill "$IR_REDIS_PID" 2>/dev/null; wait "$IR_REDIS_PID" 2>/dev/null ;; esac
   awk -v t="$target" -v ip="$ir_posts" -v np="$n_posts" -v a="${ir_s[0]}" -v b="${ir_s[1]}" -v ea="${ev[0]}" -v eb="${ev[1]}" 'BEGIN {
     line = "RESULT scenario=IR title=user-space_instructions_(callgrind_Ir),_proxy_only target=" t
     if (np > 0) line = line sprintf(" ir_per_request=%d", ip / np)
     if (eb > ea) { pe = (b - a) / (eb - ea); line = line sprintf(" ir_per_event=%d ir_per_stream=%d", pe, (a - pe * ea) / 10) }
     line = line " posts=" np " events=" ea "/" eb
-    if (t !~ /^relay-resume/) print line
-    # The features table: the plain relay beside the same relay with the feature on.
-    if (t ~ /^relay/) { sub("scenario=IR ", "scenario=IRfeatures ", line); sub("target=relay-resume", "target=resume", line); print line } }' >>"$RESULTS"
+    if (t !~ /^relay-/) print line
+    # The features table: the plain relay beside the same relay with the feature on (or off).
+    if (t ~ /^relay/) { sub("scenario=IR ", "scenario=IRfeatures ", line); sub("target=relay-", "target=", line); print line } }' >>"$RESULTS"
 }
 
 if [ "$INSTRUCTIONS" != 0 ]; then
-  for t in ${BENCH_IR_TARGETS:-relay relay-resume relay-resume-redis nginx haproxy}; do ir_run "$t"; done
+  for t in ${BENCH_IR_TARGETS:-relay relay-resume relay-resume-redis relay-noheartbeat relay-budgets relay-budgets-redis nginx haproxy}; do ir_run "$t"; done
 fi
 # ATTEST: the CPU an App Attest assertion adds to one request (the relay's own steps, process CPU time, on the
 # proxy CPU; a few seconds). See AttestBench in Sources/relay-bench.
