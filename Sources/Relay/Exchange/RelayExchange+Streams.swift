@@ -42,18 +42,20 @@ extension RelayExchange: StreamOwner {
         }
     }
 
-    /// A provider delivery came: the silence starts again.
-    func streamDelivered() {
-        keeping.heartbeat?.providerDelivered(now: clock.now())
+    /// A provider delivery came (at `now`, the delivery's own clock read): the silence starts again.
+    func streamDelivered(now: Instant) {
+        keeping.heartbeat?.providerDelivered(now: now)
     }
 
     /// Body bytes written (or, detached, that would have been): noted for the heartbeat's boundary and kept for
-    /// resumes. The heartbeat's deadline is armed once the bytes end an event (none while one is half-sent); arming
-    /// is a comparison when an earlier deadline is armed (`LazyTimer`).
+    /// resumes. The heartbeat's deadline is armed once the bytes end an event (none while one is half-sent). Per
+    /// write that is one comparison with the armed timer: the deadline only moves later as the provider delivers,
+    /// so a timer armed for it still covers it; only the exchange's whole timer logic (`armTimer`) runs when none
+    /// does (the timer fired while an event was half-sent).
     func streamWrote(_ bytes: UnsafeRawBufferPointer) {
         if keeping.heartbeat != nil {
             keeping.heartbeat!.wrote(bytes)
-            if !isEnded { armTimer() }
+            if let due = keeping.heartbeat!.nextDue, !isEnded { armTimer(covering: due) }
         }
         if let stream = keeping.stream, stream.append(bytes) { abandon() }
     }

@@ -234,10 +234,11 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     func transfer(_ transfer: any UpstreamCall, didReceiveBody bytes: UnsafeRawBufferPointer) -> Bool {
         assertOnLoop()
-        switch machine.upstreamBody(clientAboveHighWater: writer.isAboveHighWater && !keeping.originalGone, now: clock.now()) {
+        let now = clock.now()   // one clock read per delivery, for every use below
+        switch machine.upstreamBody(clientAboveHighWater: writer.isAboveHighWater && !keeping.originalGone, now: now) {
         case .forward:
-            streamDelivered()
-            if record.firstBodyAt == nil { record.firstBodyAt = clock.now() }
+            streamDelivered(now: now)
+            if record.firstBodyAt == nil { record.firstBodyAt = now }
             let scan = meter.scan(bytes)
             if budgetGuard != nil { return forwardGuarded(bytes, scan) }
             meter.observe(bytes, scan)
@@ -278,9 +279,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             cut()
             return true
         }
-        meter.observe(bytes, scan)
+        let output = meter.observeCounting(bytes, scan)
         forwardToClient(bytes, scan)
-        guardAction(budgetGuard?.counted(output: meter.countedOutput) ?? .none)
+        guardAction(budgetGuard?.counted(output: output) ?? .none)
         return true
     }
 
@@ -398,6 +399,11 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             }
             self.perform(actions)   // arms the next deadline
         }
+    }
+
+    /// `armTimer` when the armed timer would fire after `deadline`; otherwise one comparison.
+    func armTimer(covering deadline: Instant) {
+        if !timer.covers(deadline) { armTimer() }
     }
 
     /// The exchange is over (the machine says so once, `takeEnd`).

@@ -86,6 +86,19 @@ package enum BudgetWindow: Sendable, Equatable {
     }
 }
 
+/// The day and month periods of one moment (`BudgetWindow.period(at:)`), computed once per ledger operation: the
+/// month's needs a calendar conversion, which every account and window looked at repeated before.
+struct BudgetPeriods: Equatable {
+    let day: Int64
+    let month: Int64
+
+    init(at seconds: Int64) {
+        day = BudgetWindow.dayNumber(seconds)
+        let (y, m, _) = BudgetWindow.civil(fromDays: day)
+        month = y * 12 + (m - 1)
+    }
+}
+
 /// Token budgets as a value: per key (an identity, or a client address on `auth: "none"` routes) and in total,
 /// each over the UTC calendar day and month. Pure: time comes in as Unix seconds. Mutable; whoever holds it owns
 /// it (`MemoryAdmissionStore` keeps it behind its lock).
@@ -169,7 +182,8 @@ package struct BudgetLedger: Sendable {
 
     /// The Retry-After `reserve` would answer now, or nil when `tokens` fit; changes nothing.
     package func refusal(key: String, tokens: Int, now: Int64) -> Int? {
-        refusal(rolled(accounts[key], now: now), rolled(totalAccount, now: now), adding: max(tokens, 0), now: now)
+        let periods = BudgetPeriods(at: now)
+        return refusal(rolled(accounts[key], periods), rolled(totalAccount, periods), adding: max(tokens, 0), now: now)
     }
 
     /// The Retry-After `extend(id, byTokens: tokens)` would answer now, or nil when they fit; changes nothing.
@@ -182,9 +196,10 @@ package struct BudgetLedger: Sendable {
     /// Reserves `tokens` for `key` at `now`, in every window or none.
     package mutating func reserve(key: String, tokens: Int, now: Int64) -> Decision {
         let tokens = max(tokens, 0)
-        pruneIfMonthRolled(now: now)
-        var account = rolled(accounts[key], now: now)
-        var totals = rolled(totalAccount, now: now)
+        let periods = BudgetPeriods(at: now)
+        if periods.month != prunedMonth { prune(now: now) }
+        var account = rolled(accounts[key], periods)
+        var totals = rolled(totalAccount, periods)
         if let wait = refusal(account, totals, adding: tokens, now: now) {
             if account.open > 0 || account.month.used > 0 { store(account, for: key) }
             return .refused(retryAfterSeconds: wait)
@@ -207,8 +222,9 @@ package struct BudgetLedger: Sendable {
     package mutating func extend(_ id: UInt64, byTokens tokens: Int, now: Int64) -> Decision {
         guard var r = reservations[id] else { return .refused(retryAfterSeconds: 0) }
         let tokens = max(tokens, 0)
-        var account = rolled(accounts[r.key], now: now)
-        var totals = rolled(totalAccount, now: now)
+        let periods = BudgetPeriods(at: now)
+        var account = rolled(accounts[r.key], periods)
+        var totals = rolled(totalAccount, periods)
         if let wait = refusal(account, totals, adding: tokens, now: now) {
             store(account, for: r.key)
             totalAccount = totals
@@ -234,8 +250,9 @@ package struct BudgetLedger: Sendable {
     package mutating func settle(_ id: UInt64, usedTokens: Int, now: Int64) {
         guard let r = reservations.removeValue(forKey: id) else { return }
         let used = max(usedTokens, 0)
-        var account = rolled(accounts[r.key], now: now)
-        var totals = rolled(totalAccount, now: now)
+        let periods = BudgetPeriods(at: now)
+        var account = rolled(accounts[r.key], periods)
+        var totals = rolled(totalAccount, periods)
         func release(_ counter: inout Counter, period: Int64, tokens: Int) {
             if counter.period == period { counter.reserved = max(0, counter.reserved - tokens) }
             counter.used += used
@@ -252,20 +269,22 @@ package struct BudgetLedger: Sendable {
     /// Writes `key`'s account and marks it used now: busy (open reservations) keys leave the eviction order, idle
     /// ones go to its newest end. A new key first makes room, evicting the least recently used idle key.
     private mutating func store(_ account: Account, for key: String) {
-        if accounts[key] == nil {
+        if let i = accounts.index(forKey: key) {
+            accounts.values[i] = account   // one lookup for a known key
+        } else {
             while accounts.count >= maxKeys, let oldest = idle.oldest {
                 idle.remove(oldest)
                 accounts.removeValue(forKey: oldest)
                 evictions += 1
             }
+            accounts[key] = account
         }
-        accounts[key] = account
         if account.open > 0 { idle.remove(key) } else { idle.touch(key) }
     }
 
     /// The key's windows at `now` (used, reserved, limit, seconds to reset), day then month.
     package func report(key: String, now: Int64) -> [BudgetReport.Window] {
-        let account = rolled(accounts[key], now: now)
+        let account = rolled(accounts[key], BudgetPeriods(at: now))
         return [
             BudgetReport.Window(name: "day", period: BudgetWindow.day.label(at: now), usedTokens: account.day.used,
                                 reservedTokens: account.day.reserved, limitTokens: perKey.tokensPerDay,
@@ -278,25 +297,21 @@ package struct BudgetLedger: Sendable {
 
     /// Forgets keys with nothing to remember: no open reservation and nothing used this month.
     package mutating func prune(now: Int64) {
+        let periods = BudgetPeriods(at: now)
         for (key, account) in accounts {
-            let a = rolled(account, now: now)
+            let a = rolled(account, periods)
             if a.open > 0 || a.month.used > 0 || a.month.reserved > 0 { continue }
             accounts.removeValue(forKey: key)
             idle.remove(key)
         }
-        prunedMonth = BudgetWindow.month.period(at: now)
+        prunedMonth = periods.month
     }
 
-    private mutating func pruneIfMonthRolled(now: Int64) {
-        if BudgetWindow.month.period(at: now) != prunedMonth { prune(now: now) }
-    }
-
-    /// The account as it stands at `now`: a counter whose period has passed starts over.
-    private func rolled(_ account: Account?, now: Int64) -> Account {
-        let day = BudgetWindow.day.period(at: now), month = BudgetWindow.month.period(at: now)
-        var a = account ?? Account(day: Counter(period: day), month: Counter(period: month))
-        if a.day.period != day { a.day = Counter(period: day) }
-        if a.month.period != month { a.month = Counter(period: month) }
+    /// The account as it stands in `periods`: a counter whose period has passed starts over.
+    private func rolled(_ account: Account?, _ periods: BudgetPeriods) -> Account {
+        var a = account ?? Account(day: Counter(period: periods.day), month: Counter(period: periods.month))
+        if a.day.period != periods.day { a.day = Counter(period: periods.day) }
+        if a.month.period != periods.month { a.month = Counter(period: periods.month) }
         return a
     }
 

@@ -42,13 +42,33 @@ package enum Cost {
         return overflow || o5 ? Int.max : total
     }
 
-    /// `nano` as a decimal string of dollars with nine decimals: 172 500 → `"0.000172500"`.
+    /// `nano` as a decimal string of dollars with nine decimals: 172 500 → `"0.000172500"`. Digits written into
+    /// the string's own storage, last first: every priced exchange's log line has one (built from interpolated
+    /// strings and a padding string it cost 3.9 k instructions).
     package static func decimalString(nanoUSD nano: Int) -> String {
-        let negative = nano < 0
-        let magnitude = nano.magnitude
-        let fraction = String(magnitude % 1_000_000_000)
-        let text = "\(magnitude / 1_000_000_000).\(String(repeating: "0", count: 9 - fraction.count))\(fraction)"
-        return negative ? "-" + text : text
+        var rest = nano.magnitude
+        // At most a sign, 19 integer digits (Int.min's magnitude over 10⁹ has 10), a point and 9 decimals: 24 bytes.
+        return String(unsafeUninitializedCapacity: 24) { out in
+            var i = out.count
+            var place = 0
+            repeat {
+                if place == 9 {
+                    i -= 1
+                    out[i] = UInt8(ascii: ".")
+                }
+                i -= 1
+                out[i] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+                place += 1
+            } while rest > 0 || place <= 9
+            if nano < 0 {
+                i -= 1
+                out[i] = UInt8(ascii: "-")
+            }
+            let n = out.count - i
+            for j in 0..<n { out[j] = out[i + j] }   // to the front; i >= j, so no byte is read after it is written
+            return n
+        }
     }
 
     /// US dollars (a configuration limit) as nano-dollars; the configuration reads them from their text exactly.

@@ -77,6 +77,32 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
         #expect(Cost.decimalString(nanoUSD: 607_500) == "0.000607500")
     }
 
+    /// Nine decimals always, a sign for a negative amount, every magnitude up to `Int`'s ends: against the plain
+    /// arithmetic spelled with `String(_:)`.
+    @Test func decimalStringsOfNanoDollars() {
+        func reference(_ nano: Int) -> String {
+            let m = nano.magnitude
+            let fraction = String(m % 1_000_000_000)
+            let text = String(m / 1_000_000_000) + "." + String(repeating: "0", count: 9 - fraction.count) + fraction
+            return nano < 0 ? "-" + text : text
+        }
+        #expect(Cost.decimalString(nanoUSD: 0) == "0.000000000")
+        #expect(Cost.decimalString(nanoUSD: 1) == "0.000000001")
+        #expect(Cost.decimalString(nanoUSD: 999_999_999) == "0.999999999")
+        #expect(Cost.decimalString(nanoUSD: 1_000_000_000) == "1.000000000")
+        #expect(Cost.decimalString(nanoUSD: -1_500_000_001) == "-1.500000001")
+        #expect(Cost.decimalString(nanoUSD: Int.max) == "9223372036.854775807")
+        #expect(Cost.decimalString(nanoUSD: Int.min) == "-9223372036.854775808")
+        var x: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for shift in 0..<64 {
+            for sign in [1, -1] {
+                x = x &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                let nano = sign * Int(truncatingIfNeeded: x >> UInt64(shift + 1))
+                #expect(Cost.decimalString(nanoUSD: nano) == reference(nano), "\(nano)")
+            }
+        }
+    }
+
     /// Anthropic: 100 uncached input, 4 000 cache reads, 2 000 cache writes, 500 output, at 3 / 0.30 / 15 / 3.75:
     /// 100 × 3 + 4 000 × 0.30 + 2 000 × 3.75 + 500 × 15 = 300 + 1 200 + 7 500 + 7 500 = 16 500 $/M = 16 500 000 n$.
     @Test func anthropicWithCacheReadAndWrite() throws {
