@@ -33,8 +33,19 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
     public var underestimatedCount: Int { fields.count }
 
     public mutating func add(name: String, value: String) {
+        // Room for a typical head at once: grown one field at a time the list was reallocated three or four times.
+        if fields.capacity == 0 { fields.reserveCapacity(Self.initialCapacity) }
         fields.append(HTTPField(name: name, value: value))
     }
+
+    /// Makes room for `minimumCapacity` fields (and the list its own, unshared): one allocation for a list that
+    /// is about to be edited and grown.
+    public mutating func reserveCapacity(_ minimumCapacity: Int) {
+        fields.reserveCapacity(minimumCapacity)
+    }
+
+    /// Fields a list gets room for when its first is added (a request or response head has about this many).
+    static let initialCapacity = 8
 
     public func first(_ name: String) -> String? {
         for field in fields where Self.namesEqual(field.name, name) {
@@ -51,8 +62,10 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
         fields.contains { Self.namesEqual($0.name, name) }
     }
 
-    /// Removes every occurrence.
+    /// Removes every occurrence. Looks first: `Array.removeAll(where:)` makes the storage unique before it
+    /// scans, so on a list shared with a copy it copied the whole list even when nothing matched.
     public mutating func remove(_ name: String) {
+        guard contains(name) else { return }
         fields.removeAll { Self.namesEqual($0.name, name) }
     }
 
@@ -63,6 +76,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence {
     }
 
     public mutating func removeAll(where shouldRemove: (HTTPField) -> Bool) {
+        guard fields.contains(where: shouldRemove) else { return }   // as `remove`: no copy when nothing matches
         fields.removeAll(where: shouldRemove)
     }
 

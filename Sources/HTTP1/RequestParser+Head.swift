@@ -155,6 +155,7 @@ extension RequestParser {
             let value = decodeFieldValue(UnsafeBufferPointer(rebasing: p[f.valueFrom..<f.valueTo]), hasHighBytes: f.highBytes)
             return (HTTPField(name: name, value: value), Self.classify(p, f))
         }
+        if head.fields.capacity == 0 { head.fields.reserveCapacity(HTTPHeaders.initialCapacity) }
         head.fields.append(field)
         switch known {
         case .other:

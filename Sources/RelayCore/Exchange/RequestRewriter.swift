@@ -86,12 +86,15 @@ package enum RequestRewriter {
         from client: HTTPHeaders, upstream: RelayConfiguration.Upstream, client address: ClientAddress, requestID: String
     ) -> HTTPHeaders {
         var headers = client
+        let fixed = upstream.headers
+        let defaults = upstream.provider.defaultHeaders
+        // The client's list copied once, with room for what is added below.
+        headers.reserveCapacity(client.count + 5 + fixed.count + defaults.count)
         HopByHop.strip(&headers)
         let keyHeader = upstream.keyHeader
         let trusted = address.viaTrustedProxy
         // nginx's `underscores_in_headers off`: `X_Forwarded_For` or `X-Api_Key` becomes the same variable as its
         // dashed twin in CGI-style gateways (and in some providers' stacks), slipping past every check above.
-        let fixed = upstream.headers
         headers.removeAll { field in
             let name = field.name
             // On the name's own bytes: the generic search through `utf8` cost about 340 instructions a field.
@@ -108,7 +111,7 @@ package enum RequestRewriter {
         }
         headers.add(name: "X-Request-Id", value: requestID)
         for field in fixed { headers.add(name: field.name, value: field.value) }
-        for field in upstream.provider.defaultHeaders where !headers.contains(field.name) {
+        for field in defaults where !headers.contains(field.name) {
             headers.add(name: field.name, value: field.value)
         }
         if let key = upstream.key {
