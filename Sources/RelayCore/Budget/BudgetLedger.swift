@@ -27,13 +27,7 @@ package enum BudgetWindow: Sendable, Equatable {
 
     /// The window's period: the day number for `day`, `year·12 + month−1` for `month`.
     func period(at seconds: Int64) -> Int64 {
-        let day = Self.dayNumber(seconds)
-        switch self {
-        case .day: return day
-        case .month:
-            let (y, m, _) = Self.civil(fromDays: day)
-            return y * 12 + (m - 1)
-        }
+        self == .day ? Self.dayNumber(seconds) : BudgetPeriods(at: seconds).month
     }
 
     /// Seconds from `seconds` to the start of the next window (at least 1).
@@ -86,8 +80,8 @@ package enum BudgetWindow: Sendable, Equatable {
     }
 }
 
-/// The day and month periods of one moment (`BudgetWindow.period(at:)`), computed once per ledger operation: the
-/// month's needs a calendar conversion, which every account and window looked at repeated before.
+/// The day and month periods of one moment (what `BudgetWindow.period(at:)` answers for each), computed once per
+/// ledger operation: the month's needs a calendar conversion, which every account and window looked at repeated.
 struct BudgetPeriods: Equatable {
     let day: Int64
     let month: Int64

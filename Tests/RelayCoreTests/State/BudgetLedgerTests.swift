@@ -30,16 +30,16 @@ import TestSupportCore
             let (y, m, d) = BudgetWindow.civil(fromDays: day)
             #expect(BudgetWindow.days(fromCivil: y, m, d) == day)
         }
-        // The periods a ledger operation computes once are each window's own, at every hour of those years and
-        // before 1970.
-        var mismatches: [Int64] = []
-        for seconds in stride(from: Int64(-86_400 * 40), to: Int64(21_461 * 86_400), by: 3_599) {
-            let periods = BudgetPeriods(at: seconds)
-            if periods.day != BudgetWindow.day.period(at: seconds) || periods.month != BudgetWindow.month.period(at: seconds) {
-                mismatches.append(seconds)
-            }
-        }
-        #expect(mismatches.isEmpty, "first: \(mismatches.prefix(3))")
+        // The periods a ledger operation computes once: days since 1970, and year·12 + month−1, at their edges.
+        func periods(_ seconds: Int64) -> [Int64] { let p = BudgetPeriods(at: seconds); return [p.day, p.month] }
+        #expect(periods(0) == [0, 1970 * 12])
+        #expect(periods(-1) == [-1, 1969 * 12 + 11])
+        #expect(periods(Self.dec15) == [Self.dec15 / 86_400, 2026 * 12 + 11])
+        #expect(periods(Self.dec31Last) == [Self.dec31Last / 86_400, 2026 * 12 + 11])
+        #expect(periods(Self.jan1) == [Self.jan1 / 86_400, 2027 * 12])
+        #expect(periods(1_835_395_200) == [21_243, 2028 * 12 + 1])            // 2028-02-29
+        #expect(periods(1_835_395_200 + 86_400) == [21_244, 2028 * 12 + 2])   // 2028-03-01
+        #expect(BudgetWindow.month.period(at: Self.jan1) == 2027 * 12 && BudgetWindow.day.period(at: -86_401) == -2)
     }
 
     // MARK: The bound on tracked keys (issue 18 §5)
