@@ -22,7 +22,7 @@ import Transport
 /// Redis going away never cuts a stream: a failed write is logged, the stream's Redis copy is dropped (so no
 /// replica serves a copy with a hole), and resumes at this replica go on from its memory.
 package final class RedisStreamMirror: @unchecked Sendable {
-    // Invariant: `owned` only inside its lock; `lastReaders`, `pollArmed` and `ticks` on `pollLoop.queue` only.
+    // Invariant: `owned` only inside its lock; `readers`, `pollArmed` and `ticks` on `pollLoop.queue` only.
     package static let pollSeconds = 0.025
     package static let expiryMarginSeconds = 10.0
     package static let readerTTLMilliseconds = 1_000
@@ -43,7 +43,8 @@ package final class RedisStreamMirror: @unchecked Sendable {
         let bodyKey: [UInt8]
         let ttl: [UInt8]
     }
-    private var lastReaders: [String: String] = [:]
+    /// Each owned stream's reader token as the polls have seen it (`RemoteReaderWatch`).
+    private var readers: [String: RemoteReaderWatch] = [:]
     private var pollArmed = false
     private var ticks = 0
 
@@ -100,9 +101,9 @@ package final class RedisStreamMirror: @unchecked Sendable {
     private func poll() {
         pollArmed = false
         let entries = owned.withLock { Array($0.values) }
-        if !lastReaders.isEmpty {
+        if !readers.isEmpty {
             let ids = Set(entries.map(\.stream.id))
-            lastReaders = lastReaders.filter { ids.contains($0.key) }
+            readers = readers.filter { ids.contains($0.key) }
         }
         guard !entries.isEmpty else { return }
         ticks += 1
@@ -128,14 +129,13 @@ package final class RedisStreamMirror: @unchecked Sendable {
                     stream.stopAndForget()
                     continue
                 }
-                let token = values[2 * i + 1].string
-                let last = self.lastReaders[stream.id]
-                if let token, !token.hasPrefix("local-"), token != last {
-                    self.lastReaders[stream.id] = token
-                    stream.remoteAttached()
-                } else if token == nil, last != nil {
-                    self.lastReaders[stream.id] = nil
-                    stream.remoteLeft()
+                // Kept only for streams a reader elsewhere has touched (most have none).
+                var watch = self.readers[stream.id] ?? RemoteReaderWatch()
+                guard let change = watch.observe(values[2 * i + 1].string) else { continue }
+                self.readers[stream.id] = watch
+                switch change {
+                case .attached(let counted): stream.remoteAttached(counted: counted)
+                case .left: stream.remoteLeft()
                 }
             }
         }

@@ -241,13 +241,14 @@ package final class ResumableStream: @unchecked Sendable {
     // MARK: A reader on another replica (`RedisStreamMirror`'s poll)
 
     /// A reader elsewhere took the stream: whoever read it here is closed; the stream is no longer detached.
-    package func remoteAttached() {
+    /// `counted`: a resume (false when the same reader comes back after its token expired: `RemoteReaderWatch`).
+    package func remoteAttached(counted: Bool) {
         let result = locked.withLock { s -> (previous: Reader, owner: (any StreamOwner)?)? in
             guard s.end == nil else { return nil }
             let previous = s.reader
             s.reader = .remote
             s.wakePending = false
-            s.resumes += 1
+            if counted { s.resumes += 1 }
             return (previous, s.owner)
         }
         guard let result else { return }

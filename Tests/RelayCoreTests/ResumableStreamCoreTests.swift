@@ -215,3 +215,28 @@ private extension ReplayBuffer {
         #expect(registry.open(identity: nil, route: route, resume: RouteResume(), owner: owner) != nil)
     }
 }
+
+/// The owner's view of the reader token in Redis: what is a resume, what is the same reader coming back.
+@Suite struct RemoteReaderWatchTests {
+    @Test func aReaderWhoseTokenExpiredAndComesBackIsNotASecondResume() {
+        var watch = RemoteReaderWatch()
+        #expect(watch.observe(nil) == nil, "no reader yet")
+        #expect(watch.observe("t1") == .attached(counted: true))
+        #expect(watch.observe("t1") == nil, "refreshed: nothing new")
+        #expect(watch.observe(nil) == .left, "its key expired: the stream is detached again")
+        #expect(watch.observe(nil) == nil)
+        #expect(watch.observe("t1") == .attached(counted: false), "the same reader went on: attached, not counted")
+        #expect(watch.observe("t2") == .attached(counted: true), "another reader took it over: a resume")
+        #expect(watch.observe(nil) == .left)
+        #expect(watch.observe("t1") == .attached(counted: true), "an earlier reader again: counted")
+    }
+
+    @Test func localReadersAreTheOwnersOwnAndChangeNothingHere() {
+        var watch = RemoteReaderWatch()
+        #expect(watch.observe("local-a") == nil)
+        #expect(watch.observe("t1") == .attached(counted: true))
+        #expect(watch.observe("local-b") == nil, "a local resume counts itself and closes the remote reader")
+        #expect(watch.observe("t1") == nil, "the remote token seen last is unchanged")
+        #expect(watch.observe(nil) == .left)
+    }
+}

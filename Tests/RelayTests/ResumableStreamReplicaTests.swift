@@ -123,6 +123,43 @@ struct ResumableStreamReplicaTests {
         #expect(try c.readBody(head: head) == R.provider)
     }
 
+    /// How many `MGET`s Redis has answered: only an owner's poll sends them, so two more than at some moment mean
+    /// a poll sent after that moment has been answered and handled (the next poll is armed after the handling).
+    static func mgetCalls(_ redis: RedisServerProcess) throws -> Int {
+        let script = #""local s = redis.call('INFO', 'commandstats') return tonumber(string.match(s, 'cmdstat_mget:calls=(%d+)') or 0)""#
+        return Int(try redis.command("EVAL \(script) 0").dropFirst()) ?? -1
+    }
+
+    static func ownerPolled(_ redis: RedisServerProcess) throws {
+        let seen = try mgetCalls(redis)
+        try eventually("two owner polls", timeout: 5) { try mgetCalls(redis) >= seen + 2 }
+    }
+
+    /// A reader at another replica that stops polling for longer than its token's expiry (its client reads slowly,
+    /// or Redis did not answer for a while) sets the same token again when it goes on: the owner sees the reader
+    /// leave and come back, which is one resume, not two. The reader here is the test, writing the reader key as a
+    /// replica's reader does (`RedisStreamMirror.claim` and `keepScript`).
+    @Test("a reader elsewhere whose token expired and came back is counted once")
+    func readerTokenExpiryIsNotASecondResume() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, upstream, a, b, client, id) = try Self.started(redis)
+        defer { withExtendedLifetime(b) {} }   // a fixture's end stops the provider both share
+        let readerKey = "\(Self.prefix)stream:\(id):reader"
+        #expect(try redis.command("SET \(readerKey) reader-on-b PX 60000") == "+OK")
+        #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }   // taken over by the reader
+        #expect(try redis.command("DEL \(readerKey)") == ":1")   // its expiry
+        try Self.ownerPolled(redis)
+        #expect(try redis.command("SET \(readerKey) reader-on-b PX 60000") == "+OK")   // the same reader goes on
+        try Self.ownerPolled(redis)
+        next.put(1)
+        try a.waitUntilIdle(timeout: 5)
+        #expect(upstream.requests.count == 1)
+        let lines = a.logs.lines.filter { $0.contains(#""resumes":"#) }
+        #expect(lines.count == 1)
+        #expect(lines.first?.contains(#""resumes":1"#) == true, "\(lines)")
+    }
+
     /// The owner's append answers the body's length in Redis; one shorter than what was written means bytes are
     /// missing there (Redis restarted without them, an operator deleted the key): the copy is dropped, so no
     /// replica serves a body with a hole, and the owner's own client is not touched.
