@@ -179,6 +179,16 @@ package final class RedisStreamMirror: @unchecked Sendable {
         return 1
         """
 
+    private func keepCommand(_ id: String, token: String) -> [String] {
+        ["EVAL", Self.keepScript, "1", key(id, "reader"), token, String(Self.readerTTLMilliseconds)]
+    }
+
+    /// Refreshes a reader's token while it takes no bytes: true while the token is the reader's, false when
+    /// another reader took the stream, nil when Redis did not answer.
+    package func keep(_ id: String, token: String, on loop: any LoopScheduler, _ completion: @escaping (Bool?) -> Void) {
+        send(keepCommand(id, token: token), on: loop) { completion($0?.integer.map { $0 == 1 }) }
+    }
+
     package struct Poll {
         package var meta: StreamMeta?
         package var stopped: Bool
@@ -199,9 +209,7 @@ package final class RedisStreamMirror: @unchecked Sendable {
     /// Nil when Redis did not answer.
     package func poll(_ id: String, token: String, from offset: Int, limit: Int, on loop: any LoopScheduler, _ completion: @escaping (Poll?) -> Void) {
         let claimed = ReplyBox<Int64?>(nil), meta = ReplyBox<RESPValue?>(nil), stop = ReplyBox<Int64?>(nil)
-        send(["EVAL", Self.keepScript, "1", key(id, "reader"), token, String(Self.readerTTLMilliseconds)], on: loop) {
-            claimed.value = $0?.integer
-        }
+        send(keepCommand(id, token: token), on: loop) { claimed.value = $0?.integer }
         send(["GET", key(id, "meta")], on: loop) { meta.value = $0 }
         send(["EXISTS", key(id, "stop")], on: loop) { stop.value = $0?.integer }
         send(["GETRANGE", key(id, "body"), String(offset), String(offset + limit - 1)], on: loop) { body in

@@ -160,6 +160,92 @@ struct ResumableStreamReplicaTests {
         #expect(lines.first?.contains(#""resumes":1"#) == true, "\(lines)")
     }
 
+    /// A stream started on A whose provider sent part 1 and 8 MB more, then waits for `next`; A's client gone
+    /// after part 1, and a resume on B at its end whose client reads nothing, until B's reader is behind it (B
+    /// holds its high-water mark). 8 MB is twice what the loopback socket buffers between B and its client can
+    /// hold (a 4 MiB send buffer at most; the receive buffer of a client that reads nothing does not grow).
+    static func behindOnB(_ redis: RedisServerProcess) throws
+        -> (next: Mailbox<Int>, upstream: ScriptedUpstream, a: RelayFixture, b: RelayFixture, resumed: TestClient,
+            head: ResponseHeadResult, id: String, big: [UInt8]) {
+        let event = Array(("data: {\"t\":\"" + String(repeating: "x", count: 1000) + "\"}\n\n").utf8)
+        let big = Array([[UInt8]](repeating: event, count: 8_000).joined())
+        let next = Mailbox<Int>()
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: sseHead)
+            try connection.writeChunk(R.part1)
+            try connection.write(ChunkedReader.encodeChunk(big), timeout: 30)
+            _ = try next.take(timeout: 30)
+            try connection.writeChunk(R.part2)
+            try connection.writeLastChunk()
+        }
+        let a = try R.relay(upstream, resume: RouteResume(windowSeconds: 30, maxBufferBytes: 32 * 1024 * 1024),
+                            configure: shared(redis))
+        let b = try R.relay(upstream) { config in
+            shared(redis)(&config)
+            config.buffers.highWaterBytes = 64 * 1024
+            config.buffers.lowWaterBytes = 16 * 1024
+        }
+        let (client, id) = try R.start(a)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        client.close()
+        try eventually("the body in redis", timeout: 30) { try writtenInRedis(redis, id) == R.part1.count + big.count }
+        let (resumed, head) = try R.call(b, id: id, offset: R.part1.count)
+        #expect(head.status == 200)
+        try eventually("B's reader behind its client", timeout: 30) { b.server.maxPendingBytesObserved() >= 64 * 1024 }
+        return (next, upstream, a, b, resumed, head, id, big)
+    }
+
+    /// Watches the reader's token in Redis until its time to live has gone up again three times (each a refresh);
+    /// fails if it ever expires.
+    static func expectRefreshes(_ redis: RedisServerProcess, _ id: String) throws {
+        var last = Int.max, refreshes = 0
+        try eventually("three refreshes of the token", timeout: 10) {
+            let ttl = Int(try redis.command("PTTL \(prefix)stream:\(id):reader").dropFirst()) ?? -3
+            #expect(ttl > 0, "the token never expires (PTTL \(ttl))")
+            if ttl > last { refreshes += 1 }
+            last = ttl
+            return refreshes >= 3 || ttl <= 0
+        }
+        #expect(refreshes >= 3)
+    }
+
+    /// A reader at another replica whose client stops reading takes no more bytes once its relay holds the
+    /// high-water mark, but it keeps refreshing its token: left to expire, the owner would take the stream for
+    /// detached and could end it at the window's end while that client is still connected.
+    @Test("a reader elsewhere whose client is behind keeps its token alive, and its client then reads every byte")
+    func readerBehindItsClientKeepsItsToken() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, upstream, a, b, resumed, head, id, big) = try Self.behindOnB(redis)
+        defer { withExtendedLifetime(b) {} }   // a fixture's end stops the provider both share
+        try Self.expectRefreshes(redis, id)
+        next.put(1)
+        #expect(try resumed.readBody(head: head, timeout: 60) == big + R.part2, "every byte, in order")
+        try a.waitUntilIdle(timeout: 10)
+        #expect(upstream.requests.count == 1)
+        #expect(a.logs.lines.contains { $0.contains(#""outcome":"completed""#) && $0.contains(#""resumes":1"#) }, "\(a.logs.lines.suffix(3))")
+    }
+
+    /// The same reader, still behind, when another resume takes the stream (here at the owner): its next refresh
+    /// finds the token taken, and it closes its client as a poll would have.
+    @Test("a reader elsewhere that is behind its client and taken over closes it at its next refresh")
+    func readerBehindItsClientTakenOver() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, _, a, b, resumed, _, id, big) = try Self.behindOnB(redis)
+        defer { withExtendedLifetime(b) {} }   // a fixture's end stops the provider both share
+        try Self.expectRefreshes(redis, id)
+        let (local, localHead) = try R.call(a, id: id, offset: R.part1.count)
+        #expect(localHead.status == 200)
+        try eventually("B's reader taken over", timeout: 10) { b.logs.lines.contains { $0.contains(#""outcome":"taken_over""#) } }
+        #expect(throws: (any Error).self) { while try resumed.readChunk() != nil {} }   // no clean end
+        next.put(1)
+        #expect(try local.readBody(head: localHead, timeout: 60) == big + R.part2)
+        try a.waitUntilIdle(timeout: 10)
+        #expect(a.logs.lines.contains { $0.contains(#""outcome":"completed""#) && $0.contains(#""resumes":2"#) }, "\(a.logs.lines.suffix(3))")
+    }
+
     /// The owner's append answers the body's length in Redis; one shorter than what was written means bytes are
     /// missing there (Redis restarted without them, an operator deleted the key): the copy is dropped, so no
     /// replica serves a body with a hole, and the owner's own client is not touched.

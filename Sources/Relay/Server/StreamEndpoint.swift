@@ -46,10 +46,15 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         let mirror: RedisStreamMirror
         /// A poll is in flight or its wait is armed.
         var busy = false
+        /// A refresh of the token is armed while the client is behind (`keepClaimWhileBehind`).
+        var keepArmed = false
     }
 
     /// How long a caught-up reader of another replica's stream waits before polling Redis again.
     static let remotePollSeconds = 0.025
+
+    /// How often a reader whose client is behind refreshes its token: well inside the token's expiry.
+    static let keepSeconds = Double(RedisStreamMirror.readerTTLMilliseconds) / 1000 / 3
 
     /// The most a resumed reader takes from the buffer per write.
     static let readLimit = 64 * 1024
@@ -178,7 +183,8 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
 
     /// One poll of the copy while the client keeps up: bytes written, a wait, or the end.
     private func pollRemote() {
-        guard !done, let cursor = remote, !cursor.busy, !writer.isAboveHighWater else { return }
+        guard !done, let cursor = remote, !cursor.busy else { return }
+        guard !writer.isAboveHighWater else { return keepClaimWhileBehind() }
         remote?.busy = true
         cursor.mirror.poll(cursor.id, token: cursor.token, from: offset, limit: Self.readLimit, on: writer.scheduler) { poll in
             guard !self.done else { return }
@@ -208,9 +214,32 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
                     self.log(outcome: "upstream_error")
                 }
             case .takenOver:
-                self.done = true
-                self.writer.abort()
-                self.log(outcome: "taken_over")
+                self.endTakenOver()
+            }
+        }
+    }
+
+    /// Another reader took the stream: this client's response ends without a clean end.
+    private func endTakenOver() {
+        done = true
+        writer.abort()
+        log(outcome: "taken_over")
+    }
+
+    /// While its client is behind (above the high-water mark) this reader takes no bytes, but it keeps its token
+    /// alive: left to expire, the owner would take the stream for detached and could end it at the window's end
+    /// while this client still reads. One refresh every `keepSeconds` until the client drains (`clientDrained`
+    /// polls again); a reader that finds its token taken meanwhile ends as taken over, as a poll would.
+    private func keepClaimWhileBehind() {
+        guard let cursor = remote, !cursor.keepArmed else { return }
+        remote?.keepArmed = true
+        _ = writer.scheduler.schedule(afterSeconds: Self.keepSeconds) {
+            self.remote?.keepArmed = false
+            guard !self.done, self.writer.isAboveHighWater else { return }
+            cursor.mirror.keep(cursor.id, token: cursor.token, on: self.writer.scheduler) { claimed in
+                guard !self.done else { return }
+                if claimed == false { return self.endTakenOver() }
+                self.keepClaimWhileBehind()   // still this reader's, or Redis did not answer: refresh again
             }
         }
     }
@@ -272,9 +301,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     func takenOver() {
         writer.scheduler.execute {
             guard !self.done else { return }
-            self.done = true
-            self.writer.abort()
-            self.log(outcome: "taken_over")
+            self.endTakenOver()
         }
     }
 
