@@ -12,51 +12,6 @@ import Testing
 import Transport
 import Upstream
 
-/// Records what the exchange asked of the client side.
-final class FakeResponseWriter: ResponseWriter, @unchecked Sendable {
-    // Invariant: touched on `loop.queue` only (every test step runs there).
-    enum Event: Equatable {
-        case head(Int, ResponseBodyMode)
-        case body([UInt8])
-        case finish(keepAlive: Bool)
-        case abort
-        case error(status: Int, code: String)
-    }
-
-    let scheduler: any LoopScheduler
-    var clientAddress = "198.51.100.7"
-    var client: ClientAddress { ClientAddress(address: clientAddress, forwardedFor: clientAddress, viaTrustedProxy: false) }
-    var peerAddress: String { clientAddress }
-    var pendingByteCount = 0
-    var isAboveHighWater = false
-    private(set) var events: [Event] = []
-
-    init(scheduler: any LoopScheduler) { self.scheduler = scheduler }
-
-    func sendHead(_ head: ResponseHead, mode: ResponseBodyMode) { events.append(.head(head.status, mode)) }
-    func sendBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        events.append(.body(Array(bytes)))
-        return true
-    }
-    func finish(keepAlive: Bool) { events.append(.finish(keepAlive: keepAlive)) }
-    func abort() { events.append(.abort) }
-    func respond(error: ErrorResponse, requestID: String?, keepAlive: Bool) {
-        events.append(.error(status: error.status, code: error.code))
-    }
-    func respond(status: Int, headers: HTTPHeaders, body: [UInt8], keepAlive: Bool) {
-        events.append(.head(status, .contentLength(body.count)))
-        events.append(.body(body))
-        events.append(.finish(keepAlive: keepAlive))
-    }
-
-    /// Every body byte sent, in order.
-    var body: [UInt8] {
-        var bytes: [UInt8] = []
-        for case .body(let chunk) in events { bytes += chunk }
-        return bytes
-    }
-}
-
 /// A provider side the test plays by hand: it records each call and what was asked of it.
 final class FakeUpstreamClient: UpstreamClient, @unchecked Sendable {
     // Invariant: touched on the loop's queue only.

@@ -1,6 +1,6 @@
 import Foundation
 import HTTP1
-import Relay
+@testable import Relay
 import RelayCore
 import RelayDev
 import RelayState
@@ -9,6 +9,7 @@ import Support
 import TestHarness
 import Testing
 import TestSupportCore
+import Transport
 
 /// Resumable streams across replicas (README, "Resumable streams"): two relays on one real redis-server, the
 /// stream started on A, resumed or stopped on B. Each of these got 404 on B before the streams were copied to Redis.
@@ -164,9 +165,10 @@ struct ResumableStreamReplicaTests {
     /// after part 1, and a resume on B at its end whose client reads nothing, until B's reader is behind it (B
     /// holds its high-water mark). 8 MB is twice what the loopback socket buffers between B and its client can
     /// hold (a 4 MiB send buffer at most; the receive buffer of a client that reads nothing does not grow).
-    static func behindOnB(_ redis: RedisServerProcess) throws
-        -> (next: Mailbox<Int>, upstream: ScriptedUpstream, a: RelayFixture, b: RelayFixture, resumed: TestClient,
-            head: ResponseHeadResult, id: String, big: [UInt8]) {
+    @Test("a reader elsewhere whose client is behind keeps its token alive, and its client then reads every byte")
+    func readerBehindItsClientKeepsItsToken() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
         let event = Array(("data: {\"t\":\"" + String(repeating: "x", count: 1000) + "\"}\n\n").utf8)
         let big = Array([[UInt8]](repeating: event, count: 8_000).joined())
         let next = Mailbox<Int>()
@@ -180,69 +182,99 @@ struct ResumableStreamReplicaTests {
             try connection.writeLastChunk()
         }
         let a = try R.relay(upstream, resume: RouteResume(windowSeconds: 30, maxBufferBytes: 32 * 1024 * 1024),
-                            configure: shared(redis))
+                            configure: Self.shared(redis))
         let b = try R.relay(upstream) { config in
-            shared(redis)(&config)
+            Self.shared(redis)(&config)
             config.buffers.highWaterBytes = 64 * 1024
             config.buffers.lowWaterBytes = 16 * 1024
         }
+        defer { withExtendedLifetime(b) {} }   // a fixture's end stops the provider both share
         let (client, id) = try R.start(a)
         _ = try client.readChunkedBody(until: "€\"}\n\n")
         client.close()
-        try eventually("the body in redis", timeout: 30) { try writtenInRedis(redis, id) == R.part1.count + big.count }
+        try eventually("the body in redis", timeout: 30) { try Self.writtenInRedis(redis, id) == R.part1.count + big.count }
         let (resumed, head) = try R.call(b, id: id, offset: R.part1.count)
         #expect(head.status == 200)
         try eventually("B's reader behind its client", timeout: 30) { b.server.maxPendingBytesObserved() >= 64 * 1024 }
-        return (next, upstream, a, b, resumed, head, id, big)
-    }
-
-    /// Watches the reader's token in Redis until its time to live has gone up again three times (each a refresh);
-    /// fails if it ever expires.
-    static func expectRefreshes(_ redis: RedisServerProcess, _ id: String) throws {
-        var last = Int.max, refreshes = 0
-        try eventually("three refreshes of the token", timeout: 10) {
-            let ttl = Int(try redis.command("PTTL \(prefix)stream:\(id):reader").dropFirst()) ?? -3
-            #expect(ttl > 0, "the token never expires (PTTL \(ttl))")
-            if ttl > last { refreshes += 1 }
-            last = ttl
-            return refreshes >= 3 || ttl <= 0
-        }
-        #expect(refreshes >= 3)
-    }
-
-    /// A reader at another replica whose client stops reading takes no more bytes once its relay holds the
-    /// high-water mark, but it keeps refreshing its token: left to expire, the owner would take the stream for
-    /// detached and could end it at the window's end while that client is still connected.
-    @Test("a reader elsewhere whose client is behind keeps its token alive, and its client then reads every byte")
-    func readerBehindItsClientKeepsItsToken() throws {
-        let redis = try RedisServerProcess()
-        defer { redis.stop() }
-        let (next, upstream, a, b, resumed, head, id, big) = try Self.behindOnB(redis)
-        defer { withExtendedLifetime(b) {} }   // a fixture's end stops the provider both share
-        try Self.expectRefreshes(redis, id)
+        try Self.expectTokenAlive(redis, id)
         next.put(1)
-        #expect(try resumed.readBody(head: head, timeout: 60) == big + R.part2, "every byte, in order")
+        let exact = try resumed.readBody(head: head, timeout: 60) == big + R.part2   // (a failure would print 8 MB)
+        #expect(exact, "every byte, in order")
         try a.waitUntilIdle(timeout: 10)
         #expect(upstream.requests.count == 1)
         #expect(a.logs.lines.contains { $0.contains(#""outcome":"completed""#) && $0.contains(#""resumes":1"#) }, "\(a.logs.lines.suffix(3))")
     }
 
-    /// The same reader, still behind, when another resume takes the stream (here at the owner): its next refresh
-    /// finds the token taken, and it closes its client as a poll would have.
-    @Test("a reader elsewhere that is behind its client and taken over closes it at its next refresh")
+    /// Watches the reader's token in Redis for longer than its time to live (sampled every 20 ms): a reader that
+    /// stopped refreshing it would let it expire within that time.
+    static func expectTokenAlive(_ redis: RedisServerProcess, _ id: String) throws {
+        let deadline = Date().addingTimeInterval(Double(RedisStreamMirror.readerTTLMilliseconds) / 1000 * 1.5)
+        while Date() < deadline {
+            let ttl = Int(try redis.command("PTTL \(prefix)stream:\(id):reader").dropFirst()) ?? -3
+            guard ttl > 0 else {
+                Issue.record("the reader's token expired (PTTL \(ttl))")
+                return
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+    }
+
+    /// A resume at B played through a fake client side on B's own loop, so that the test says when its client is
+    /// behind (`isAboveHighWater`) without filling socket buffers.
+    static func remoteReader(_ b: RelayFixture, id: String, offset: Int) throws -> (writer: FakeResponseWriter, loop: EventLoop) {
+        let loop = b.server.loopStates[0].loop
+        var headers = HTTPHeaders()
+        headers.add(name: "Authorization", value: "Bearer \(R.tokenA)")
+        let head = RequestHead(method: "GET", target: "/v1/relay/streams/\(id)?offset=\(offset)", headers: headers)
+        let writer = loop.queue.sync {
+            let writer = FakeResponseWriter(scheduler: loop)
+            StreamEndpoint(head: head, requestID: "reader-on-b", writer: writer, server: b.server).requestEnd()
+            return writer
+        }
+        try eventually("B's reader attached", timeout: 5) { loop.queue.sync { writer.events.first == .head(200, .chunked) } }
+        return (writer, loop)
+    }
+
+    /// A client that took some bytes but not enough to reach the low-water mark (which is what calls
+    /// `clientDrained`) has room again: the reader must go on (and so refresh its token) without that call.
+    @Test("a reader elsewhere keeps its token while its client is behind, and goes on when it has room but did not drain")
+    func readerBehindThenWithRoom() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, upstream, a, b, client, id) = try Self.started(redis)
+        defer { withExtendedLifetime(b) {} }   // a fixture's end stops the provider both share
+        client.close()
+        let (writer, loop) = try Self.remoteReader(b, id: id, offset: R.part1.count)
+        loop.queue.sync { writer.isAboveHighWater = true }
+        try Self.expectTokenAlive(redis, id)
+        loop.queue.sync { writer.isAboveHighWater = false }   // below the high-water mark, no drain notice
+        try Self.expectTokenAlive(redis, id)
+        next.put(1)
+        try eventually("B's reader at the end", timeout: 5) { loop.queue.sync { writer.events.last == .finish(keepAlive: true) } }
+        #expect(loop.queue.sync { writer.body } == R.part2)
+        try a.waitUntilIdle(timeout: 5)
+        #expect(upstream.requests.count == 1)
+    }
+
+    /// The same reader, behind, when another resume takes the stream (here at the owner): its next refresh finds
+    /// the token taken, and it ends its client's response as a poll would have.
+    @Test("a reader elsewhere that is behind its client and taken over ends at its next refresh")
     func readerBehindItsClientTakenOver() throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
-        let (next, _, a, b, resumed, _, id, big) = try Self.behindOnB(redis)
+        let (next, _, a, b, client, id) = try Self.started(redis)
         defer { withExtendedLifetime(b) {} }   // a fixture's end stops the provider both share
-        try Self.expectRefreshes(redis, id)
+        client.close()
+        let (writer, loop) = try Self.remoteReader(b, id: id, offset: R.part1.count)
+        loop.queue.sync { writer.isAboveHighWater = true }
+        try Self.ownerPolled(redis)   // A has seen B's reader (one resume) before the next one comes
         let (local, localHead) = try R.call(a, id: id, offset: R.part1.count)
         #expect(localHead.status == 200)
-        try eventually("B's reader taken over", timeout: 10) { b.logs.lines.contains { $0.contains(#""outcome":"taken_over""#) } }
-        #expect(throws: (any Error).self) { while try resumed.readChunk() != nil {} }   // no clean end
+        try eventually("B's reader taken over", timeout: 5) { loop.queue.sync { writer.events.last == .abort } }
+        #expect(b.logs.lines.contains { $0.contains(#""outcome":"taken_over""#) })
         next.put(1)
-        #expect(try local.readBody(head: localHead, timeout: 60) == big + R.part2)
-        try a.waitUntilIdle(timeout: 10)
+        #expect(try local.readBody(head: localHead) == R.part2)
+        try a.waitUntilIdle(timeout: 5)
         #expect(a.logs.lines.contains { $0.contains(#""outcome":"completed""#) && $0.contains(#""resumes":2"#) }, "\(a.logs.lines.suffix(3))")
     }
 

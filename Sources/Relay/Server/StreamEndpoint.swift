@@ -228,14 +228,17 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
 
     /// While its client is behind (above the high-water mark) this reader takes no bytes, but it keeps its token
     /// alive: left to expire, the owner would take the stream for detached and could end it at the window's end
-    /// while this client still reads. One refresh every `keepSeconds` until the client drains (`clientDrained`
-    /// polls again); a reader that finds its token taken meanwhile ends as taken over, as a poll would.
+    /// while this client still reads. One refresh every `keepSeconds`; a reader that finds its token taken
+    /// meanwhile ends as taken over, as a poll would. A client that has taken some bytes but not yet enough to
+    /// reach the low-water mark (which calls `clientDrained`) has room again: the reader polls, which refreshes
+    /// the token too and writes what fits.
     private func keepClaimWhileBehind() {
         guard let cursor = remote, !cursor.keepArmed else { return }
         remote?.keepArmed = true
         _ = writer.scheduler.schedule(afterSeconds: Self.keepSeconds) {
             self.remote?.keepArmed = false
-            guard !self.done, self.writer.isAboveHighWater else { return }
+            guard !self.done else { return }
+            guard self.writer.isAboveHighWater else { return self.pollRemote() }
             cursor.mirror.keep(cursor.id, token: cursor.token, on: self.writer.scheduler) { claimed in
                 guard !self.done else { return }
                 if claimed == false { return self.endTakenOver() }

@@ -17,7 +17,8 @@ package struct RemoteReaderWatch: Equatable, Sendable {
         case left
     }
 
-    /// The token seen at the last poll (nil when none, or a local reader's).
+    /// The remote token seen last; nil once the key was seen absent. A local reader's token leaves it as it was
+    /// (that reader's own replica counts it and closes the remote one).
     private(set) var current: String?
     /// The last token counted as a resume.
     private(set) var counted: String?
