@@ -149,10 +149,13 @@ struct ResumableStreamReplicaTests {
         let readerKey = "\(Self.prefix)stream:\(id):reader"
         #expect(try redis.command("SET \(readerKey) reader-on-b PX 60000") == "+OK")
         #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }   // taken over by the reader
+        #expect(a.server.detachedStreamCount() == 0, "read at B")
         #expect(try redis.command("DEL \(readerKey)") == ":1")   // its expiry
         try Self.ownerPolled(redis)
+        #expect(a.server.detachedStreamCount() == 1, "the reader left: the window runs")
         #expect(try redis.command("SET \(readerKey) reader-on-b PX 60000") == "+OK")   // the same reader goes on
         try Self.ownerPolled(redis)
+        #expect(a.server.detachedStreamCount() == 0, "read at B again")
         next.put(1)
         try a.waitUntilIdle(timeout: 5)
         #expect(upstream.requests.count == 1)

@@ -1,12 +1,12 @@
 /// What the owner of a resumable stream makes of the reader token it polls from Redis (`stream:<id>:reader`,
 /// README, "Resumable streams"): a value fed one poll's token at a time, returning what the stream should hear.
 ///
-/// A reader at another replica keeps its token alive with a short expiry (`RedisStreamMirror.readerTTLMilliseconds`)
-/// and refreshes it on each of its polls. A reader that stops polling for longer (its client reads slowly and the
-/// relay holds its high-water mark, or Redis did not answer for a while) lets the key expire, then sets the same token
-/// again when it goes on. The owner then sees the token go and come back: the reader left and returned, but no new
-/// reader resumed, so that return is not counted as a resume. A token the owner has not counted before is a resume
-/// (a reader on another replica took the stream over, or the first one attached).
+/// A reader at another replica keeps its token alive with a short expiry (`RedisStreamMirror.readerTTLMilliseconds`),
+/// refreshed with each poll and, while its client is behind, on a timer. A reader whose refreshes do not reach Redis
+/// for longer (Redis did not answer for a while) lets the key expire, then sets the same token again when it goes
+/// on. The owner then sees the token go and come back: the reader left and returned, but no new reader resumed, so
+/// that return is not counted as a resume. A token the owner has not counted before is a resume (a reader on another
+/// replica took the stream over, or the first one attached).
 ///
 /// Tokens that start with `local-` are readers at the owner's own replica, which count themselves.
 package struct RemoteReaderWatch: Equatable, Sendable {
