@@ -238,17 +238,26 @@ struct ResumableStreamReplicaTests {
         return (writer, loop)
     }
 
+    /// A stream started on A whose client left after part 1, and a resume at B (`remoteReader`) whose client is
+    /// behind from the start.
+    static func behindAtB(_ redis: RedisServerProcess) throws
+        -> (next: Mailbox<Int>, upstream: ScriptedUpstream, a: RelayFixture, b: RelayFixture, id: String,
+            writer: FakeResponseWriter, loop: EventLoop) {
+        let (next, upstream, a, b, client, id) = try started(redis)
+        client.close()
+        let (writer, loop) = try remoteReader(b, id: id, offset: R.part1.count)
+        loop.queue.sync { writer.isAboveHighWater = true }
+        return (next, upstream, a, b, id, writer, loop)
+    }
+
     /// A client that took some bytes but not enough to reach the low-water mark (which is what calls
     /// `clientDrained`) has room again: the reader must go on (and so refresh its token) without that call.
     @Test("a reader elsewhere keeps its token while its client is behind, and goes on when it has room but did not drain")
     func readerBehindThenWithRoom() throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
-        let (next, upstream, a, b, client, id) = try Self.started(redis)
+        let (next, upstream, a, b, id, writer, loop) = try Self.behindAtB(redis)
         defer { withExtendedLifetime(b) {} }   // a fixture's end stops the provider both share
-        client.close()
-        let (writer, loop) = try Self.remoteReader(b, id: id, offset: R.part1.count)
-        loop.queue.sync { writer.isAboveHighWater = true }
         try Self.expectTokenAlive(redis, id)
         loop.queue.sync { writer.isAboveHighWater = false }   // below the high-water mark, no drain notice
         try Self.expectTokenAlive(redis, id)
@@ -265,11 +274,8 @@ struct ResumableStreamReplicaTests {
     func readerBehindItsClientTakenOver() throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
-        let (next, _, a, b, client, id) = try Self.started(redis)
+        let (next, _, a, b, id, writer, loop) = try Self.behindAtB(redis)
         defer { withExtendedLifetime(b) {} }   // a fixture's end stops the provider both share
-        client.close()
-        let (writer, loop) = try Self.remoteReader(b, id: id, offset: R.part1.count)
-        loop.queue.sync { writer.isAboveHighWater = true }
         try Self.ownerPolled(redis)   // A has seen B's reader (one resume) before the next one comes
         let (local, localHead) = try R.call(a, id: id, offset: R.part1.count)
         #expect(localHead.status == 200)
