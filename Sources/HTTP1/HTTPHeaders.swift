@@ -128,5 +128,13 @@ public func asciiCaseInsensitiveEqual(_ a: String, _ b: String) -> Bool {
 public func asciiCaseInsensitiveHasPrefix(_ s: String, lowercasePrefix prefix: String) -> Bool {
     let x = s.utf8, y = prefix.utf8
     guard x.count >= y.count else { return false }
+    // On the strings' own bytes when both are native: zip over two UTF8Views cost about 150 instructions a byte.
+    let fast = x.withContiguousStorageIfAvailable { a in
+        y.withContiguousStorageIfAvailable { b in
+            for i in 0..<b.count where asciiLower(a[i]) != b[i] { return false }
+            return true
+        }
+    }
+    if let fast, let result = fast { return result }
     return zip(x, y).allSatisfy { asciiLower($0) == $1 }
 }

@@ -559,6 +559,25 @@ public struct JSONEdits: Sendable, Equatable {
 
     public func applied(to body: [UInt8]) -> [UInt8] {
         guard !edits.isEmpty else { return body }
+        if edits.count == 1 {
+            // The common case (one usage request, one ceiling): no sort, the three parts copied in place.
+            let edit = edits[0]
+            let lower = edit.range.lowerBound, upper = edit.range.upperBound
+            return body.withUnsafeBufferPointer { b in
+                edit.bytes.withUnsafeBufferPointer { e in
+                    [UInt8](unsafeUninitializedCapacity: b.count - (upper - lower) + e.count) { out, count in
+                        func put(_ part: UnsafeBufferPointer<UInt8>) {
+                            guard part.count > 0 else { return }
+                            _ = UnsafeMutableBufferPointer(rebasing: out[count..<(count + part.count)]).initialize(from: part)
+                            count += part.count
+                        }
+                        put(UnsafeBufferPointer(rebasing: b[..<lower]))
+                        put(e)
+                        put(UnsafeBufferPointer(rebasing: b[upper...]))
+                    }
+                }
+            }
+        }
         var out: [UInt8] = []
         out.reserveCapacity(body.count + edits.reduce(0) { $0 + $1.bytes.count })
         var cursor = 0

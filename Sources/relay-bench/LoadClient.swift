@@ -31,6 +31,9 @@ final class LoadClient {
         /// CPUs of the proxy and of the load (client + upstream), to report what else ran on them.
         var proxyCPU = -1
         var loadCPU = -1
+        /// When set, every event's arrival (ms since the first stream started) and latency (µs) are written here,
+        /// one line each: where in a run the slow events fall.
+        var timelinePath = ""
     }
 
     enum Phase { case idle, connecting, sending, head, body, finished }
@@ -70,6 +73,8 @@ final class LoadClient {
     private var active = 0
     private var finished = 0
     private var latencies: [UInt64] = []
+    /// (arrival, latency) of every event, kept only with `timelinePath`.
+    private var timeline: [(UInt64, UInt64)] = []
     private var ttfb: [UInt64] = []
     private var errors: [String: Int] = [:]
     private var firstErrors: [String] = []
@@ -185,6 +190,13 @@ final class LoadClient {
         if let rss = ProcStats.statusKB(pid: config.proxyPID, key: "VmRSS") { rssMaxKB = max(rssMaxKB, rss) }
         let hwm = ProcStats.statusKB(pid: config.proxyPID, key: "VmHWM") ?? 0
 
+        if !config.timelinePath.isEmpty, let first = timeline.map(\.0).min() {
+            let lines = timeline.map { "\(($0.0 - first) / 1_000_000) \($0.1 / 1000)\n" }.joined()
+            if let file = fopen(config.timelinePath, "w") {
+                fputs(lines, file)
+                fclose(file)
+            }
+        }
         latencies.sort()
         ttfb.sort()
         var out: [(String, String)] = []
@@ -381,6 +393,7 @@ final class LoadClient {
                     continue
                 }
                 latencies.append(at >= stamp ? at - stamp : 0)
+                if !config.timelinePath.isEmpty { timeline.append((at, at >= stamp ? at - stamp : 0)) }
                 expected.removeAll(keepingCapacity: true)
                 EventFormat.render(into: &expected, id: s.id, seq: s.events, seed: config.seed, size: config.size, stamp: stamp)
                 exactChecked += 1

@@ -5,7 +5,9 @@
 //   relay-bench load --port P [--streams C] [--ramp-ms R] [--events N] [--pace-us U] [--size S] [--seed X]
 //       [--close-after K] [--id-base B] [--timeout-s T] [--proxy-pid PID] [--upstream-pid PID]
 //       [--upstream-port P] [--extra-load-pid PID] [--proxy-cpu N] [--load-cpu N] [--labels "k=v k=v"]
-//       prints one line `RESULT <labels> key=value ...`.
+//       [--timeline FILE]
+//       prints one line `RESULT <labels> key=value ...`; with --timeline, FILE gets one line per event: its arrival
+//       in ms since the first event, and its latency in µs (where in a run the slow events fall).
 //   relay-bench posts --port P [--requests 2000] [--connections 50] [--path /v1/chat/completions?stream=0&size=64]
 //       exactly N small non-streaming POSTs, closed loop over keep-alive connections (PostClient); prints one line
 //       `RESULT requests=N errors=E wall_s=S rps=R`.
@@ -62,6 +64,7 @@ func benchMain(_ args: [String]) -> Int32 {
         c.labels = options.string("labels", "")
         c.proxyCPU = options.int("proxy-cpu", -1)
         c.loadCPU = options.int("load-cpu", -1)
+        c.timelinePath = options.string("timeline", "")
         guard c.port > 0 else { writeStderr("load: --port is required"); return 2 }
         guard c.streams + 64 < limit else { writeStderr("load: \(c.streams) streams need more descriptors than the limit \(limit)"); return 2 }
         let client = LoadClient(config: c, maxFDs: limit)

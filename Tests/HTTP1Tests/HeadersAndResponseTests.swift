@@ -71,6 +71,19 @@ struct HeadersTests {
         #expect(HTTPHeaders([("A", "1")]) != HTTPHeaders([("a", "1")]))
     }
 
+    @Test(arguments: [
+        ("text/event-stream", true), ("Text/Event-Stream; charset=utf-8", true), ("TEXT/EVENT-STREAMX", true),
+        ("text/event-strea", false), ("", false), ("text/event_stream", false), (" text/event-stream", false),
+        ("text/event-str\u{C9}am", false), ("text\u{2F}event-stream", true),
+    ])
+    func prefixFoldsOnlyTheStringsASCIILetters(_ c: (String, Bool)) {
+        #expect(asciiCaseInsensitiveHasPrefix(c.0, lowercasePrefix: "text/event-stream") == c.1)
+        // The same answer through a string that is a slice of a longer one.
+        let longer = "padding " + c.0
+        let sliced = String(longer[longer.index(longer.startIndex, offsetBy: 8)...])
+        #expect(asciiCaseInsensitiveHasPrefix(sliced, lowercasePrefix: "text/event-stream") == c.1)
+    }
+
     @Test func nonASCIINamesAreNotCaseFolded() {
         let h = HTTPHeaders([("X-\u{C9}", "1")])
         #expect(h.first("X-\u{C9}") == "1")

@@ -89,6 +89,25 @@ private func error(_ bytes: [UInt8]) -> JSONScanError? {
         #expect(JSONEdits().applied(to: body) == body)
     }
 
+    /// One edit takes its own path (no sort): at every position of the body, an insertion, a replacement and a
+    /// removal each give the bytes before, the new bytes, the bytes after.
+    @Test func oneEditAnywhereKeepsEveryOtherByte() {
+        let body = Array(#"{"a":1,"b":[true,null]}"#.utf8)
+        for lower in 0...body.count {
+            for upper in lower...min(body.count, lower + 3) {
+                for bytes in [[], Array("x".utf8), Array(#","c":2"#.utf8)] {
+                    var edits = JSONEdits()
+                    edits.replace(lower..<upper, with: bytes)
+                    let same = edits.applied(to: body) == Array(body[..<lower]) + bytes + Array(body[upper...])
+                    #expect(same, "edit \(lower)..<\(upper) with \(bytes.count) bytes")
+                }
+            }
+        }
+        var one = JSONEdits()
+        one.insert(Array("7".utf8), at: 0)
+        #expect(one.applied(to: []) == Array("7".utf8))
+    }
+
     @Test func valuesAreCounted() throws {
         let d = try document(#"{"a":[1,2,{"b":"c"}],"d":true}"#)
         #expect(d.count == 7)
