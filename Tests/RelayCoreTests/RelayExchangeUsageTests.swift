@@ -151,6 +151,49 @@ extension RelayExchangeTests {
                 "a drained call counted as cancelled")
     }
 
+    /// The client's write of a delivery goes before the tap's read of it (a reader of the stream never delays it),
+    /// and a client found gone at that write is handled with the delivery read: counted once, not lost.
+    @Test func theClientsWriteGoesBeforeTheTapsReadAndAFailedWriteIsCountedOnce() {
+        let h = Harness(usage: UsageMeter.Settings(provider: .openai, injectsUsage: false))
+        Self.play(h, events: [ChatStream.role], complete: false)
+        let before = h.exchange.meter.tap?.contentEvents ?? -1
+        var atWrite = -1
+        h.writer.onSendBody = { _ in
+            atWrite = h.exchange.meter.tap?.contentEvents ?? -1
+            return true
+        }
+        h.run { _ = h.call.body(ChatStream.hello) }
+        #expect(atWrite == before, "the tap read the delivery before the client's write")
+        #expect(h.exchange.meter.tap?.contentEvents == before + 1)
+        // The next write fails as the server's does: the connection tears down and tells the exchange at once.
+        h.writer.onSendBody = { _ in
+            h.exchange.clientClosed()
+            return false
+        }
+        h.run { _ = h.call.body(ChatStream.world) }
+        #expect(h.call.cancelled == 1)
+        #expect(h.ended == 1)
+        #expect(h.exchange.meter.tap?.contentEvents == before + 2, "the failed delivery was not read once")
+        #expect(h.exchange.record.usage == Usage(prompt: 5, completion: 2, source: .estimate))
+    }
+
+    /// A client gone at the write of the finish chunk leaves the relay reading on for the counts that follow it, as
+    /// when it leaves just after: the chunk is read before the decision.
+    @Test func aClientGoneAtTheFinishChunksWriteStillGetsTheCountsRead() {
+        let h = Harness(usage: UsageMeter.Settings(provider: .openai, injectsUsage: false))
+        Self.play(h, events: [ChatStream.role, ChatStream.hello], complete: false)
+        h.writer.onSendBody = { _ in
+            h.exchange.clientClosed()
+            return false
+        }
+        h.run { _ = h.call.body(ChatStream.stop) }
+        #expect(h.call.cancelled == 0, "cancelled before the counts that follow the finish chunk")
+        #expect(h.ended == 0)
+        h.run { #expect(h.call.body(ChatStream.usage)) }
+        #expect(h.exchange.record.usage == ChatStream.providerUsage)
+        #expect(h.ended == 1)
+    }
+
     @Test func aDrainEndsWithTheUpstream() {
         let h = Harness(usage: UsageMeter.Settings(provider: .openai), drainMaxSeconds: 30)
         Self.play(h, events: [ChatStream.role], complete: false)

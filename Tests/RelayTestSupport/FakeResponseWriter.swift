@@ -25,9 +25,13 @@ package final class FakeResponseWriter: ResponseWriter, @unchecked Sendable {
     package init(scheduler: any LoopScheduler) { self.scheduler = scheduler }
 
     package func sendHead(_ head: ResponseHead, mode: ResponseBodyMode) { events.append(.head(head.status, mode)) }
+    /// Runs inside `sendBody`, after the write is recorded; its answer is `sendBody`'s (a test that plays a write
+    /// failing the way the server's does calls the exchange's `clientClosed` here and answers false).
+    package var onSendBody: ((UnsafeRawBufferPointer) -> Bool)?
+
     package func sendBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         events.append(.body(Array(bytes)))
-        return true
+        return onSendBody?(bytes) ?? true
     }
     package func finish(keepAlive: Bool) { events.append(.finish(keepAlive: keepAlive)) }
     package func abort() { events.append(.abort) }

@@ -189,6 +189,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     func clientClosed() {
         assertOnLoop()
+        if writingDelivery {   // handled once the tap has read the delivery (`transfer(_:didReceiveBody:)`)
+            clientClosedDuringWrite = true
+            return
+        }
         if streamClientClosed() { return }   // a resumable stream runs on, detached
         clientLeft()
     }
@@ -241,12 +245,20 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             if record.firstBodyAt == nil { record.firstBodyAt = now }
             let scan = meter.scan(bytes)
             if budgetGuard != nil { return forwardGuarded(bytes, scan) }
-            meter.observe(bytes, scan)
             if masker != nil {
+                meter.observe(bytes, scan)
                 let masked = masker!.feed(bytes)
                 if !masked.isEmpty { masked.withUnsafeBytes { send($0) } }
             } else {
+                // The client's write first, then the tap's read of the same bytes (about 1 µs of an event's path).
+                writingDelivery = true
                 forwardToClient(bytes, scan)
+                writingDelivery = false
+                meter.observe(bytes, scan)
+                if clientClosedDuringWrite {
+                    clientClosedDuringWrite = false
+                    clientClosed()
+                }
             }
             return true
         case .refuse:
@@ -259,6 +271,13 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             return true
         }
     }
+
+    /// A plain delivery's client write is under way; the tap reads the delivery after it. A client found gone at
+    /// that write (the connection reports it from inside the write) is handled once the tap has read the delivery
+    /// (`clientClosedDuringWrite`), so the decision it makes (cancel, or drain for the counts after a finish chunk)
+    /// and the usage it logs are the same as if the tap had read first.
+    private var writingDelivery = false
+    private var clientClosedDuringWrite = false
 
     /// The client's part of a delivery (through the usage stripper when the relay injected the usage request).
     private func forwardToClient(_ bytes: UnsafeRawBufferPointer, _ scan: SSEBoundaryScanner.Scan) {
