@@ -26,8 +26,13 @@ package final class RedisStreamMirror: @unchecked Sendable {
     package static let pollSeconds = 0.025
     package static let expiryMarginSeconds = 10.0
     package static let readerTTLMilliseconds = 1_000
+    /// A reader's token is refreshed every third of its life: every `keepTicks` polls for a resume here (and every
+    /// `StreamEndpoint.keepSeconds` for a reader elsewhere whose client is behind).
+    package static let keepTicks = Int((Double(readerTTLMilliseconds) / 1000 / 3 / pollSeconds).rounded(.down))
 
     package let replicaID = StreamIDs.make()
+    /// The reader token of a resume at this replica (`RemoteReaderWatch` leaves tokens of this form to their owner).
+    package var localToken: String { "local-" + replicaID }
     package let keyPrefix: String
     package let pollLoop: EventLoop
     private let connection: @Sendable (any LoopScheduler) -> RedisClient
@@ -120,6 +125,7 @@ package final class RedisStreamMirror: @unchecked Sendable {
             command.append(entry.readerKey)
         }
         let streams = entries.map(\.stream)
+        let keep = ticks % Self.keepTicks == 0
         send(command, on: pollLoop) { reply in
             defer { self.armPoll() }
             guard let values = reply?.array, values.count == streams.count * 2 else { return }
@@ -129,9 +135,16 @@ package final class RedisStreamMirror: @unchecked Sendable {
                     stream.stopAndForget()
                     continue
                 }
+                let token = values[2 * i + 1].string
+                // A resume here keeps its token alive as a reader elsewhere keeps its own (`keepTicks`), and sets it
+                // again at once if it expired: a reader elsewhere that missed the takeover then finds the key taken
+                // at its next refresh, and ends, instead of setting its token again and closing the newer resume.
+                if token == nil || (keep && token == self.localToken), stream.isReadByLocalResume {
+                    self.keep(stream.id, token: self.localToken, on: self.pollLoop) { _ in }
+                }
                 // Kept only for streams a reader elsewhere has touched (most have none).
                 var watch = self.readers[stream.id] ?? RemoteReaderWatch()
-                guard let change = watch.observe(values[2 * i + 1].string) else { continue }
+                guard let change = watch.observe(token) else { continue }
                 self.readers[stream.id] = watch
                 switch change {
                 case .attached(let counted): stream.remoteAttached(counted: counted)
@@ -312,7 +325,7 @@ package final class MirroredStream: @unchecked Sendable {
 
     /// A resume at this replica took the stream: a reader elsewhere sees its token replaced and closes.
     package func claimedLocally() {
-        mirror.claim(id, token: "local-" + mirror.replicaID, on: loop)
+        mirror.claim(id, token: mirror.localToken, on: loop)
     }
 
     private func check(_ reply: RESPValue?) {

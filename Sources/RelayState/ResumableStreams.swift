@@ -270,6 +270,14 @@ package final class ResumableStream: @unchecked Sendable {
         notify(owner) { $0.readerLeft() }
     }
 
+    /// A resume at this replica reads the stream (its token in Redis is the owner's to keep alive).
+    package var isReadByLocalResume: Bool {
+        locked.withLock { s in
+            if case .resumer = s.reader { return s.end == nil }
+            return false
+        }
+    }
+
     /// Bytes the buffer holds (for the registry's total when the stream leaves it).
     package var heldBytes: Int { locked.withLock { $0.buffer.heldBytes } }
 

@@ -287,6 +287,38 @@ struct ResumableStreamReplicaTests {
         #expect(a.logs.lines.contains { $0.contains(#""outcome":"completed""#) && $0.contains(#""resumes":2"#) }, "\(a.logs.lines.suffix(3))")
     }
 
+    /// A resume at the owner takes the stream from a reader elsewhere by setting its own token (`local-…`). That
+    /// token is refreshed while the resume reads, like a reader elsewhere refreshes its own: otherwise it expired
+    /// after a second, and a reader elsewhere that had missed the takeover (its replica cut off from Redis for that
+    /// second) found the key empty at its next refresh, set its token again, and the owner closed the newer resume.
+    /// The reader elsewhere is the test, writing the reader key as a replica's reader does (`keepScript`).
+    @Test("a resume at the owner keeps its token while it reads: a reader elsewhere that missed it cannot take the stream back")
+    func localResumeKeepsItsToken() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, upstream, a, b, client, id) = try Self.started(redis)
+        defer { withExtendedLifetime(b) {} }   // a fixture's end stops the provider both share
+        let readerKey = "\(Self.prefix)stream:\(id):reader"
+        let ttl = RedisStreamMirror.readerTTLMilliseconds
+        func keepAtB() throws -> String {
+            try redis.command("EVAL \"\(RedisStreamMirror.keepScript.replacingOccurrences(of: "\n", with: " "))\" 1 \(readerKey) reader-on-b \(ttl)")
+        }
+        #expect(try keepAtB() == ":1")   // B's reader takes the stream
+        #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }   // A's client is taken over
+        let (local, localHead) = try R.call(a, id: id, offset: R.part1.count)   // then a resume at A takes it back
+        #expect(localHead.status == 200)
+        let isLocal = #""local v = redis.call('GET', KEYS[1]) if v and string.sub(v, 1, 6) == 'local-' then return 1 end return 0""#
+        try eventually("A's token set", timeout: 5) { try redis.command("EVAL \(isLocal) 1 \(readerKey)") == ":1" }
+        try Self.expectTokenAlive(redis, id)   // more than a token's life with no word from B
+        #expect(try keepAtB() == ":0", "B's stale reader set its token again")
+        try Self.ownerPolled(redis)
+        next.put(1)
+        #expect(try local.readBody(head: localHead) == R.part2, "A's resume was closed")
+        try a.waitUntilIdle(timeout: 5)
+        #expect(upstream.requests.count == 1)
+        #expect(a.logs.lines.contains { $0.contains(#""outcome":"completed""#) && $0.contains(#""resumes":2"#) }, "\(a.logs.lines.suffix(3))")
+    }
+
     /// The owner's append answers the body's length in Redis; one shorter than what was written means bytes are
     /// missing there (Redis restarted without them, an operator deleted the key): the copy is dropped, so no
     /// replica serves a body with a hole, and the owner's own client is not touched.
