@@ -28,10 +28,11 @@ struct RelayHandler: RequestHandler {
     /// exchange starts.
     func handle(_ head: RequestHead, writer: any ResponseWriter) -> (any RequestResponder)? {
         // Where /metrics is served, so is /usage (the admin port, or a loopback public port without one).
-        if head.path == "/usage", head.method == "GET", admin != .publicWithoutMetrics {
+        // The method first: the path is a new String for a target with a query, and most requests are POSTs.
+        if head.method == "GET", admin != .publicWithoutMetrics, head.path == "/usage" {
             return UsageEndpoint(head: head, writer: writer, store: server.store, wallClockSeconds: Int64(server.wallClock()))
         }
-        if head.path == "/upstreams", head.method == "GET", admin != .publicWithoutMetrics {   // key pools (Failover/)
+        if head.method == "GET", admin != .publicWithoutMetrics, head.path == "/upstreams" {   // key pools (Failover/)
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "application/json")
             headers.add(name: "Cache-Control", value: "no-store")
