@@ -5,6 +5,7 @@ import HTTP1
 @testable import RelayCore
 @testable import RelayState
 import RelayDev
+import RelayTestSupport
 import Testing
 import Usage
 
@@ -175,6 +176,29 @@ extension RelayExchangeTests {
         #expect(h.ended == 1)
         #expect(h.exchange.meter.tap?.contentEvents == before + 2, "the failed delivery was not read once")
         #expect(h.exchange.record.usage == Usage(prompt: 5, completion: 2, source: .estimate))
+    }
+
+    /// The same on a budget-guarded stream: the write first, then the tap's count, the guard's step after both; a
+    /// client gone at a write is handled with the delivery counted once, and the grant settles on the counts.
+    @Test func aGuardedStreamAlsoWritesBeforeTheTapReadsAndCountsAFailedWriteOnce() {
+        let store = RecordingAdmissionStore(.byHand)
+        let h = Self.admitting(store, usage: UsageMeter.Settings(provider: .openai, injectsUsage: false))
+        Self.headAnswered(h, store, request: ChatStream.request, reserved: 4096 + 5)
+        #expect(h.exchange.budgetGuard != nil, "the stream is guarded")
+        h.run { _ = h.call.body(ChatStream.role) }
+        let before = h.exchange.meter.tap?.contentEvents ?? -1
+        var atWrite = -1
+        h.writer.onSendBody = { _ in
+            atWrite = h.exchange.meter.tap?.contentEvents ?? -1
+            h.exchange.clientClosed()
+            return false
+        }
+        h.run { _ = h.call.body(ChatStream.hello) }
+        #expect(atWrite == before, "the tap read the delivery before the client's write")
+        #expect(h.exchange.meter.tap?.contentEvents == before + 1, "the failed delivery was not read once")
+        #expect(h.call.cancelled == 1)
+        #expect(h.ended == 1)
+        #expect(store.settled.count == 1)
     }
 
     /// A client gone at the write of the finish chunk leaves the relay reading on for the counts that follow it, as

@@ -250,15 +250,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                 let masked = masker!.feed(bytes)
                 if !masked.isEmpty { masked.withUnsafeBytes { send($0) } }
             } else {
-                // The client's write first, then the tap's read of the same bytes (about 1 µs of an event's path).
-                writingDelivery = true
-                forwardToClient(bytes, scan)
-                writingDelivery = false
-                meter.observe(bytes, scan)
-                if clientClosedDuringWrite {
-                    clientClosedDuringWrite = false
-                    clientClosed()
-                }
+                forwardThenObserve(bytes, scan)
+                closeIfClosedDuringWrite()
             }
             return true
         case .refuse:
@@ -272,12 +265,30 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         }
     }
 
-    /// A plain delivery's client write is under way; the tap reads the delivery after it. A client found gone at
-    /// that write (the connection reports it from inside the write) is handled once the tap has read the delivery
-    /// (`clientClosedDuringWrite`), so the decision it makes (cancel, or drain for the counts after a finish chunk)
+    /// A delivery's client write is under way; the tap reads the delivery after it. A client found gone at that
+    /// write (the connection reports it from inside the write) is handled once the tap has read the delivery
+    /// (`closeIfClosedDuringWrite`), so the decision it makes (cancel, or drain for the counts after a finish chunk)
     /// and the usage it logs are the same as if the tap had read first.
     private var writingDelivery = false
     private var clientClosedDuringWrite = false
+
+    /// The client's write first, then the tap's read of the same bytes (about 1 µs of an event's path): a reader
+    /// of the stream never delays it. Returns the output counted so far when `counting` (a budget guard's count).
+    @discardableResult
+    private func forwardThenObserve(_ bytes: UnsafeRawBufferPointer, _ scan: SSEBoundaryScanner.Scan, counting: Bool = false) -> Int {
+        writingDelivery = true
+        forwardToClient(bytes, scan)
+        writingDelivery = false
+        if counting { return meter.observeCounting(bytes, scan) }
+        meter.observe(bytes, scan)
+        return 0
+    }
+
+    private func closeIfClosedDuringWrite() {
+        guard clientClosedDuringWrite else { return }
+        clientClosedDuringWrite = false
+        clientClosed()
+    }
 
     /// The client's part of a delivery (through the usage stripper when the relay injected the usage request).
     private func forwardToClient(_ bytes: UnsafeRawBufferPointer, _ scan: SSEBoundaryScanner.Scan) {
@@ -287,19 +298,18 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         }
     }
 
-    /// A delivery of a guarded stream: counted, forwarded, and the reservation kept ahead of the count. Once the
+    /// A delivery of a guarded stream: forwarded, counted, and the reservation kept ahead of the count. Once the
     /// budget is exhausted, bytes pass only up to the end of the event under way; the stream ends there.
     private func forwardGuarded(_ bytes: UnsafeRawBufferPointer, _ scan: SSEBoundaryScanner.Scan) -> Bool {
         if budgetGuard?.state == .exhausted, let end = scan.firstEventEnd {
             let head = UnsafeRawBufferPointer(rebasing: bytes[0..<end])
-            let headScan = scan.prefix(end)
-            meter.observe(head, headScan)
-            forwardToClient(head, headScan)
+            forwardThenObserve(head, scan.prefix(end))
+            closeIfClosedDuringWrite()
             cut()
             return true
         }
-        let output = meter.observeCounting(bytes, scan)
-        forwardToClient(bytes, scan)
+        let output = forwardThenObserve(bytes, scan, counting: true)
+        closeIfClosedDuringWrite()
         guardAction(budgetGuard?.counted(output: output) ?? .none)
         return true
     }
