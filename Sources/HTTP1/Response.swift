@@ -177,7 +177,7 @@ public enum HopByHop {
         return table
     }()
 
-    static func isStandard(_ name: String) -> Bool {
+    public static func isStandard(_ name: String) -> Bool {
         let length = name.utf8.count
         return length < standardByLength.count && standardByLength[length].contains { asciiCaseInsensitiveEqual(name, $0) }
     }

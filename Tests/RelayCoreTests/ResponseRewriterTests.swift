@@ -6,6 +6,7 @@ import RelayCore
 import RelayDev
 import RelayState
 import Testing
+import TestSupportCore
 
 private func clientHead(
     status: Int = 200, _ pairs: [(String, String)], method: String = "POST", version: HTTPVersion = .http1_1,
@@ -140,5 +141,93 @@ private func clientHead(
         let r = clientHead([("Content-Type", "application/json"), ("Cache-Control", "no-store"), ("Content-Length", "2")])
         #expect(r.head.headers.values("Cache-Control") == ["no-store"])
         #expect(!r.head.headers.contains("X-Accel-Buffering"))
+    }
+}
+
+/// The rewrite as it was written rule by rule (one look at the list per rule), kept as the reference the two-pass
+/// `ResponseRewriter.clientHead` is compared with.
+private func referenceClientHead(
+    status: Int, upstreamHeaders: HTTPHeaders, requestMethod: String, clientVersion: HTTPVersion,
+    keepAlive: Bool, requestID: String, extraHeaders: HTTPHeaders
+) -> (head: ResponseHead, mode: ResponseBodyMode, keepAlive: Bool) {
+    var headers = upstreamHeaders
+    let upstreamLength = headers.values("Content-Length")
+    HopByHop.strip(&headers)
+    headers.remove("X-Request-Id")
+    let isEventStream = headers.first("Content-Type").map { $0.lowercased().hasPrefix("text/event-stream") } ?? false
+    var mode: ResponseBodyMode
+    var keepAlive = keepAlive
+    if requestMethod == "HEAD" || status == 204 || status == 304 || (100..<200).contains(status) {
+        mode = .none
+    } else if !isEventStream, upstreamLength.count == 1, let n = Int(upstreamLength[0]), n >= 0 {
+        mode = .contentLength(n)
+    } else {
+        headers.remove("Content-Length")
+        if clientVersion == .http1_1 {
+            mode = .chunked
+            headers.add(name: "Transfer-Encoding", value: "chunked")
+        } else {
+            mode = .closeDelimited
+            keepAlive = false
+        }
+    }
+    if isEventStream {
+        headers.remove("Content-Length")
+        headers.replaceOrAdd(name: "Cache-Control", value: "no-cache")
+        headers.replaceOrAdd(name: "X-Accel-Buffering", value: "no")
+    }
+    headers.add(name: "X-Request-Id", value: requestID)
+    for field in extraHeaders {
+        headers.remove(field.name)
+        headers.add(name: field.name, value: field.value)
+    }
+    if !keepAlive {
+        headers.add(name: "Connection", value: "close")
+    } else if clientVersion == .http1_0 {
+        headers.add(name: "Connection", value: "keep-alive")
+    }
+    return (ResponseHead(status: status, version: .http1_1, headers: headers), mode, keepAlive)
+}
+
+extension ResponseRewriterTests {
+    /// 20 000 provider heads drawn from the fields the rules are about (in any case, repeated, named by
+    /// `Connection`, a content type among them that `Connection` drops), every status class, method, client version,
+    /// keep-alive and extra fields that collide with the relay's own: the same head, field for field and in order,
+    /// the same framing, the same keep-alive as the rule-by-rule rewrite.
+    @Test func theTwoPassRewriteIsTheRuleByRuleOne() {
+        let names = ["Content-Type", "content-type", "Content-Length", "CONTENT-LENGTH", "Connection", "Keep-Alive",
+                     "Transfer-Encoding", "X-Request-Id", "x-request-id", "Cache-Control", "X-Accel-Buffering", "Date",
+                     "X-Trace", "Retry-After", "TE", "Upgrade", "Proxy-Connection"]
+        let values: [String: [String]] = [
+            "content-type": ["text/event-stream", "TEXT/Event-Stream; charset=utf-8", "application/json", "text/event-streamx"],
+            "content-length": ["5", "0", "abc", "-1", "99999999999999999999999"],
+            "connection": ["keep-alive", "close, X-Trace", "Content-Type", "x-trace, cache-control", ", ,"],
+        ]
+        let extras = [HTTPHeaders(), headers([("Access-Control-Allow-Origin", "*")]),
+                      headers([("Cache-Control", "private"), ("X-Request-Id", "extra"), ("Transfer-Encoding", "gzip")]),
+                      headers([("Vary", "Origin"), ("Vary", "Accept")])]
+        var random = SplitMix64(seed: 24)
+        for _ in 0..<20_000 {
+            var pairs: [(String, String)] = []
+            for _ in 0..<Int(random.next() % 8) {
+                let name = names[Int(random.next() % UInt64(names.count))]
+                let choices = values[name.lowercased()] ?? ["v\(random.next() % 3)"]
+                pairs.append((name, choices[Int(random.next() % UInt64(choices.count))]))
+            }
+            let status = [200, 204, 304, 101, 429, 500][Int(random.next() % 6)]
+            let method = random.next() % 4 == 0 ? "HEAD" : "POST"
+            let version: HTTPVersion = random.next() % 3 == 0 ? .http1_0 : .http1_1
+            let keepAlive = random.next() % 2 == 0
+            let extra = extras[Int(random.next() % UInt64(extras.count))]
+            let got = ResponseRewriter.clientHead(status: status, upstreamHeaders: headers(pairs), requestMethod: method,
+                                                  clientVersion: version, keepAlive: keepAlive, requestID: "rid-9",
+                                                  extraHeaders: extra)
+            let want = referenceClientHead(status: status, upstreamHeaders: headers(pairs), requestMethod: method,
+                                           clientVersion: version, keepAlive: keepAlive, requestID: "rid-9",
+                                           extraHeaders: extra)
+            let same = got.head.headers == want.head.headers && got.mode == want.mode && got.keepAlive == want.keepAlive
+            #expect(same, "\(status) \(method) \(version) keepAlive \(keepAlive) \(pairs) extra \(Array(extra.map { $0.name }))")
+            if !same { return }
+        }
     }
 }

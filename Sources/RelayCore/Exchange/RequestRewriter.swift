@@ -142,32 +142,58 @@ package enum ResponseRewriter {
         status: Int, upstreamHeaders: HTTPHeaders, requestMethod: String, clientVersion: HTTPVersion,
         keepAlive: Bool, requestID: String, extraHeaders: HTTPHeaders = HTTPHeaders()
     ) -> (head: ResponseHead, mode: ResponseBodyMode, keepAlive: Bool) {
-        var headers = upstreamHeaders
-        let upstreamLength = headers.values("Content-Length")
-        HopByHop.strip(&headers)
-        headers.remove("X-Request-Id")
-        let isEventStream = headers.first("Content-Type").map { asciiCaseInsensitiveHasPrefix($0, lowercasePrefix: "text/event-stream") } ?? false
+        // Two looks at the provider's list instead of one per rule (about ten): what decides the framing, then the
+        // fields that pass, in order. The first look: the lengths as received, and whether `Connection` names more
+        // fields to drop (it can name `Content-Type` itself, so the content type is read from what passes).
+        var upstreamLength: [String] = []
+        var connectionNamesFields = false
+        for field in upstreamHeaders {
+            if asciiCaseInsensitiveEqual(field.name, "Content-Length") {
+                upstreamLength.append(field.value)
+            } else if asciiCaseInsensitiveEqual(field.name, "Connection") {
+                connectionNamesFields = true
+            }
+        }
+        let named = connectionNamesFields ? upstreamHeaders.tokens("connection") : []
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(upstreamHeaders.count + 5 + extraHeaders.count)
+        var contentType: String?
+        for field in upstreamHeaders {
+            let name = field.name
+            if HopByHop.isStandard(name) || asciiCaseInsensitiveEqual(name, "X-Request-Id")
+                || (!named.isEmpty && named.contains { asciiCaseInsensitiveEqual(name, $0) }) { continue }
+            if contentType == nil, asciiCaseInsensitiveEqual(name, "Content-Type") { contentType = field.value }
+            headers.add(name: name, value: field.value)
+        }
+        let isEventStream = contentType.map { asciiCaseInsensitiveHasPrefix($0, lowercasePrefix: "text/event-stream") } ?? false
 
         var mode: ResponseBodyMode
         var keepAlive = keepAlive
+        var dropsLength = isEventStream
         if requestMethod == "HEAD" || status == 204 || status == 304 || (100..<200).contains(status) {
             mode = .none
         } else if !isEventStream, upstreamLength.count == 1, let n = Int(upstreamLength[0]), n >= 0 {
             mode = .contentLength(n)
         } else {
-            headers.remove("Content-Length")
+            dropsLength = true
             if clientVersion == .http1_1 {
                 mode = .chunked
-                headers.add(name: "Transfer-Encoding", value: "chunked")
             } else {
                 mode = .closeDelimited
                 keepAlive = false
             }
         }
+        if dropsLength || isEventStream {
+            headers.removeAll { field in
+                asciiCaseInsensitiveEqual(field.name, "Content-Length")
+                    || (isEventStream && (asciiCaseInsensitiveEqual(field.name, "Cache-Control")
+                                          || asciiCaseInsensitiveEqual(field.name, "X-Accel-Buffering")))
+            }
+        }
+        if mode == .chunked { headers.add(name: "Transfer-Encoding", value: "chunked") }
         if isEventStream {
-            headers.remove("Content-Length")
-            headers.replaceOrAdd(name: "Cache-Control", value: "no-cache")
-            headers.replaceOrAdd(name: "X-Accel-Buffering", value: "no")
+            headers.add(name: "Cache-Control", value: "no-cache")
+            headers.add(name: "X-Accel-Buffering", value: "no")
         }
         headers.add(name: "X-Request-Id", value: requestID)
         for field in extraHeaders {
