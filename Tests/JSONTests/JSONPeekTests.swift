@@ -86,6 +86,62 @@ struct JSONPeekTests {
         #expect(peek(#"{"a":"\\\\","content":"y"}"#) { $0.scanKeys(JSONPeek.KeySet(["content"])) }.nonEmptyString == 1)
     }
 
+    /// The key scan jumps from quote to quote (memchr) and looks back for the backslashes before each: against a
+    /// byte-by-byte reading of the same rules, on drawn chunks with escapes, names with and without their colon,
+    /// quotes at every distance, and bytes next to the quote's value (`#`, `¢`, 0x01, 0x80).
+    @Test func keyScanFindsEveryQuoteAsAByteLoopDoes() {
+        let names = ["content", "usage", "model", "finish_reason", "a"]
+        let set = JSONPeek.KeySet(names)
+        let tokens = [#""content""#, #""usage""#, #""model""#, #""finish_reason""#, #""a""#, ":", " ", "\n", #"\"#, #"\""#,
+                      #"""#, "{", "}", ",", "[", "]", "#", "¢", "\u{01}", "\u{80}", "x", "xxxxxxx", "abcdefghijklmnopq",
+                      #""v""#, #""""#, "null", "0", #""content":"#, #""usage":"#, #""model": "#, #""a":"#]
+        var rng = SplitMix64(seed: 8)
+        var found = 0
+        for _ in 0..<30_000 {
+            let text = (0..<Int.random(in: 0...24, using: &rng)).map { _ in tokens.randomElement(using: &rng)! }.joined()
+            var bytes = Array(text.utf8)
+            if Bool.random(using: &rng) { bytes.append(0x80) }
+            let measuring = UInt64.random(in: 0...0b11111, using: &rng)
+            let scan = bytes.withUnsafeBufferPointer { JSONPeek($0).scanKeys(set, measuring: measuring) }
+            let expected = Self.keyScanByteByByte(bytes, names.map { Array($0.utf8) }, measuring: measuring)
+            #expect(scan == expected, "\(text)")
+            if scan.present != 0 { found += 1 }
+        }
+        #expect(found > 10_000, "the generator makes chunks with keys: \(found)")
+    }
+
+    /// `scanKeys`'s rules read one byte at a time: the next quote opens a string, which a quote not escaped by an
+    /// odd run of backslashes closes; a name is a string followed (after whitespace) by a colon.
+    static func keyScanByteByByte(_ b: [UInt8], _ names: [[UInt8]], measuring: UInt64)
+        -> (present: UInt64, nonEmptyString: UInt64, object: UInt64, measured: Int) {
+        func isSpace(_ c: UInt8) -> Bool { c == 0x20 || c == 0x09 || c == 0x0A || c == 0x0D }
+        var present: UInt64 = 0, nonEmpty: UInt64 = 0, object: UInt64 = 0, measured = 0, measuredValue = -1
+        var i = 0
+        while i < b.count {
+            guard b[i] == 0x22 else { i += 1; continue }
+            var j = i + 1
+            while j < b.count && b[j] != 0x22 { j += b[j] == 0x5C ? 2 : 1 }
+            guard j < b.count else { break }
+            let name = Array(b[(i + 1)..<j])
+            if i == measuredValue { measured += name.count }
+            var after = j + 1
+            while after < b.count && isSpace(b[after]) { after += 1 }
+            if after < b.count && b[after] == 0x3A, let k = names.firstIndex(of: name) {
+                present |= 1 << k
+                var v = after + 1
+                while v < b.count && isSpace(b[v]) { v += 1 }
+                if v + 1 < b.count && b[v] == 0x22 && b[v + 1] != 0x22 {
+                    nonEmpty |= 1 << k
+                    if measuring & (1 << k) != 0 { measuredValue = v }
+                } else if v < b.count && b[v] == 0x7B {
+                    object |= 1 << k
+                }
+            }
+            i = j + 1
+        }
+        return (present, nonEmpty, object, measured)
+    }
+
     /// Names of one length are told apart by their bytes; an empty name, names of 63 bytes and more (which share
     /// the length mask's last bit) and names longer than any member are matched exactly; bits follow the set's
     /// order; measured values are summed over every occurrence.

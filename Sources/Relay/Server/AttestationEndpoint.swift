@@ -182,9 +182,9 @@ struct AttestationFailureStep: Error, Equatable, ExpressibleByStringLiteral {
 }
 
 extension AttestationService {
-    /// Whether `head` is for one of the App Attest endpoints (served only with `attestation.apple`).
-    func serves(_ head: RequestHead) -> Bool {
-        store != nil && (head.path == AttestationWire.challengePath || head.path == AttestationWire.registerPath)
+    /// Whether a request for `path` is for one of the App Attest endpoints (served only with `attestation.apple`).
+    func serves(path: String) -> Bool {
+        store != nil && (path == AttestationWire.challengePath || path == AttestationWire.registerPath)
     }
 
     /// The endpoint's responder; nil when the request was answered here: 405 for a method other than POST, 429

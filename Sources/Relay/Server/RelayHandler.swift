@@ -27,19 +27,20 @@ struct RelayHandler: RequestHandler {
     /// Built-in endpoint, rejection, or exchange: `admit` decides, then either the answer goes out here or the
     /// exchange starts.
     func handle(_ head: RequestHead, writer: any ResponseWriter) -> (any RequestResponder)? {
+        // The path once: it is a new String for a target with a query.
+        let path = head.path
         // Where /metrics is served, so is /usage (the admin port, or a loopback public port without one).
-        // The method first: the path is a new String for a target with a query, and most requests are POSTs.
-        if head.method == "GET", admin != .publicWithoutMetrics, head.path == "/usage" {
+        if head.method == "GET", admin != .publicWithoutMetrics, path == "/usage" {
             return UsageEndpoint(head: head, writer: writer, store: server.store, wallClockSeconds: Int64(server.wallClock()))
         }
-        if head.method == "GET", admin != .publicWithoutMetrics, head.path == "/upstreams" {   // key pools (Failover/)
+        if head.method == "GET", admin != .publicWithoutMetrics, path == "/upstreams" {   // key pools (Failover/)
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "application/json")
             headers.add(name: "Cache-Control", value: "no-store")
             writer.respond(status: 200, headers: headers, body: server.pools.report(), keepAlive: head.keepAlive)
             return nil
         }
-        if let builtin = builtinResponse(head) {
+        if let builtin = builtinResponse(head, path: path) {
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: builtin.contentType)
             headers.add(name: "Cache-Control", value: "no-store")
@@ -47,10 +48,10 @@ struct RelayHandler: RequestHandler {
             return nil
         }
         let requestID = RequestRewriter.requestID(clientValue: head.headers.first("X-Request-Id"), generated: RequestIDs.make())
-        if admin != .adminOnly, server.streams != nil, StreamEndpoint.serves(head.path) {
+        if admin != .adminOnly, server.streams != nil, StreamEndpoint.serves(path) {
             return StreamEndpoint(head: head, requestID: requestID, writer: writer, server: server)
         }
-        if admin != .adminOnly, let attestation = server.attestation, attestation.serves(head) {
+        if admin != .adminOnly, let attestation = server.attestation, attestation.serves(path: path) {
             return attestation.endpoint(head, requestID: requestID, writer: writer)
         }
         var context = Rejection(head: head, requestID: requestID, writer: writer)
@@ -108,9 +109,9 @@ struct RelayHandler: RequestHandler {
         c.writer.respond(error: error, requestID: c.requestID, keepAlive: c.head.keepAlive)
     }
 
-    private func builtinResponse(_ head: RequestHead) -> (status: Int, contentType: String, body: String)? {
+    private func builtinResponse(_ head: RequestHead, path: String) -> (status: Int, contentType: String, body: String)? {
         guard head.method == "GET" || head.method == "HEAD" else { return nil }
-        switch head.path {
+        switch path {
         case "/healthz":
             return (200, "text/plain; charset=utf-8", "ok\n")
         case "/readyz":
