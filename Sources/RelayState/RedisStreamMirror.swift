@@ -11,9 +11,11 @@ import Transport
 ///   never asks for bytes the body does not hold yet: Redis runs every command and script one at a time);
 /// - `stream:<id>:stop`: set by a `DELETE` on any replica; the owner polls for it;
 /// - `stream:<id>:reader`: the token of the reader on another replica, which refreshes it each poll (1 s expiry);
-///   the owner polls for it so that a detached stream read elsewhere is not cancelled when its window ends.
-/// Body and record expire `windowSeconds + expiryMarginSeconds` after the last write, refreshed every second while
-/// the stream runs.
+///   the owner polls for it so that a detached stream read elsewhere is not cancelled when its window ends;
+/// - `stream:<id>:claims`: how many resumes at other replicas took the stream, raised by each in the script that
+///   sets its token (`claimScript`); the owner polls it to count them (`RemoteReaderWatch`).
+/// Body, record and claims expire `windowSeconds + expiryMarginSeconds` after the last write, refreshed every
+/// second while the stream runs.
 ///
 /// Polling, not pub/sub: our RESP client is a pipelined request/reply connection per loop, and a subscriber needs
 /// a connection of its own in another mode with its own reconnect story. One `MGET` per `pollSeconds` covers every
@@ -44,6 +46,7 @@ package final class RedisStreamMirror: @unchecked Sendable {
         let stream: ResumableStream
         let stopKey: [UInt8]
         let readerKey: [UInt8]
+        let claimsKey: [UInt8]
         let metaKey: [UInt8]
         let bodyKey: [UInt8]
         let ttl: [UInt8]
@@ -88,7 +91,7 @@ package final class RedisStreamMirror: @unchecked Sendable {
     /// Starts watching `stream` (owned here) for stops and readers elsewhere.
     package func track(_ stream: ResumableStream) {
         let entry = Owned(stream: stream, stopKey: Array(key(stream.id, "stop").utf8), readerKey: Array(key(stream.id, "reader").utf8),
-                          metaKey: Array(key(stream.id, "meta").utf8), bodyKey: Array(key(stream.id, "body").utf8),
+                          claimsKey: Array(key(stream.id, "claims").utf8), metaKey: Array(key(stream.id, "meta").utf8), bodyKey: Array(key(stream.id, "body").utf8),
                           ttl: Array(Self.ttlMilliseconds(stream.windowSeconds).utf8))
         owned.withLock { $0[stream.id] = entry }
         pollLoop.execute { self.armPoll() }
@@ -102,7 +105,8 @@ package final class RedisStreamMirror: @unchecked Sendable {
         _ = pollLoop.schedule(afterSeconds: Self.pollSeconds) { self.poll() }
     }
 
-    /// One `MGET` of every owned stream's stop flag and reader token; every 40th also refreshes their expiry.
+    /// One `MGET` of every owned stream's stop flag, reader token and claims count; every 40th also refreshes their
+    /// expiry.
     private func poll() {
         pollArmed = false
         let entries = owned.withLock { Array($0.values) }
@@ -116,26 +120,28 @@ package final class RedisStreamMirror: @unchecked Sendable {
             for entry in entries {
                 send([Self.pexpire, entry.metaKey, entry.ttl], on: pollLoop) { _ in }
                 send([Self.pexpire, entry.bodyKey, entry.ttl], on: pollLoop) { _ in }
+                send([Self.pexpire, entry.claimsKey, entry.ttl], on: pollLoop) { _ in }
             }
         }
         var command: [[UInt8]] = [Self.mget]
-        command.reserveCapacity(1 + 2 * entries.count)
+        command.reserveCapacity(1 + 3 * entries.count)
         for entry in entries {
             command.append(entry.stopKey)
             command.append(entry.readerKey)
+            command.append(entry.claimsKey)
         }
         let streams = entries.map(\.stream)
         let keep = ticks % Self.keepTicks == 0
         send(command, on: pollLoop) { reply in
             defer { self.armPoll() }
-            guard let values = reply?.array, values.count == streams.count * 2 else { return }
+            guard let values = reply?.array, values.count == streams.count * 3 else { return }
             for (i, stream) in streams.enumerated() {
-                if values[2 * i].string != nil {
+                if values[3 * i].string != nil {
                     self.untrack(stream.id)
                     stream.stopAndForget()
                     continue
                 }
-                let token = values[2 * i + 1].string
+                let token = values[3 * i + 1].string
                 // A resume here keeps its token alive as a reader elsewhere keeps its own (`keepTicks`), and sets it
                 // again at once if it expired: a reader elsewhere that missed the takeover then finds the key taken
                 // at its next refresh, and ends, instead of setting its token again and closing the newer resume.
@@ -144,11 +150,14 @@ package final class RedisStreamMirror: @unchecked Sendable {
                 }
                 // Kept only for streams a reader elsewhere has touched (most have none).
                 var watch = self.readers[stream.id] ?? RemoteReaderWatch()
-                guard let change = watch.observe(token) else { continue }
+                let seen = watch.observe(token, claims: values[3 * i + 2].string.flatMap { Int($0) })
+                guard seen.change != nil || seen.resumes > 0 else { continue }
                 self.readers[stream.id] = watch
-                switch change {
-                case .attached(let counted): stream.remoteAttached(counted: counted)
+                stream.remoteResumed(seen.resumes)
+                switch seen.change {
+                case .attached: stream.remoteAttached()
                 case .left: stream.remoteLeft()
+                case nil: break
                 }
             }
         }
@@ -179,9 +188,30 @@ package final class RedisStreamMirror: @unchecked Sendable {
         send(["SET", key(id, "stop"), "1", "PX", Self.ttlMilliseconds(windowSeconds)], on: loop) { completion($0?.string == "OK") }
     }
 
-    /// A reader takes the stream over (whoever read it before sees its token replaced and closes).
+    /// KEYS[1] the reader key, KEYS[2] the claims count, KEYS[3] the record. ARGV: token, expiry ms. Sets the
+    /// token and raises the count, which expires with the record (the owner refreshes both while the stream runs).
+    package static let claimScript = """
+        redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+        local n = redis.call('INCR', KEYS[2])
+        local ttl = redis.call('PTTL', KEYS[3])
+        if ttl < 1 then ttl = tonumber(ARGV[2]) end
+        redis.call('PEXPIRE', KEYS[2], ttl)
+        return n
+        """
+
+    /// A resume at this replica takes over a stream owned elsewhere (whoever read it before sees its token replaced
+    /// and closes; the owner counts the claim as a resume).
     package func claim(_ id: String, token: String, on loop: any LoopScheduler) {
-        send(["SET", key(id, "reader"), token, "PX", String(Self.readerTTLMilliseconds)], on: loop)
+        send(["EVAL", Self.claimScript, "3"] + Self.claimKeys.map { key(id, $0) } + [token,
+              String(Self.readerTTLMilliseconds)], on: loop)
+    }
+
+    package static let claimKeys = ["reader", "claims", "meta"]
+
+    /// A resume at the owner takes the stream back (a reader elsewhere sees its token replaced and closes); it
+    /// counts itself, so no claim.
+    package func claimLocally(_ id: String, on loop: any LoopScheduler) {
+        send(["SET", key(id, "reader"), localToken, "PX", String(Self.readerTTLMilliseconds)], on: loop)
     }
 
     /// KEYS[1] the reader key. ARGV: token, expiry ms. 1 (and the expiry refreshed) while the token is the reader's.
@@ -325,7 +355,7 @@ package final class MirroredStream: @unchecked Sendable {
 
     /// A resume at this replica took the stream: a reader elsewhere sees its token replaced and closes.
     package func claimedLocally() {
-        mirror.claim(id, token: mirror.localToken, on: loop)
+        mirror.claimLocally(id, on: loop)
     }
 
     private func check(_ reply: RESPValue?) {

@@ -240,15 +240,19 @@ package final class ResumableStream: @unchecked Sendable {
 
     // MARK: A reader on another replica (`RedisStreamMirror`'s poll)
 
+    /// Resumes at other replicas since the last poll (`RemoteReaderWatch`), counted while the stream runs.
+    package func remoteResumed(_ count: Int) {
+        guard count > 0 else { return }
+        locked.withLock { s in if s.end == nil { s.resumes += count } }
+    }
+
     /// A reader elsewhere took the stream: whoever read it here is closed; the stream is no longer detached.
-    /// `counted`: a resume (false when the same reader comes back after its token expired: `RemoteReaderWatch`).
-    package func remoteAttached(counted: Bool) {
+    package func remoteAttached() {
         let result = locked.withLock { s -> (previous: Reader, owner: (any StreamOwner)?)? in
             guard s.end == nil else { return nil }
             let previous = s.reader
             s.reader = .remote
             s.wakePending = false
-            if counted { s.resumes += 1 }
             return (previous, s.owner)
         }
         guard let result else { return }

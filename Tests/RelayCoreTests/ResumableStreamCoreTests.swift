@@ -220,23 +220,32 @@ private extension ReplayBuffer {
 @Suite struct RemoteReaderWatchTests {
     @Test func aReaderWhoseTokenExpiredAndComesBackIsNotASecondResume() {
         var watch = RemoteReaderWatch()
-        #expect(watch.observe(nil) == nil, "no reader yet")
-        #expect(watch.observe("t1") == .attached(counted: true))
-        #expect(watch.observe("t1") == nil, "refreshed: nothing new")
-        #expect(watch.observe(nil) == .left, "its key expired: the stream is detached again")
-        #expect(watch.observe(nil) == nil)
-        #expect(watch.observe("t1") == .attached(counted: false), "the same reader went on: attached, not counted")
-        #expect(watch.observe("t2") == .attached(counted: true), "another reader took it over: a resume")
-        #expect(watch.observe(nil) == .left)
-        #expect(watch.observe("t1") == .attached(counted: true), "an earlier reader again: counted")
+        #expect(watch.observe(nil, claims: nil) == (nil, 0), "no reader yet")
+        #expect(watch.observe("t1", claims: 1) == (.attached, 1))
+        #expect(watch.observe("t1", claims: 1) == (nil, 0), "refreshed: nothing new")
+        #expect(watch.observe(nil, claims: 1) == (.left, 0), "its key expired: the stream is detached again")
+        #expect(watch.observe(nil, claims: 1) == (nil, 0))
+        #expect(watch.observe("t1", claims: 1) == (.attached, 0), "the same reader went on: attached, no claim")
+        #expect(watch.observe("t2", claims: 2) == (.attached, 1), "another reader took it over: a resume")
+        #expect(watch.observe(nil, claims: 2) == (.left, 0))
+        #expect(watch.observe("t1", claims: 2) == (.attached, 0), "an earlier reader that missed the takeover: no claim")
+    }
+
+    /// The owner polls every 25 ms; resumes in between are counted however many there were.
+    @Test func resumesBetweenTwoPollsAreEachCounted() {
+        var watch = RemoteReaderWatch()
+        #expect(watch.observe("t3", claims: 3) == (.attached, 3), "three resumes, the last one holds the stream")
+        #expect(watch.observe("local-a", claims: 4) == (nil, 1), "a resume elsewhere, then one at the owner")
+        #expect(watch.observe("t5", claims: 5) == (.attached, 1))
+        #expect(watch.observe("t5", claims: 2) == (nil, 2), "a count below the last: the key was lost and set again")
     }
 
     @Test func localReadersAreTheOwnersOwnAndChangeNothingHere() {
         var watch = RemoteReaderWatch()
-        #expect(watch.observe("local-a") == nil)
-        #expect(watch.observe("t1") == .attached(counted: true))
-        #expect(watch.observe("local-b") == nil, "a local resume counts itself and closes the remote reader")
-        #expect(watch.observe("t1") == nil, "the remote token seen last is unchanged")
-        #expect(watch.observe(nil) == .left)
+        #expect(watch.observe("local-a", claims: nil) == (nil, 0))
+        #expect(watch.observe("t1", claims: 1) == (.attached, 1))
+        #expect(watch.observe("local-b", claims: 1) == (nil, 0), "a local resume counts itself and closes the remote reader")
+        #expect(watch.observe("t1", claims: 1) == (nil, 0), "the remote token seen last is unchanged")
+        #expect(watch.observe(nil, claims: 1) == (.left, 0))
     }
 }

@@ -136,10 +136,46 @@ struct ResumableStreamReplicaTests {
         try eventually("two owner polls", timeout: 5) { try mgetCalls(redis) >= seen + 2 }
     }
 
+    /// Resumes at another replica taking the stream, as their replicas' `RedisStreamMirror.claim` does, one after
+    /// the other in one script: Redis runs it whole, so no owner poll falls between them. The script is the
+    /// relay's own `claimScript`, run once for each token.
+    static func claim(_ redis: RedisServerProcess, _ id: String, tokens: [String], ttlMilliseconds: Int) throws {
+        let body = RedisStreamMirror.claimScript.replacingOccurrences(of: "\n", with: " ")
+        let keys = RedisStreamMirror.claimKeys.map { "'\(prefix)stream:\(id):\($0)'" }.joined(separator: ", ")
+        let calls = tokens.map { "n = claim({\(keys)}, {'\($0)', '\(ttlMilliseconds)'})" }.joined(separator: " ")
+        let script = "local function claim(KEYS, ARGV) \(body) end local n \(calls) return n"
+        #expect(try redis.command("EVAL \"\(script)\" 0") == ":\(tokens.count)", "the claims count")
+    }
+
+    /// Lets the provider finish the stream started on A, then checks it made one request and A logged the stream
+    /// once, with `resumes`.
+    static func finish(_ next: Mailbox<Int>, _ upstream: ScriptedUpstream, _ a: RelayFixture, expectingResumes resumes: Int) throws {
+        next.put(1)
+        try a.waitUntilIdle(timeout: 5)
+        #expect(upstream.requests.count == 1)
+        let lines = a.logs.lines.filter { $0.contains(#""resumes":"#) }
+        #expect(lines.count == 1)
+        #expect(lines.first?.contains(#""resumes":\#(resumes)"#) == true, "\(lines)")
+    }
+
+    /// Two resumes at other replicas before the owner's next poll (it polls every 25 ms): the owner sees only the
+    /// second token, and counts both from the claims count.
+    @Test("two resumes elsewhere between two of the owner's polls are both counted")
+    func twoResumesBetweenPollsAreCounted() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, upstream, a, b, client, id) = try Self.started(redis)
+        defer { withExtendedLifetime(b) {} }   // a fixture's end stops the provider both share
+        try Self.claim(redis, id, tokens: ["reader-on-b", "reader-on-c"], ttlMilliseconds: 60_000)
+        #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }   // taken over
+        #expect(a.server.detachedStreamCount() == 0, "read elsewhere")
+        try Self.finish(next, upstream, a, expectingResumes: 2)
+    }
+
     /// A reader at another replica that stops polling for longer than its token's expiry (its client reads slowly,
     /// or Redis did not answer for a while) sets the same token again when it goes on: the owner sees the reader
     /// leave and come back, which is one resume, not two. The reader here is the test, writing the reader key as a
-    /// replica's reader does (`RedisStreamMirror.claim` and `keepScript`).
+    /// replica's reader does (`RedisStreamMirror.claimScript`, then the key set again as `keepScript` does).
     @Test("a reader elsewhere whose token expired and came back is counted once")
     func readerTokenExpiryIsNotASecondResume() throws {
         let redis = try RedisServerProcess()
@@ -147,7 +183,7 @@ struct ResumableStreamReplicaTests {
         let (next, upstream, a, b, client, id) = try Self.started(redis)
         defer { withExtendedLifetime(b) {} }   // a fixture's end stops the provider both share
         let readerKey = "\(Self.prefix)stream:\(id):reader"
-        #expect(try redis.command("SET \(readerKey) reader-on-b PX 60000") == "+OK")
+        try Self.claim(redis, id, tokens: ["reader-on-b"], ttlMilliseconds: 60_000)
         #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }   // taken over by the reader
         #expect(a.server.detachedStreamCount() == 0, "read at B")
         #expect(try redis.command("DEL \(readerKey)") == ":1")   // its expiry
@@ -156,12 +192,7 @@ struct ResumableStreamReplicaTests {
         #expect(try redis.command("SET \(readerKey) reader-on-b PX 60000") == "+OK")   // the same reader goes on
         try Self.ownerPolled(redis)
         #expect(a.server.detachedStreamCount() == 0, "read at B again")
-        next.put(1)
-        try a.waitUntilIdle(timeout: 5)
-        #expect(upstream.requests.count == 1)
-        let lines = a.logs.lines.filter { $0.contains(#""resumes":"#) }
-        #expect(lines.count == 1)
-        #expect(lines.first?.contains(#""resumes":1"#) == true, "\(lines)")
+        try Self.finish(next, upstream, a, expectingResumes: 1)
     }
 
     /// A stream started on A whose provider sent part 1 and 8 MB more, then waits for `next`; A's client gone
@@ -291,7 +322,8 @@ struct ResumableStreamReplicaTests {
     /// token is refreshed while the resume reads, like a reader elsewhere refreshes its own: otherwise it expired
     /// after a second, and a reader elsewhere that had missed the takeover (its replica cut off from Redis for that
     /// second) found the key empty at its next refresh, set its token again, and the owner closed the newer resume.
-    /// The reader elsewhere is the test, writing the reader key as a replica's reader does (`keepScript`).
+    /// The reader elsewhere is the test, writing the reader key as a replica's reader does (`claimScript`, then
+    /// `keepScript`).
     @Test("a resume at the owner keeps its token while it reads: a reader elsewhere that missed it cannot take the stream back")
     func localResumeKeepsItsToken() throws {
         let redis = try RedisServerProcess()
@@ -303,7 +335,7 @@ struct ResumableStreamReplicaTests {
         func keepAtB() throws -> String {
             try redis.command("EVAL \"\(RedisStreamMirror.keepScript.replacingOccurrences(of: "\n", with: " "))\" 1 \(readerKey) reader-on-b \(ttl)")
         }
-        #expect(try keepAtB() == ":1")   // B's reader takes the stream
+        try Self.claim(redis, id, tokens: ["reader-on-b"], ttlMilliseconds: ttl)   // B's reader takes the stream
         #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }   // A's client is taken over
         let (local, localHead) = try R.call(a, id: id, offset: R.part1.count)   // then a resume at A takes it back
         #expect(localHead.status == 200)

@@ -1,18 +1,22 @@
-/// What the owner of a resumable stream makes of the reader token it polls from Redis (`stream:<id>:reader`,
-/// README, "Resumable streams"): a value fed one poll's token at a time, returning what the stream should hear.
+/// What the owner of a resumable stream makes of what it polls from Redis (README, "Resumable streams"): the reader
+/// token (`stream:<id>:reader`) and the count of resumes at other replicas (`stream:<id>:claims`). A value fed one
+/// poll's pair at a time, returning what the stream should hear.
 ///
 /// A reader at another replica keeps its token alive with a short expiry (`RedisStreamMirror.readerTTLMilliseconds`),
 /// refreshed with each poll and, while its client is behind, on a timer. A reader whose refreshes do not reach Redis
 /// for longer (Redis did not answer for a while) lets the key expire, then sets the same token again when it goes
-/// on. The owner then sees the token go and come back: the reader left and returned, but no new reader resumed, so
-/// that return is not counted as a resume. A token the owner has not counted before is a resume (a reader on another
-/// replica took the stream over, or the first one attached).
+/// on. The owner then sees the token go and come back: the reader left and returned.
 ///
-/// Tokens that start with `local-` are readers at the owner's own replica, which count themselves.
+/// Resumes are counted from the claims count, which each resume at another replica raises once, in the script that
+/// sets its token (`RedisStreamMirror.claimScript`); a token that comes back is no claim. The token alone would
+/// miss a resume that is taken over before the owner's next poll (25 ms): the owner sees only the last token.
+///
+/// Tokens that start with `local-` are readers at the owner's own replica, which count themselves and raise no
+/// claim.
 package struct RemoteReaderWatch: Equatable, Sendable {
     package enum Change: Equatable, Sendable {
-        /// A reader elsewhere holds the stream; `counted` when it is a resume not counted before.
-        case attached(counted: Bool)
+        /// A reader elsewhere holds the stream (a new token).
+        case attached
         /// The reader elsewhere is gone (its token expired): the stream is detached again.
         case left
     }
@@ -20,24 +24,30 @@ package struct RemoteReaderWatch: Equatable, Sendable {
     /// The remote token seen last; nil once the key was seen absent. A local reader's token leaves it as it was
     /// (that reader's own replica counts it and closes the remote one).
     private(set) var current: String?
-    /// The last token counted as a resume.
-    private(set) var counted: String?
+    /// The claims count seen last.
+    private(set) var claims = 0
 
     package init() {}
 
-    /// One poll's token (nil when the key is absent); nil when nothing changed.
-    package mutating func observe(_ token: String?) -> Change? {
+    /// One poll's token and claims count (each nil when its key is absent): the reader's change, if any, and how
+    /// many resumes elsewhere there were since the last poll.
+    package mutating func observe(_ token: String?, claims: Int?) -> (change: Change?, resumes: Int) {
+        var resumes = 0
+        if let claims {
+            // A count below the last one is a key that expired and was set again (the owner refreshes its expiry
+            // with the stream's record, so this is Redis losing it): what it holds now is new.
+            resumes = claims >= self.claims ? claims - self.claims : claims
+            self.claims = claims
+        }
         let remote = token.flatMap { $0.hasPrefix("local-") ? nil : $0 }
         guard let remote else {
             // Absent, or a local reader's (which came in through the owner's own replica and says so there).
-            guard token == nil, current != nil else { return nil }
+            guard token == nil, current != nil else { return (nil, resumes) }
             current = nil
-            return .left
+            return (.left, resumes)
         }
-        guard remote != current else { return nil }
+        guard remote != current else { return (nil, resumes) }
         current = remote
-        let isNew = remote != counted
-        counted = remote
-        return .attached(counted: isNew)
+        return (.attached, resumes)
     }
 }
