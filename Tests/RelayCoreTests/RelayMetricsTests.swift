@@ -206,7 +206,7 @@ private func promtoolCheck(_ text: String) throws -> (status: Int32, output: Str
     input.fileHandleForWriting.write(Data(text.utf8))
     try input.fileHandleForWriting.close()
     let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    process.waitForExit()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
 }
 

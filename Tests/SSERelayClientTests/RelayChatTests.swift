@@ -1,4 +1,5 @@
 import Foundation
+import TestSupportCore
 import HTTP1
 import Relay
 import RelayCore
@@ -48,7 +49,7 @@ struct RelayChatTests {
         Thread { errData.put(err.fileHandleForReading.readDataToEndOfFile()) }.start()
         let outData = out.fileHandleForReading.readDataToEndOfFile()
         let stderr = try errData.take(timeout: 60)
-        process.waitUntilExit()
+        process.waitForExit()
         return Run(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
                    stderr: String(decoding: stderr, as: UTF8.self))
     }

@@ -61,7 +61,7 @@ package final class RedisServerProcess: @unchecked Sendable {
         let process = lock.withLock { self.process }
         guard process.isRunning else { return }
         _ = Glibc_kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.waitForExit()
     }
 
     /// SIGSTOP: the server keeps its connections but answers nothing (a stalled Redis) until `resume()`.
@@ -128,7 +128,7 @@ package final class RedisServerProcess: @unchecked Sendable {
             if let reply = try? command("PING", port: port, password: password, timeout: 1), reply == "+PONG" { return }
             if deadline.isExpired {
                 Glibc_kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
+                process.waitForExit()
                 throw HarnessError.timeout
             }
             usleep(5_000)

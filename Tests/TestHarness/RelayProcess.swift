@@ -1,6 +1,7 @@
 // Test harness: the relay as its own process, started from the built `sse-relay` binary, as a replica runs in
 // production (several of them share one Redis). Must not import the relay's modules.
 import Foundation
+import TestSupportCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -69,7 +70,7 @@ package final class RelayProcess: @unchecked Sendable {
                 let data = reading.availableData
                 if data.isEmpty {
                     // The process closed its output: wake a start-up wait, which then sees it is not running.
-                    running.waitUntilExit()
+                    running.waitForExit()
                     lines.withLock { _ in }
                     return
                 }
@@ -123,14 +124,14 @@ package final class RelayProcess: @unchecked Sendable {
         #else
         _ = Darwin.kill(process.processIdentifier, SIGKILL)
         #endif
-        process.waitUntilExit()
+        process.waitForExit()
     }
 
     /// SIGTERM and wait: the relay drains and exits.
     package func terminate() {
         guard process.isRunning else { return }
         process.terminate()
-        process.waitUntilExit()
+        process.waitForExit()
     }
 
     deinit {

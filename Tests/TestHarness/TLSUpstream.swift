@@ -2,6 +2,7 @@
 // (tls_upstream.py on Debian's python3-h2) with a certificate authority generated for the test by the openssl CLI.
 // Must not import the relay's modules.
 import Foundation
+import TestSupportCore
 
 /// What the TLS upstream reported (see tls_upstream.py for the vocabulary).
 package struct TLSUpstreamEvent: Sendable, CustomStringConvertible {
@@ -111,7 +112,7 @@ package final class TLSUpstream: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        process.waitUntilExit()
+        process.waitForExit()
         guard process.terminationStatus == 0 else { throw HarnessError.socket("openssl \(arguments[0]) failed") }
     }
 
@@ -142,7 +143,7 @@ package final class TLSUpstream: @unchecked Sendable {
         guard process.isRunning else { return }
         try? input.close()
         process.terminate()
-        process.waitUntilExit()
+        process.waitForExit()
         try? FileManager.default.removeItem(at: directory)
     }
 
