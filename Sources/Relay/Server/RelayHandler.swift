@@ -27,8 +27,10 @@ struct RelayHandler: RequestHandler {
     /// Built-in endpoint, rejection, or exchange: `admit` decides, then either the answer goes out here or the
     /// exchange starts.
     func handle(_ head: RequestHead, writer: any ResponseWriter) -> (any RequestResponder)? {
-        // The path once: it is a new String for a target with a query.
-        let path = head.path
+        // The path once, and only where it is read before `admit` (which reads it itself): it is a scan of the
+        // target, and a new String when there is a query. Most requests are POSTs to a provider route.
+        let ownEndpoints = admin != .adminOnly && (server.streams != nil || server.attestation != nil)
+        let path: String? = head.method == "GET" || head.method == "HEAD" || ownEndpoints ? head.path : nil
         // Where /metrics is served, so is /usage (the admin port, or a loopback public port without one).
         if head.method == "GET", admin != .publicWithoutMetrics, path == "/usage" {
             return UsageEndpoint(head: head, writer: writer, store: server.store, wallClockSeconds: Int64(server.wallClock()))
@@ -40,7 +42,7 @@ struct RelayHandler: RequestHandler {
             writer.respond(status: 200, headers: headers, body: server.pools.report(), keepAlive: head.keepAlive)
             return nil
         }
-        if let builtin = builtinResponse(head, path: path) {
+        if let path, let builtin = builtinResponse(head, path: path) {
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: builtin.contentType)
             headers.add(name: "Cache-Control", value: "no-store")
@@ -48,10 +50,10 @@ struct RelayHandler: RequestHandler {
             return nil
         }
         let requestID = RequestRewriter.requestID(clientValue: head.headers.first("X-Request-Id"), generated: RequestIDs.make())
-        if admin != .adminOnly, server.streams != nil, StreamEndpoint.serves(path) {
+        if admin != .adminOnly, server.streams != nil, let path, StreamEndpoint.serves(path) {
             return StreamEndpoint(head: head, requestID: requestID, writer: writer, server: server)
         }
-        if admin != .adminOnly, let attestation = server.attestation, attestation.serves(path: path) {
+        if admin != .adminOnly, let attestation = server.attestation, let path, attestation.serves(path: path) {
             return attestation.endpoint(head, requestID: requestID, writer: writer)
         }
         var context = Rejection(head: head, requestID: requestID, writer: writer)
