@@ -378,6 +378,29 @@ struct ResumableStreamTests {
         #expect(relay.logs.lines.filter { $0.contains(#""prompt_tokens":7"#) && $0.contains(#""completion_tokens":11"#) }.count == 1)
     }
 
+    /// A detached stream is abandoned at the delivery that overflows its buffer, from inside that delivery's write
+    /// (found by a review): the delivery carries the finish and the provider's usage, and the exchange must count
+    /// them (drain for the counts, log the provider's usage) as it did when the tap read before the write.
+    @Test("a detached stream abandoned at the delivery that overflows its buffer counts that delivery's usage")
+    func abandonAtOverflowCountsTheDelivery() throws {
+        let next = Mailbox<Int>()
+        let finish = Array(("data: {\"choices\":[{\"delta\":{\"content\":\"" + String(repeating: "x", count: 1100)
+                            + "\"},\"finish_reason\":\"stop\"}]}\n\n").utf8)
+        let usage = Array(#"data: {"id":"c","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":11,"total_tokens":18}}"#.utf8) + [0x0A, 0x0A]
+        let relay = try Self.relay(Self.upstream(Self.part1, finish + usage, next: next), resume: RouteResume(maxBufferBytes: 1024))
+        let (client, _) = try Self.start(relay)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        client.reset()
+        try eventually("the stream detached", timeout: 5) { relay.server.detachedStreamCount() == 1 }
+        next.put(1)
+        try relay.waitUntilIdle()
+        let lines = relay.logs.lines.filter { $0.contains("usage_source") }
+        #expect(lines.count == 1)
+        #expect(lines.first?.contains(#""prompt_tokens":7"#) == true, "\(lines)")
+        #expect(lines.first?.contains(#""completion_tokens":11"#) == true, "\(lines)")
+        #expect(lines.first?.contains(#""usage_source":"provider""#) == true, "\(lines)")
+    }
+
     @Test("a stream whose provider failed replays what it had, then a resume at its end gets 502 stream_broken")
     func providerFailed() throws {
         let fail = Gate()

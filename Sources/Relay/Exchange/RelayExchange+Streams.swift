@@ -57,7 +57,17 @@ extension RelayExchange: StreamOwner {
             keeping.heartbeat!.wrote(bytes)
             if let due = keeping.heartbeat!.nextDue, !isEnded { armTimer(covering: due) }
         }
-        if let stream = keeping.stream, stream.append(bytes) { abandon() }
+        guard let stream = keeping.stream, stream.append(bytes) else { return }
+        // Inside a delivery's write the tap has not read the delivery yet: the exchange ends after it has
+        // (`forwardThenObserve`), so its usage and its decision (drain after a finish chunk) count these bytes.
+        if writingDelivery { abandonedDuringWrite = true } else { abandon() }
+    }
+
+    /// The abandon `streamWrote` held back during a delivery's write, once the tap has read the delivery.
+    func abandonIfAbandonedDuringWrite() {
+        guard abandonedDuringWrite else { return }
+        abandonedDuringWrite = false
+        abandon()
     }
 
     /// The exchange's timer fired: a heartbeat due, or a detach window over.

@@ -268,9 +268,11 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// A delivery's client write is under way; the tap reads the delivery after it. A client found gone at that
     /// write (the connection reports it from inside the write) is handled once the tap has read the delivery
     /// (`closeIfClosedDuringWrite`), so the decision it makes (cancel, or drain for the counts after a finish chunk)
-    /// and the usage it logs are the same as if the tap had read first.
-    private var writingDelivery = false
+    /// and the usage it logs are the same as if the tap had read first. So is a resumable stream abandoned at that
+    /// write (nobody reads it and the delivery overflowed its buffer: `streamWrote`), which ends the exchange too.
+    private(set) var writingDelivery = false
     private var clientClosedDuringWrite = false
+    var abandonedDuringWrite = false
 
     /// The client's write first, then the tap's read of the same bytes (about 1 µs of an event's path): a reader
     /// of the stream never delays it. Returns the output counted so far when `counting` (a budget guard's count).
@@ -285,6 +287,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     private func closeIfClosedDuringWrite() {
+        abandonIfAbandonedDuringWrite()
         guard clientClosedDuringWrite else { return }
         clientClosedDuringWrite = false
         clientClosed()
