@@ -82,7 +82,8 @@ private func clientHead(
         #expect(r.keepAlive)
     }
 
-    @Test(arguments: [[String](), ["abc"], ["-1"], ["1.5"], ["10", "10"], ["10", "20"], ["99999999999999999999999"]])
+    @Test(arguments: [[String](), ["abc"], ["-1"], ["1.5"], ["10", "10"], ["10", "20"], ["99999999999999999999999"],
+                      ["+5"], [" 5"], ["5, 5"], [""]])
     func noUsableLengthOnHTTP11IsChunked(_ lengths: [String]) {
         let r = clientHead([("Content-Type", "application/json")] + lengths.map { ("Content-Length", $0) })
         #expect(r.mode == .chunked)
@@ -90,6 +91,22 @@ private func clientHead(
         #expect(!r.head.headers.contains("Content-Length"))
         #expect(r.keepAlive)
         #expect(!r.head.headers.contains("Connection"))
+    }
+
+    /// A provider's `Connection` that names `Content-Length` drops it (RFC 9110, 7.6.1): the body cannot be framed
+    /// by a length the client never sees (it would read to a close that a kept-alive connection never makes).
+    @Test func aLengthNamedByConnectionIsDroppedAndTheBodyChunked() {
+        let r = clientHead([("Content-Type", "application/json"), ("Content-Length", "5"), ("Connection", "content-length")])
+        #expect(r.mode == .chunked)
+        #expect(!r.head.headers.contains("Content-Length"))
+        #expect(r.head.headers.values("Transfer-Encoding") == ["chunked"])
+        #expect(r.keepAlive)
+    }
+
+    @Test func aHeadsLengthThatIsNotOnePlainNumberIsDropped() {
+        let r = clientHead([("Content-Type", "application/json"), ("Content-Length", "+5")], method: "HEAD")
+        #expect(r.mode == ResponseBodyMode.none)
+        #expect(!r.head.headers.contains("Content-Length"))
     }
 
     @Test func http10WithoutLengthIsCloseDelimited() {
@@ -151,15 +168,18 @@ private func referenceClientHead(
     keepAlive: Bool, requestID: String, extraHeaders: HTTPHeaders
 ) -> (head: ResponseHead, mode: ResponseBodyMode, keepAlive: Bool) {
     var headers = upstreamHeaders
-    let upstreamLength = headers.values("Content-Length")
     HopByHop.strip(&headers)
     headers.remove("X-Request-Id")
+    let upstreamLength = headers.values("Content-Length")   // what passes: `Connection` may have named it
+    let plainLength = upstreamLength.count == 1 && !upstreamLength[0].isEmpty
+        && upstreamLength[0].allSatisfy { "0123456789".contains($0) } ? Int(upstreamLength[0]) : nil
+    if !upstreamLength.isEmpty && plainLength == nil { headers.remove("Content-Length") }
     let isEventStream = headers.first("Content-Type").map { $0.lowercased().hasPrefix("text/event-stream") } ?? false
     var mode: ResponseBodyMode
     var keepAlive = keepAlive
     if requestMethod == "HEAD" || status == 204 || status == 304 || (100..<200).contains(status) {
         mode = .none
-    } else if !isEventStream, upstreamLength.count == 1, let n = Int(upstreamLength[0]), n >= 0 {
+    } else if !isEventStream, let n = plainLength {
         mode = .contentLength(n)
     } else {
         headers.remove("Content-Length")
@@ -191,17 +211,19 @@ private func referenceClientHead(
 
 extension ResponseRewriterTests {
     /// 20 000 provider heads drawn from the fields the rules are about (in any case, repeated, named by
-    /// `Connection`, a content type among them that `Connection` drops), every status class, method, client version,
+    /// `Connection`, a content type and a length among them that `Connection` drops, lengths that are not one plain
+    /// number), every status class, method, client version,
     /// keep-alive and extra fields that collide with the relay's own: the same head, field for field and in order,
     /// the same framing, the same keep-alive as the rule-by-rule rewrite.
     @Test func theTwoPassRewriteIsTheRuleByRuleOne() {
         let names = ["Content-Type", "content-type", "Content-Length", "CONTENT-LENGTH", "Connection", "Keep-Alive",
                      "Transfer-Encoding", "X-Request-Id", "x-request-id", "Cache-Control", "X-Accel-Buffering", "Date",
-                     "X-Trace", "Retry-After", "TE", "Upgrade", "Proxy-Connection"]
+                     "X-Trace", "Retry-After", "TE", "Upgrade", "Proxy-Connection", "CONNECTION"]
         let values: [String: [String]] = [
             "content-type": ["text/event-stream", "TEXT/Event-Stream; charset=utf-8", "application/json", "text/event-streamx"],
-            "content-length": ["5", "0", "abc", "-1", "99999999999999999999999"],
-            "connection": ["keep-alive", "close, X-Trace", "Content-Type", "x-trace, cache-control", ", ,"],
+            "content-length": ["5", "0", "abc", "-1", "99999999999999999999999", "5, 5", " 5", "+5", "", "007"],
+            "connection": ["keep-alive", "close, X-Trace", "Content-Type", "x-trace, cache-control", ", ,", "Content-Length",
+                           "x-request-id, X-Accel-Buffering", "CONTENT-length , date"],
         ]
         let extras = [HTTPHeaders(), headers([("Access-Control-Allow-Origin", "*")]),
                       headers([("Cache-Control", "private"), ("X-Request-Id", "extra"), ("Transfer-Encoding", "gzip")]),

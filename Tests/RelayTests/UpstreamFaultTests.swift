@@ -134,6 +134,32 @@ struct UpstreamFaultTests {
         #expect(head.status == 502)
     }
 
+    /// A provider head whose `Connection` names `Content-Length` (RFC 9110 forbids it; a proxy drops the field
+    /// named), or whose length is not one plain number that curl still reads (`+5`): the client's body is framed by
+    /// the relay (chunked), never by a length it does not carry, and the connection serves the next request.
+    @Test("a provider length the client cannot be given: the body is chunked", arguments: [
+        [("Content-Length", "5"), ("Connection", "content-length")],
+        [("Content-Length", "+5")],
+    ])
+    func lengthTheClientCannotBeGiven(_ fields: [(String, String)]) throws {
+        let upstream = try ScriptedUpstream { connection in
+            while (try? connection.readRequest()) != nil {
+                try connection.writeHead(status: 200, headers: [("Content-Type", "application/json")] + fields)
+                try connection.write("hello")
+            }
+        }
+        let relay = try RelayFixture(upstream: upstream)
+        let client = try relay.client()
+        for _ in 0..<2 {
+            try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
+            let head = try client.readHead()
+            #expect(head.status == 200)
+            #expect(head.header("Content-Length") == nil)
+            #expect(head.header("Transfer-Encoding") == "chunked")
+            #expect(try client.readBody(head: head) == Array("hello".utf8))
+        }
+    }
+
     struct PassThrough: Sendable, CustomTestStringConvertible {
         var status: Int
         var headers: [(String, String)]

@@ -142,37 +142,38 @@ package enum ResponseRewriter {
         status: Int, upstreamHeaders: HTTPHeaders, requestMethod: String, clientVersion: HTTPVersion,
         keepAlive: Bool, requestID: String, extraHeaders: HTTPHeaders = HTTPHeaders()
     ) -> (head: ResponseHead, mode: ResponseBodyMode, keepAlive: Bool) {
-        // Two looks at the provider's list instead of one per rule (about ten): what decides the framing, then the
-        // fields that pass, in order. The first look: the lengths as received, and whether `Connection` names more
-        // fields to drop (it can name `Content-Type` itself, so the content type is read from what passes).
-        var upstreamLength: [String] = []
-        var connectionNamesFields = false
-        for field in upstreamHeaders {
-            if asciiCaseInsensitiveEqual(field.name, "Content-Length") {
-                upstreamLength.append(field.value)
-            } else if asciiCaseInsensitiveEqual(field.name, "Connection") {
-                connectionNamesFields = true
-            }
-        }
-        let named = connectionNamesFields ? upstreamHeaders.tokens("connection") : []
+        // Two looks at the provider's list instead of one per rule (about ten): whether `Connection` names more
+        // fields to drop, then the fields that pass, in order. The content type and the length are read from what
+        // passes: `Connection` can name either (a length it drops cannot frame the client's body, which would then
+        // carry no length at all).
+        let named = upstreamHeaders.contains("Connection") ? upstreamHeaders.tokens("connection") : []
         var headers = HTTPHeaders()
         headers.reserveCapacity(upstreamHeaders.count + 5 + extraHeaders.count)
         var contentType: String?
+        var length: String?
+        var lengths = 0
         for field in upstreamHeaders {
             let name = field.name
             if HopByHop.isStandard(name) || asciiCaseInsensitiveEqual(name, "X-Request-Id")
                 || (!named.isEmpty && named.contains { asciiCaseInsensitiveEqual(name, $0) }) { continue }
-            if contentType == nil, asciiCaseInsensitiveEqual(name, "Content-Type") { contentType = field.value }
+            if contentType == nil, asciiCaseInsensitiveEqual(name, "Content-Type") {
+                contentType = field.value
+            } else if asciiCaseInsensitiveEqual(name, "Content-Length") {
+                length = field.value
+                lengths += 1
+            }
             headers.add(name: name, value: field.value)
         }
         let isEventStream = contentType.map { asciiCaseInsensitiveHasPrefix($0, lowercasePrefix: "text/event-stream") } ?? false
 
         var mode: ResponseBodyMode
         var keepAlive = keepAlive
-        var dropsLength = isEventStream
+        let validLength = lengths == 1 ? length.flatMap(Self.contentLength) : nil
+        // A length that is not one plain number never reaches the client, whatever the framing (a HEAD's too).
+        var dropsLength = isEventStream || (lengths > 0 && validLength == nil)
         if requestMethod == "HEAD" || status == 204 || status == 304 || (100..<200).contains(status) {
             mode = .none
-        } else if !isEventStream, upstreamLength.count == 1, let n = Int(upstreamLength[0]), n >= 0 {
+        } else if !isEventStream, let n = validLength {
             mode = .contentLength(n)
         } else {
             dropsLength = true
@@ -206,5 +207,12 @@ package enum ResponseRewriter {
             headers.add(name: "Connection", value: "keep-alive")
         }
         return (ResponseHead(status: status, version: .http1_1, headers: headers), mode, keepAlive)
+    }
+
+    /// A length the client's head can carry as it is: 1*DIGIT (RFC 9110, 8.6). `Int` alone would take `+5`, which
+    /// the provider's reader (curl) reads as 5 but a strict client refuses; such a body is sent chunked instead.
+    static func contentLength(_ value: String) -> Int? {
+        guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return Int(value)
     }
 }
