@@ -24,13 +24,14 @@ import Transport
 /// Redis going away never cuts a stream: a failed write is logged, the stream's Redis copy is dropped (so no
 /// replica serves a copy with a hole), and resumes at this replica go on from its memory.
 package final class RedisStreamMirror: @unchecked Sendable {
-    // Invariant: `owned` only inside its lock; `readers`, `pollArmed` and `ticks` on `pollLoop.queue` only.
+    // Invariant: `owned` only inside its lock; `readers`, `pollArmed`, `ticks` and `localKeep` on `pollLoop.queue`
+    // only.
     package static let pollSeconds = 0.025
     package static let expiryMarginSeconds = 10.0
     package static let readerTTLMilliseconds = 1_000
-    /// A reader's token is refreshed every third of its life: every `keepTicks` polls for a resume here (and every
-    /// `StreamEndpoint.keepSeconds` for a reader elsewhere whose client is behind).
-    package static let keepTicks = Int((Double(readerTTLMilliseconds) / 1000 / 3 / pollSeconds).rounded(.down))
+    /// A reader's token is refreshed every third of its life: a resume here at the first poll answer after that
+    /// (`localKeep`), a reader elsewhere whose client is behind on a timer (`StreamEndpoint`).
+    package static let keepSeconds = Double(readerTTLMilliseconds) / 1000 / 3
 
     package let replicaID = StreamIDs.make()
     /// The reader token of a resume at this replica (`RemoteReaderWatch` leaves tokens of this form to their owner).
@@ -55,6 +56,8 @@ package final class RedisStreamMirror: @unchecked Sendable {
     private var readers: [String: RemoteReaderWatch] = [:]
     private var pollArmed = false
     private var ticks = 0
+    /// When the tokens of resumes here are refreshed: by the clock, not by counting polls (a poll waits for Redis).
+    private var localKeep = RefreshCadence(interval: keepSeconds)
 
     package init(keyPrefix: String, pollLoop: EventLoop, connection: @escaping @Sendable (any LoopScheduler) -> RedisClient, logger: Logger) {
         self.keyPrefix = keyPrefix
@@ -131,10 +134,10 @@ package final class RedisStreamMirror: @unchecked Sendable {
             command.append(entry.claimsKey)
         }
         let streams = entries.map(\.stream)
-        let keep = ticks % Self.keepTicks == 0
         send(command, on: pollLoop) { reply in
             defer { self.armPoll() }
             guard let values = reply?.array, values.count == streams.count * 3 else { return }
+            var keepDue: Bool?   // decided at the first resume here in this answer
             for (i, stream) in streams.enumerated() {
                 if values[3 * i].string != nil {
                     self.untrack(stream.id)
@@ -142,11 +145,13 @@ package final class RedisStreamMirror: @unchecked Sendable {
                     continue
                 }
                 let token = values[3 * i + 1].string
-                // A resume here keeps its token alive as a reader elsewhere keeps its own (`keepTicks`), and sets it
+                // A resume here keeps its token alive as a reader elsewhere keeps its own (`keepSeconds`), and sets it
                 // again at once if it expired: a reader elsewhere that missed the takeover then finds the key taken
                 // at its next refresh, and ends, instead of setting its token again and closing the newer resume.
-                if token == nil || (keep && token == self.localToken), stream.isReadByLocalResume {
-                    self.keep(stream.id, token: self.localToken, on: self.pollLoop) { _ in }
+                if token == nil || token == self.localToken, stream.isReadByLocalResume {
+                    let due = keepDue ?? self.localKeep.isDue(at: self.pollLoop.clock.now())
+                    keepDue = due
+                    if token == nil || due { self.keep(stream.id, token: self.localToken, on: self.pollLoop) { _ in } }
                 }
                 // Kept only for streams a reader elsewhere has touched (most have none).
                 var watch = self.readers[stream.id] ?? RemoteReaderWatch()

@@ -5,6 +5,7 @@ import HTTP1
 @testable import RelayState
 import RelayDev
 import Testing
+import Support
 import Transport
 
 private extension ReplayBuffer {
@@ -247,5 +248,36 @@ private extension ReplayBuffer {
         #expect(watch.observe("local-b", claims: 1) == (nil, 0), "a local resume counts itself and closes the remote reader")
         #expect(watch.observe("t1", claims: 1) == (nil, 0), "the remote token seen last is unchanged")
         #expect(watch.observe(nil, claims: 1) == (.left, 0))
+    }
+}
+
+/// The owner's refresh of a resume-here token, fed the clock at each poll answer. Its poll is re-armed only when
+/// Redis answered, so the answers come 25 ms apart at best and as far apart as Redis is slow.
+@Suite struct RefreshCadenceTests {
+    /// Refresh instants for answers `spacing` seconds apart over `total` seconds.
+    static func refreshes(spacing: Double, total: Double) -> [Double] {
+        var cadence = RefreshCadence(interval: RedisStreamMirror.keepSeconds)
+        let start = Instant(nanoseconds: 1_000_000_000)
+        return stride(from: 0, through: total, by: spacing).filter { cadence.isDue(at: start.advanced(bySeconds: $0)) }
+    }
+
+    @Test(arguments: [0.025, 0.06, 0.1, 0.25, 0.4, 0.9])
+    func aTokenIsRefreshedWithinItsLifeHoweverSlowRedisAnswers(spacing: Double) {
+        let life = Double(RedisStreamMirror.readerTTLMilliseconds) / 1000
+        let at = Self.refreshes(spacing: spacing, total: 10)
+        #expect(at.first == 0, "the first answer refreshes")
+        let gaps = zip(at.dropFirst(), at).map { $0 - $1 }
+        #expect(!gaps.isEmpty)
+        for gap in gaps {
+            #expect(gap >= RedisStreamMirror.keepSeconds - 1e-9 || spacing >= RedisStreamMirror.keepSeconds,
+                    "not more often than every third of the life")
+            #expect(gap < RedisStreamMirror.keepSeconds + spacing + 1e-9, "at the first answer after a third of the life")
+            #expect(gap < life, "refreshed before it expires (answers \(spacing) s apart)")
+        }
+    }
+
+    @Test func answersFartherApartThanTheIntervalRefreshEachTime() {
+        let at = Self.refreshes(spacing: 0.5, total: 3)
+        #expect(at == [0, 0.5, 1, 1.5, 2, 2.5, 3])
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import RelayTestSupport
 import SSE
 import SSERelayClient
+import Support
 import TestHarness
 import Testing
 import TestSupportCore
@@ -136,8 +137,16 @@ struct ClientSessionTests {
         }
     }
 
-    /// Set in the thread dictionary of the test's cancelling thread (a Thread's `name` does not name it on Linux).
-    static let cancellerKey = "test.canceller"
+    /// The test's cancelling thread while it runs, by its pthread id (a Thread's `name` does not name it on Linux).
+    /// Not `Thread.current.threadDictionary`: asked on a pool thread, that makes Foundation state for the pool thread,
+    /// torn down at its exit, where ThreadSanitizer has crashed on Foundation's run loop before (`waitForExit`).
+    static func currentThreadID() -> UInt {
+        #if canImport(Darwin)
+        UInt(bitPattern: pthread_self())
+        #else
+        UInt(pthread_self())
+        #endif
+    }
 
     @Test("a consumer cancelled while its producer ends the stream with another error gets CancellationError")
     func aCancelledConsumerGetsCancellationError() async throws {
@@ -155,8 +164,9 @@ struct ClientSessionTests {
             let how = Mailbox<String>()
             let point = CancellationPoint()
             let threw = Mailbox<Void>()
+            let canceller = Locked<UInt?>(nil)   // cleared before the thread ends, so a reused id is no match
             let afterStop: @Sendable () -> Void = {
-                guard Thread.current.threadDictionary[Self.cancellerKey] != nil else { return how.put("pool") }
+                guard canceller.withLock({ $0 }) == Self.currentThreadID() else { return how.put("pool") }
                 how.put((try? threw.take(timeout: 300)) != nil ? "ended" : "timeout")
             }
             let (stream, _) = SSERelayClient.snapshotStream(afterStop: afterStop) { onChunk in
@@ -176,11 +186,11 @@ struct ClientSessionTests {
             try await eventually("the producer waiting", timeout: 300) { point.waiting.count == 1 }
             // Cancelled from a thread outside the pool; the consumer is then normally suspended in `next()`, and the
             // stream's termination handler runs on this thread.
-            let canceller = Thread {
-                Thread.current.threadDictionary[Self.cancellerKey] = true
+            Thread {
+                canceller.withLock { $0 = Self.currentThreadID() }
                 consumer.cancel()
-            }
-            canceller.start()
+                canceller.withLock { $0 = nil }
+            }.start()
             let result = await consumer.result
             try await eventually("the cancel handled", timeout: 300) { how.count == 1 }
             let outcome = try how.take(timeout: 0)

@@ -54,7 +54,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     static let remotePollSeconds = 0.025
 
     /// How often a reader whose client is behind refreshes its token: well inside the token's expiry.
-    static let keepSeconds = Double(RedisStreamMirror.readerTTLMilliseconds) / 1000 / 3
+    static let keepSeconds = RedisStreamMirror.keepSeconds
 
     /// The most a resumed reader takes from the buffer per write.
     static let readLimit = 64 * 1024

@@ -1,3 +1,5 @@
+import Support
+
 /// What the owner of a resumable stream makes of what it polls from Redis (README, "Resumable streams"): the reader
 /// token (`stream:<id>:reader`) and the count of resumes at other replicas (`stream:<id>:claims`). A value fed one
 /// poll's pair at a time, returning what the stream should hear.
@@ -49,5 +51,23 @@ package struct RemoteReaderWatch: Equatable, Sendable {
         guard remote != current else { return (nil, resumes) }
         current = remote
         return (.attached, resumes)
+    }
+}
+
+/// When a token with a short life is refreshed from a loop that runs at its own pace (the owner's poll, re-armed
+/// only when Redis answered the last one): by the clock, at the first turn `interval` seconds or more after the
+/// last refresh. Counting turns instead would stretch with Redis's round trip: 13 polls of 25 ms are 325 ms, but
+/// with 100 ms answers they are 1.6 s, past the token's 1 s life. A plain value fed the clock's readings.
+package struct RefreshCadence: Equatable, Sendable {
+    package let interval: Double
+    private var last: Instant?
+
+    package init(interval: Double) { self.interval = interval }
+
+    /// True (and counted as the refresh) when `interval` has passed since the last refresh, or at the first call.
+    package mutating func isDue(at now: Instant) -> Bool {
+        if let last, now.seconds(since: last) < interval { return false }
+        last = now
+        return true
     }
 }
