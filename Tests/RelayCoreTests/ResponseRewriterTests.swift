@@ -103,6 +103,15 @@ private func clientHead(
         #expect(r.keepAlive)
     }
 
+    @Test func aLengthBesideATransferCodingIsDropped() {
+        let r = clientHead([("Content-Type", "application/json"), ("Transfer-Encoding", "chunked"), ("Content-Length", "5")])
+        #expect(r.mode == .chunked)
+        #expect(r.head.headers.values("Content-Length") == [])
+        #expect(r.head.headers.values("Transfer-Encoding") == ["chunked"])
+        #expect(ResponseRewriter.contentType(headers([("Content-Type", "text/event-stream"), ("Connection", "Content-Type")])) == nil)
+        #expect(ResponseRewriter.contentType(headers([("Content-Type", "text/event-stream"), ("Connection", "close")])) == "text/event-stream")
+    }
+
     @Test func aHeadsLengthThatIsNotOnePlainNumberIsDropped() {
         let r = clientHead([("Content-Type", "application/json"), ("Content-Length", "+5")], method: "HEAD")
         #expect(r.mode == ResponseBodyMode.none)
@@ -171,7 +180,7 @@ private func referenceClientHead(
     HopByHop.strip(&headers)
     headers.remove("X-Request-Id")
     let upstreamLength = headers.values("Content-Length")   // what passes: `Connection` may have named it
-    let plainLength = upstreamLength.count == 1 && !upstreamLength[0].isEmpty
+    let plainLength = !upstreamHeaders.contains("Transfer-Encoding") && upstreamLength.count == 1 && !upstreamLength[0].isEmpty
         && upstreamLength[0].allSatisfy { "0123456789".contains($0) } ? Int(upstreamLength[0]) : nil
     if !upstreamLength.isEmpty && plainLength == nil { headers.remove("Content-Length") }
     let isEventStream = headers.first("Content-Type").map { $0.lowercased().hasPrefix("text/event-stream") } ?? false
@@ -222,6 +231,7 @@ extension ResponseRewriterTests {
         let values: [String: [String]] = [
             "content-type": ["text/event-stream", "TEXT/Event-Stream; charset=utf-8", "application/json", "text/event-streamx"],
             "content-length": ["5", "0", "abc", "-1", "99999999999999999999999", "5, 5", " 5", "+5", "", "007"],
+            "transfer-encoding": ["chunked", "gzip, chunked"],
             "connection": ["keep-alive", "close, X-Trace", "Content-Type", "x-trace, cache-control", ", ,", "Content-Length",
                            "x-request-id, X-Accel-Buffering", "CONTENT-length , date"],
         ]

@@ -134,29 +134,52 @@ struct UpstreamFaultTests {
         #expect(head.status == 502)
     }
 
-    /// A provider head whose `Connection` names `Content-Length` (RFC 9110 forbids it; a proxy drops the field
-    /// named), or whose length is not one plain number that curl still reads (`+5`): the client's body is framed by
-    /// the relay (chunked), never by a length it does not carry, and the connection serves the next request.
-    @Test("a provider length the client cannot be given: the body is chunked", arguments: [
-        [("Content-Length", "5"), ("Connection", "content-length")],
-        [("Content-Length", "+5")],
+    struct Framing: Sendable, CustomTestStringConvertible {
+        var testDescription: String
+        var fields: [(String, String)]
+        var wire: String
+        var body: String
+        /// The length the client is told, nil when its body is chunked.
+        var length: String?
+    }
+
+    static let usageStream = String(decoding: UsageAccountingTests.stream, as: UTF8.self)   // with the provider's usage event
+
+    /// Provider heads whose framing the client's head cannot copy, each answered twice on one client connection
+    /// (a body shorter or longer than the client was told would hang it or split the next response):
+    /// - `Connection` naming `Content-Length` (RFC 9110 7.6.1: a proxy drops the field named), or a length that is
+    ///   not one plain number though curl reads it (`+5`): the relay frames the body (chunked);
+    /// - a length beside a chunked body (RFC 9112 6.3: the coding wins, and curl reads by it): dropped;
+    /// - `Connection` naming `Content-Type` on an event stream with a length: the client's head says no event stream
+    ///   and keeps the length, so the usage meter must read the body as that kind too, and not strip the usage event
+    ///   (the route injects include_usage).
+    @Test("a provider framing the client's head cannot copy: the client's body is framed right", arguments: [
+        Framing(testDescription: "Connection names the length", fields: [("Content-Type", "application/json"), ("Content-Length", "5"),
+                ("Connection", "content-length")], wire: "hello", body: "hello", length: nil),
+        Framing(testDescription: "+5", fields: [("Content-Type", "application/json"), ("Content-Length", "+5")],
+                wire: "hello", body: "hello", length: nil),
+        Framing(testDescription: "a length beside chunks", fields: [("Content-Type", "application/json"), ("Transfer-Encoding", "chunked"),
+                ("Content-Length", "5")], wire: "b\r\nhello world\r\n0\r\n\r\n", body: "hello world", length: nil),
+        Framing(testDescription: "Connection names the event stream's type", fields: [("Content-Type", "text/event-stream"),
+                ("Connection", "content-type"), ("Content-Length", "\(usageStream.utf8.count)")], wire: usageStream,
+                body: usageStream, length: "\(usageStream.utf8.count)"),
     ])
-    func lengthTheClientCannotBeGiven(_ fields: [(String, String)]) throws {
+    func framingTheClientsHeadCannotCopy(_ c: Framing) throws {
         let upstream = try ScriptedUpstream { connection in
             while (try? connection.readRequest()) != nil {
-                try connection.writeHead(status: 200, headers: [("Content-Type", "application/json")] + fields)
-                try connection.write("hello")
+                try connection.writeHead(status: 200, headers: c.fields)
+                try connection.write(c.wire)
             }
         }
-        let relay = try RelayFixture(upstream: upstream)
+        let relay = try RelayFixture(upstream: upstream) { config in config.routes[0].bodyPolicy.models = ["gpt-4o-mini"] }
         let client = try relay.client()
         for _ in 0..<2 {
             try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
             let head = try client.readHead()
             #expect(head.status == 200)
-            #expect(head.header("Content-Length") == nil)
-            #expect(head.header("Transfer-Encoding") == "chunked")
-            #expect(try client.readBody(head: head) == Array("hello".utf8))
+            #expect(head.header("Content-Length") == c.length)
+            #expect(head.header("Transfer-Encoding") == (c.length == nil ? "chunked" : nil))
+            #expect(try client.readBody(head: head) == Array(c.body.utf8))
         }
     }
 

@@ -141,10 +141,10 @@ struct ClientSessionTests {
     /// Not `Thread.current.threadDictionary`: asked on a pool thread, that makes Foundation state for the pool thread,
     /// torn down at its exit, where ThreadSanitizer has crashed on Foundation's run loop before (`waitForExit`).
     static func currentThreadID() -> UInt {
-        #if canImport(Darwin)
-        UInt(bitPattern: pthread_self())
+        #if canImport(Glibc)
+        UInt(pthread_self())   // an integer there
         #else
-        UInt(pthread_self())
+        UInt(bitPattern: pthread_self())   // a pointer on Darwin and musl
         #endif
     }
 

@@ -227,7 +227,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             if let masked = SecretMasker.masking(headers, secret: secret) { headers = masked }
         }
         streamHead(status: status, headers: &headers, now: clock.now())
-        meter.responseHead(status: status, contentType: headers.first("Content-Type"))
+        meter.responseHead(status: status, contentType: ResponseRewriter.contentType(headers))
         if let admission, let budgets = admission.budgets, let reservation, !reservation.hasCeiling, let grant,
            (200..<300).contains(status), meter.tap?.format == .eventStream {
             budgetGuard = BudgetGuard(reservedTokens: grant.reservedTokens, promptTokens: reservation.promptTokens,

@@ -147,6 +147,9 @@ package enum ResponseRewriter {
         // passes: `Connection` can name either (a length it drops cannot frame the client's body, which would then
         // carry no length at all).
         let named = upstreamHeaders.contains("Connection") ? upstreamHeaders.tokens("connection") : []
+        // A body curl reads by its transfer coding is not framed by a length sent beside it (RFC 9112, 6.3): such a
+        // length is dropped, whatever it says.
+        let codedBody = upstreamHeaders.contains("Transfer-Encoding")
         var headers = HTTPHeaders()
         headers.reserveCapacity(upstreamHeaders.count + 5 + extraHeaders.count)
         var contentType: String?
@@ -168,7 +171,7 @@ package enum ResponseRewriter {
 
         var mode: ResponseBodyMode
         var keepAlive = keepAlive
-        let validLength = lengths == 1 ? length.flatMap(Self.contentLength) : nil
+        let validLength = lengths == 1 && !codedBody ? length.flatMap(Self.contentLength) : nil
         // A length that is not one plain number never reaches the client, whatever the framing (a HEAD's too).
         var dropsLength = isEventStream || (lengths > 0 && validLength == nil)
         if requestMethod == "HEAD" || status == 204 || status == 304 || (100..<200).contains(status) {
@@ -207,6 +210,15 @@ package enum ResponseRewriter {
             headers.add(name: "Connection", value: "keep-alive")
         }
         return (ResponseHead(status: status, version: .http1_1, headers: headers), mode, keepAlive)
+    }
+
+    /// The provider's content type as `clientHead` reads it: the first `Content-Type` that `Connection` does not
+    /// name. What reads the body (the usage meter) must take the body for what the client's head says it is.
+    package static func contentType(_ upstreamHeaders: HTTPHeaders) -> String? {
+        let named = upstreamHeaders.contains("Connection") ? upstreamHeaders.tokens("connection") : []
+        return upstreamHeaders.first { field in
+            asciiCaseInsensitiveEqual(field.name, "Content-Type") && !named.contains { asciiCaseInsensitiveEqual(field.name, $0) }
+        }?.value
     }
 
     /// A length the client's head can carry as it is: 1*DIGIT (RFC 9110, 8.6). `Int` alone would take `+5`, which
