@@ -142,8 +142,8 @@ package enum ResponseRewriter {
         status: Int, upstreamHeaders: HTTPHeaders, requestMethod: String, clientVersion: HTTPVersion,
         keepAlive: Bool, requestID: String, extraHeaders: HTTPHeaders = HTTPHeaders()
     ) -> (head: ResponseHead, mode: ResponseBodyMode, keepAlive: Bool) {
-        // Two looks at the provider's list instead of one per rule (about ten): whether `Connection` names more
-        // fields to drop, then the fields that pass, in order. The content type and the length are read from what
+        // Three looks at the provider's list instead of one per rule (about ten): whether `Connection` names more
+        // fields to drop, whether a transfer coding frames the body, then the fields that pass, in order. The content type and the length are read from what
         // passes: `Connection` can name either (a length it drops cannot frame the client's body, which would then
         // carry no length at all).
         let named = upstreamHeaders.contains("Connection") ? upstreamHeaders.tokens("connection") : []
@@ -172,7 +172,8 @@ package enum ResponseRewriter {
         var mode: ResponseBodyMode
         var keepAlive = keepAlive
         let validLength = lengths == 1 && !codedBody ? length.flatMap(Self.contentLength) : nil
-        // A length that is not one plain number never reaches the client, whatever the framing (a HEAD's too).
+        // A length that is not one plain number, or that stands beside a transfer coding, never reaches the client,
+        // whatever the framing (a HEAD's too).
         var dropsLength = isEventStream || (lengths > 0 && validLength == nil)
         if requestMethod == "HEAD" || status == 204 || status == 304 || (100..<200).contains(status) {
             mode = .none
