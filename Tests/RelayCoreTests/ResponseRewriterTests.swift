@@ -73,6 +73,16 @@ private func clientHead(
         #expect(r.head.headers.values("Content-Length") == ["1234"])
     }
 
+    /// RFC 9110, 8.6: a server MUST NOT send `Content-Length` with a 1xx or 204, whatever the provider sent; a 304
+    /// keeps it, as a HEAD does.
+    @Test(arguments: [(204, "POST", false), (204, "HEAD", false), (103, "GET", false), (304, "GET", true)])
+    func aNoContentAnswerCarriesNoLength(_ status: Int, _ method: String, _ keeps: Bool) {
+        let r = clientHead(status: status, [("Content-Type", "application/json"), ("Content-Length", "0")], method: method)
+        #expect(r.mode == ResponseBodyMode.none)
+        #expect(r.head.headers.values("Content-Length") == (keeps ? ["0"] : []))
+        #expect(r.keepAlive)
+    }
+
     @Test(arguments: [0, 1, 1234, 10_000_000])
     func jsonWithContentLengthKeepsIt(_ n: Int) {
         let r = clientHead([("Content-Type", "application/json"), ("Content-Length", "\(n)")])
@@ -188,6 +198,7 @@ private func referenceClientHead(
     var keepAlive = keepAlive
     if requestMethod == "HEAD" || status == 204 || status == 304 || (100..<200).contains(status) {
         mode = .none
+        if status == 204 || status < 200 { headers.remove("Content-Length") }
     } else if !isEventStream, let n = plainLength {
         mode = .contentLength(n)
     } else {

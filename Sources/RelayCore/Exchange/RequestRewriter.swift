@@ -177,6 +177,9 @@ package enum ResponseRewriter {
         var dropsLength = isEventStream || (lengths > 0 && validLength == nil)
         if requestMethod == "HEAD" || status == 204 || status == 304 || (100..<200).contains(status) {
             mode = .none
+            // A 1xx or 204 carries no length at all (RFC 9110, 8.6: a server MUST NOT send one); a HEAD's or 304's
+            // stays, as the length of what a GET would have had.
+            if status == 204 || status < 200 { dropsLength = dropsLength || lengths > 0 }
         } else if !isEventStream, let n = validLength {
             mode = .contentLength(n)
         } else {
