@@ -24,14 +24,16 @@ import Transport
 /// Redis going away never cuts a stream: a failed write is logged, the stream's Redis copy is dropped (so no
 /// replica serves a copy with a hole), and resumes at this replica go on from its memory.
 package final class RedisStreamMirror: @unchecked Sendable {
-    // Invariant: `owned` only inside its lock; `readers`, `pollArmed`, `ticks` and `localKeep` on `pollLoop.queue`
-    // only.
+    // Invariant: `owned` only inside its lock; `readers`, `pollArmed`, `recordKeep` and `localKeep` on
+    // `pollLoop.queue` only.
     package static let pollSeconds = 0.025
     package static let expiryMarginSeconds = 10.0
     package static let readerTTLMilliseconds = 1_000
     /// A reader's token is refreshed every third of its life: a resume here at the first poll answer after that
     /// (`localKeep`), a reader elsewhere whose client is behind on a timer (`StreamEndpoint`).
     package static let keepSeconds = Double(readerTTLMilliseconds) / 1000 / 3
+    /// How often the expiry of an owned stream's keys is pushed back while the stream runs (the append does it too).
+    package static let recordKeepSeconds = 1.0
 
     package let replicaID = StreamIDs.make()
     /// The reader token of a resume at this replica (`RemoteReaderWatch` leaves tokens of this form to their owner).
@@ -55,8 +57,9 @@ package final class RedisStreamMirror: @unchecked Sendable {
     /// Each owned stream's reader token as the polls have seen it (`RemoteReaderWatch`).
     private var readers: [String: RemoteReaderWatch] = [:]
     private var pollArmed = false
-    private var ticks = 0
-    /// When the tokens of resumes here are refreshed: by the clock, not by counting polls (a poll waits for Redis).
+    /// When the owned streams' body, record and claims have their expiry refreshed (every second), and when the
+    /// tokens of resumes here are: by the clock, not by counting polls (a poll waits for Redis's answer).
+    private var recordKeep = RefreshCadence(interval: recordKeepSeconds)
     private var localKeep = RefreshCadence(interval: keepSeconds)
 
     package init(keyPrefix: String, pollLoop: EventLoop, connection: @escaping @Sendable (any LoopScheduler) -> RedisClient, logger: Logger) {
@@ -108,8 +111,8 @@ package final class RedisStreamMirror: @unchecked Sendable {
         _ = pollLoop.schedule(afterSeconds: Self.pollSeconds) { self.poll() }
     }
 
-    /// One `MGET` of every owned stream's stop flag, reader token and claims count; every 40th also refreshes their
-    /// expiry.
+    /// One `MGET` of every owned stream's stop flag, reader token and claims count; once a second (`recordKeep`)
+    /// the poll also refreshes their expiry.
     private func poll() {
         pollArmed = false
         let entries = owned.withLock { Array($0.values) }
@@ -118,8 +121,7 @@ package final class RedisStreamMirror: @unchecked Sendable {
             readers = readers.filter { ids.contains($0.key) }
         }
         guard !entries.isEmpty else { return }
-        ticks += 1
-        if ticks % 40 == 0 {
+        if recordKeep.isDue(at: pollLoop.clock.now()) {
             for entry in entries {
                 send([Self.pexpire, entry.metaKey, entry.ttl], on: pollLoop) { _ in }
                 send([Self.pexpire, entry.bodyKey, entry.ttl], on: pollLoop) { _ in }

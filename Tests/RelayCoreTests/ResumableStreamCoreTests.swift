@@ -255,8 +255,8 @@ private extension ReplayBuffer {
 /// Redis answered, so the answers come 25 ms apart at best and as far apart as Redis is slow.
 @Suite struct RefreshCadenceTests {
     /// Refresh instants for answers `spacing` seconds apart over `total` seconds.
-    static func refreshes(spacing: Double, total: Double) -> [Double] {
-        var cadence = RefreshCadence(interval: RedisStreamMirror.keepSeconds)
+    static func refreshes(spacing: Double, total: Double, interval: Double = RedisStreamMirror.keepSeconds) -> [Double] {
+        var cadence = RefreshCadence(interval: interval)
         let start = Instant(nanoseconds: 1_000_000_000)
         return stride(from: 0, through: total, by: spacing).filter { cadence.isDue(at: start.advanced(bySeconds: $0)) }
     }
@@ -273,6 +273,20 @@ private extension ReplayBuffer {
                     "not more often than every third of the life")
             #expect(gap < RedisStreamMirror.keepSeconds + spacing + 1e-9, "at the first answer after a third of the life")
             #expect(gap < life, "refreshed before it expires (answers \(spacing) s apart)")
+        }
+    }
+
+    /// The owned streams' keys expire `expiryMarginSeconds` after the window; the poll pushes that back once a
+    /// second by the clock, so a stalled provider's stream keeps its record however slowly Redis answers the polls
+    /// (40 polls, as before, were 10 s at 250 ms answers: the whole margin).
+    @Test(arguments: [0.025, 0.25, 1.5, 5.0])
+    func aStalledStreamsRecordIsRefreshedWithinTheMargin(spacing: Double) {
+        let at = Self.refreshes(spacing: spacing, total: 30, interval: RedisStreamMirror.recordKeepSeconds)
+        let gaps = zip(at.dropFirst(), at).map { $0 - $1 }
+        #expect(gaps.count >= 5)
+        for gap in gaps {
+            #expect(gap < RedisStreamMirror.recordKeepSeconds + spacing + 1e-9)
+            #expect(gap < RedisStreamMirror.expiryMarginSeconds)
         }
     }
 
