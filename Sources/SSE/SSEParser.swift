@@ -17,7 +17,8 @@
 ///   never yields a half event.
 ///
 /// A plain value with no I/O and no Foundation: it works on raw buffers and never indexes `Data`. Memory is
-/// bounded by `maxEventBytes` (one event's pending line plus its data).
+/// bounded by `maxEventBytes` (one event's pending line plus its data). Past it the parser throws, or, made with
+/// `skipsOversizedEvents`, drops that event and reads on from the empty line that ends it (`skippedEvents`).
 public struct SSEParser: Sendable {
     /// A line or an event grew past `maxEventBytes` before it ended.
     public struct EventTooLarge: Error, Sendable, Equatable {
@@ -29,6 +30,13 @@ public struct SSEParser: Sendable {
     public static let defaultMaxEventBytes = 8 * 1024 * 1024
 
     public let maxEventBytes: Int
+    /// An event past `maxEventBytes` is dropped and the stream read on from its end, instead of an error: for a
+    /// reader of a copy (the relay's usage tap), for which one huge event must not hide the ones after it.
+    public let skipsOversizedEvents: Bool
+    /// Events dropped for their size (`skipsOversizedEvents`).
+    public private(set) var skippedEvents = 0
+    /// Inside a dropped event: every line is ignored up to the empty line that ends it.
+    private var skipping = false
     /// The last event ID buffer: the latest valid `id` field. Kept across `finish()`, for a reconnect's
     /// `Last-Event-ID`.
     public private(set) var lastEventID = ""
@@ -49,8 +57,9 @@ public struct SSEParser: Sendable {
     /// How many bytes of a BOM matched at stream start; `nil` once the start has been decided.
     private var bomMatched: Int? = 0
 
-    public init(maxEventBytes: Int = SSEParser.defaultMaxEventBytes) {
+    public init(maxEventBytes: Int = SSEParser.defaultMaxEventBytes, skipsOversizedEvents: Bool = false) {
         self.maxEventBytes = maxEventBytes
+        self.skipsOversizedEvents = skipsOversizedEvents
     }
 
     /// Feeds the next bytes of the stream; calls `onEvent` for every event they complete, in order.
@@ -107,18 +116,28 @@ public struct SSEParser: Sendable {
         }
         var lineStart = start
         for lineEnd in scan.lineEnds {
+            if skipping {
+                // The scanner knows an empty line across deliveries: the dropped event ends there, unseen.
+                if lineEnd.endsEvent { skipping = false }
+                lineStart = lineEnd.next
+                continue
+            }
             if partialLine.isEmpty {
                 try processLine(UnsafeRawBufferPointer(rebasing: bytes[lineStart..<lineEnd.end]), onEvent: onEvent)
             } else {
                 partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[lineStart..<lineEnd.end]))
                 try checkSize(partialLine.count)
+                if skipping {
+                    lineStart = lineEnd.next
+                    continue
+                }
                 let line = partialLine
                 partialLine.removeAll(keepingCapacity: true)
                 try line.withUnsafeBytes { try processLine($0, onEvent: onEvent) }
             }
             lineStart = lineEnd.next
         }
-        if lineStart < end {
+        if lineStart < end && !skipping {
             partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[lineStart..<end]))
             try checkSize(partialLine.count)
         }
@@ -143,13 +162,21 @@ public struct SSEParser: Sendable {
         dataLines = 0
         eventType = nil
         retrySinceDispatch = nil
+        skipping = false
         scanner.reset()
         bomMatched = 0
         return discarded
     }
 
-    private func checkSize(_ lineBytes: Int) throws {
-        if lineBytes + data.count > maxEventBytes { throw EventTooLarge(limit: maxEventBytes) }
+    private mutating func checkSize(_ lineBytes: Int) throws {
+        guard lineBytes + data.count > maxEventBytes else { return }
+        guard skipsOversizedEvents else { throw EventTooLarge(limit: maxEventBytes) }
+        skipping = true
+        skippedEvents += 1
+        partialLine.removeAll()
+        data.removeAll()
+        dataLines = 0
+        eventType = nil
     }
 
     private mutating func processLine(_ line: UnsafeRawBufferPointer, onEvent: (RawEvent) throws -> Void) throws {

@@ -63,7 +63,7 @@ enum UsageReaders {
             c.uncachedInput = input ?? c.uncachedInput
             c.cached = cacheRead ?? c.cached
             c.cacheCreation = cacheWrite ?? c.cacheCreation
-            c.prompt = (c.uncachedInput ?? 0) + (c.cached ?? 0) + (c.cacheCreation ?? 0)
+            c.prompt = (c.uncachedInput ?? 0).addingSaturated(c.cached ?? 0).addingSaturated(c.cacheCreation ?? 0)
         }
         if let output = int(p, u, "output_tokens") {
             c.completion = output
@@ -72,14 +72,21 @@ enum UsageReaders {
     }
 
     /// Gemini's `usageMetadata`. `candidatesTokenCount` leaves out thinking, billed as output: `completion` adds
-    /// `thoughtsTokenCount`.
+    /// `thoughtsTokenCount`. What tools fetched (`toolUsePromptTokenCount`: URL context, search results, code
+    /// execution) is billed as input: `prompt` adds it. A `totalTokenCount` above the parts counts the rest as
+    /// output, so a count Gemini adds later is never free.
     static func gemini(_ p: JSONPeek, usageAt u: Int, into c: inout ProviderCounts, final: Bool) {
         guard p.isObject(at: u) else { return }
         let prompt = int(p, u, "promptTokenCount")
+        let toolUse = int(p, u, "toolUsePromptTokenCount")
         let candidates = int(p, u, "candidatesTokenCount")
         let thoughts = int(p, u, "thoughtsTokenCount")
-        c.prompt = prompt ?? c.prompt
-        if candidates != nil || thoughts != nil { c.completion = (candidates ?? 0) + (thoughts ?? 0) }
+        if prompt != nil || toolUse != nil { c.prompt = (prompt ?? c.prompt ?? 0).addingSaturated(toolUse ?? 0) }
+        if candidates != nil || thoughts != nil { c.completion = (candidates ?? 0).addingSaturated(thoughts ?? 0) }
+        if let total = int(p, u, "totalTokenCount") {
+            let parts = (c.prompt ?? 0).addingSaturated(c.completion ?? 0)
+            if total > parts { c.completion = (c.completion ?? 0).addingSaturated(total - parts) }
+        }
         c.cached = int(p, u, "cachedContentTokenCount") ?? c.cached
         c.reasoning = thoughts ?? c.reasoning
         if final && prompt != nil { c.final = true }
@@ -107,5 +114,13 @@ enum UsageReaders {
 
     private static func int(_ p: JSONPeek, _ object: Int, _ key: String) -> Int? {
         p.member(key, inObjectAt: object).flatMap { p.integer(at: $0) }
+    }
+}
+
+private extension Int {
+    /// The sum, or `Int.max` past it: counts come from the provider's bytes, and a sum of two must not trap.
+    func addingSaturated(_ other: Int) -> Int {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? (other > 0 ? .max : .min) : sum
     }
 }

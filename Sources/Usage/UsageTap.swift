@@ -37,8 +37,11 @@ import SSE
 ///
 /// `finishSeen`: an OpenAI chat chunk carried a `finish_reason`; its usage chunk (when asked for) comes next.
 ///
-/// Memory is bounded: one event (`maxEventBytes`) or the JSON body (`maxJSONBytes`). Past either bound the tap
-/// gives up (`gaveUp`): what it read so far still counts, and the result is an estimate.
+/// Memory is bounded: one event (`maxEventBytes`) or the JSON body (`maxJSONBytes`). An event past its bound is
+/// dropped and the events after it are read (a usage event after a huge image event still counts); a JSON body
+/// past its bound is not read at all (`gaveUp`). Either way `missedOutput` says the answer held output the tap did
+/// not see: without the provider's counts the result is an estimate that cannot be trusted low, and the relay
+/// charges such an answer everything it reserved.
 public struct UsageTap: Sendable {
     public static let defaultMaxJSONBytes = 1 << 20
     public static let defaultMaxEventBytes = 1 << 20
@@ -98,8 +101,10 @@ public struct UsageTap: Sendable {
     /// The output so far, in tokens, as the relay estimates it: what a budget guard watches, and the completion of
     /// an estimate.
     public var estimatedOutputTokens: Int { max(contentEvents, contentBytes / 4 + audioBytes / Self.audioBase64BytesPerToken) }
-    /// A bound was passed; the tap stopped reading.
+    /// A JSON body passed its bound; the tap stopped reading. (An event stream drops only the oversized event.)
     public private(set) var gaveUp = false
+    /// Output went by unread: a JSON body past its bound, or events past theirs (see the type's documentation).
+    public var missedOutput: Bool { gaveUp || parser.skippedEvents > 0 }
     /// The model the provider says answered (`ReportedModel`), when it said; what prices follow.
     public var reportedModel: String? {
         if let streamModel { return streamModel }
@@ -128,7 +133,7 @@ public struct UsageTap: Sendable {
         self.provider = provider
         self.format = Format(contentType: contentType)
         self.maxJSONBytes = maxJSONBytes
-        self.parser = SSEParser(maxEventBytes: maxEventBytes)
+        self.parser = SSEParser(maxEventBytes: maxEventBytes, skipsOversizedEvents: true)
     }
 
     /// Feeds the next bytes of the response body, exactly as received.

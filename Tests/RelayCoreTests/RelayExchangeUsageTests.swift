@@ -261,7 +261,7 @@ extension RelayExchangeTests {
         let long = "data: " + String(repeating: "x", count: 1000) + "\n\n"
         Self.play(h, events: [ChatStream.hello, long, ChatStream.usage, ChatStream.done])
         #expect(h.writer.body == Array((ChatStream.hello + long + ChatStream.usage + ChatStream.done).utf8))
-        // Past the bound the tap stopped reading: the usage after it is not seen, the result is an estimate.
-        #expect(h.exchange.record.usage == Usage(prompt: 5, completion: 1, source: .estimate))
+        // The event past the bound is dropped from the copy; the usage after it is read.
+        #expect(h.exchange.record.usage == Usage(prompt: 9, completion: 2, cached: 4, reasoning: 1, source: .provider))
     }
 }

@@ -251,6 +251,39 @@ struct SSEParserTests {
         }
     }
 
+    /// A reader of a copy (the relay's usage tap) drops an event past the bound and reads on from the empty line
+    /// that ends it, however the bytes are split and whatever the line ends: the event's `event` field does not
+    /// leak into the next one, and `id` after it counts.
+    @Test("with skipsOversizedEvents an event past the bound is dropped and the next read", arguments: ["\n", "\r", "\r\n"])
+    func oversizedEventsAreSkipped(newline: String) throws {
+        let long = "event: big" + newline + "data: " + String(repeating: "x", count: 90) + newline + "data: y" + newline + newline
+        let manyLines = String(repeating: "data: 12345" + newline, count: 20) + newline
+        let stream = Array(("data: a" + newline + newline + long + "id: 7" + newline + "data: b" + newline + newline
+                            + manyLines + "data: c" + newline + newline).utf8)
+        for split in 0...stream.count {
+            var parser = SSEParser(maxEventBytes: 64, skipsOversizedEvents: true)
+            let events = try parser.parse(Array(stream[..<split])) + parser.parse(Array(stream[split...]))
+            #expect(events.map(\.data) == ["a", "b", "c"], "split at \(split)")
+            #expect(events.map(\.event) == ["message", "message", "message"], "split at \(split)")
+            #expect(parser.skippedEvents == 2)
+            #expect(parser.lastEventID == "7")
+        }
+        var dripped = SSEParser(maxEventBytes: 64, skipsOversizedEvents: true)
+        var events: [SSEEvent] = []
+        for byte in stream { events += try dripped.parse([byte]) }
+        #expect(events.map(\.data) == ["a", "b", "c"])
+        #expect(dripped.skippedEvents == 2)
+    }
+
+    @Test("a dropped event cut by the stream's end leaves nothing behind")
+    func skippingEndsWithTheStream() throws {
+        var parser = SSEParser(maxEventBytes: 16, skipsOversizedEvents: true)
+        #expect(try parser.parse(Array(("data: " + String(repeating: "x", count: 40)).utf8)).isEmpty)
+        #expect(parser.skippedEvents == 1)
+        parser.finish()
+        #expect(try parser.parse(Array("data: after\n\n".utf8)).map(\.data) == ["after"])
+    }
+
     // MARK: Randomized comparison with the reference
 
     @Test("random streams split at random places match the reference algorithm")

@@ -57,16 +57,50 @@ struct UsageTapTests {
         #expect(tap.usage(estimatedPrompt: 12) == Usage(prompt: 12, completion: 0, source: .estimate))
     }
 
-    @Test func eventLargerThanTheBoundGivesUpKeepingWhatWasRead() {
+    /// An event past the bound is dropped, and the events after it are read: the provider's counts at the end
+    /// still count, and the tap says it missed output.
+    @Test func eventLargerThanTheBoundIsSkippedAndTheRestRead() {
         var tap = UsageTap(provider: .anthropic, contentType: "text/event-stream", maxEventBytes: 4096)
         tap.feed(GoldenStreams.sse(Array(GoldenStreams.anthropicEvents.prefix(4))))
+        #expect(!tap.missedOutput)
         tap.feed(Array("data: ".utf8) + [UInt8](repeating: 0x61, count: 5000))
-        #expect(tap.gaveUp)
+        #expect(tap.missedOutput)
+        #expect(!tap.gaveUp)
+        tap.feed(Array("aaaa\n\n".utf8))   // the dropped event's end
         tap.feed(GoldenStreams.sse(Array(GoldenStreams.anthropicEvents.suffix(5))))
         let u = tap.usage()
-        #expect(u.source == .estimate)
+        #expect(u.source == .provider)
         #expect(u.prompt == 2125)
-        #expect(tap.contentEvents == 1)
+        #expect(tap.contentEvents == 3)   // every content event of the golden stream
+    }
+
+    /// The one event that carries the counts is the one too large (a Responses `response.completed` holding a
+    /// generated image): the result is an estimate, and the tap says it missed output.
+    @Test func theCountsInsideAnOversizedEventAreMissedAndSaidSo() {
+        var tap = UsageTap(provider: .openai, contentType: "text/event-stream", maxEventBytes: 1024)
+        let image = String(repeating: "A", count: 4000)
+        tap.feed(Array(("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Here\"}\n\n"
+            + "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"output\":\"\(image)\","
+            + "\"usage\":{\"input_tokens\":20,\"output_tokens\":5000,\"total_tokens\":5020}}}\n\n").utf8))
+        #expect(tap.missedOutput)
+        #expect(tap.usage(estimatedPrompt: 20).source == .estimate)
+    }
+
+    /// Gemini bills what its tools fetched (URL context, search, code execution) as input; a total above the
+    /// parts it names counts the rest as output, so a count it adds later is never free.
+    @Test(arguments: [
+        (#""promptTokenCount":10,"candidatesTokenCount":5,"toolUsePromptTokenCount":200,"totalTokenCount":215"#, 210, 5),
+        (#""promptTokenCount":10,"candidatesTokenCount":5,"thoughtsTokenCount":20,"totalTokenCount":335"#, 10, 325),
+        (#""promptTokenCount":10,"candidatesTokenCount":5,"totalTokenCount":15"#, 10, 5),
+        (#""promptTokenCount":9223372036854775807,"toolUsePromptTokenCount":5,"candidatesTokenCount":1"#, Int.max, 1),
+    ])
+    func geminiCountsToolInputAndTheTotal(_ metadata: String, prompt: Int, completion: Int) {
+        var tap = UsageTap(provider: .gemini, contentType: "application/json")
+        tap.feed(Array(#"{"candidates":[{"content":{"parts":[{"text":"ok"}]},"finishReason":"STOP"}],"usageMetadata":{\#(metadata)}}"#.utf8))
+        let u = tap.usage()
+        #expect(u.source == .provider)
+        #expect(u.prompt == prompt)
+        #expect(u.completion == completion)
     }
 
     @Test func jsonBodyLargerThanTheBoundIsNotRead() {

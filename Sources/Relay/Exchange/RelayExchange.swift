@@ -115,7 +115,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             // One strict read of the body decides everything about it (README, "Security").
             var settings = call.plan
             if settings.endpoint.isMetered { settings.budgets = admission?.planBudgets }   // what the store will be asked
-            switch RequestBodyPlan.make(body, path: record.path, settings: settings) {
+            // The endpoint with its query: Gemini streams only for `alt=sse`, and a stream gets no written ceiling.
+            let target = record.query.map { record.path + "?" + $0 } ?? record.path
+            switch RequestBodyPlan.make(body, path: target, settings: settings) {
             case .failure(let error):
                 reject(error)
                 return
@@ -443,8 +445,11 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     /// The cancel floor (`ExchangeAdmission.Reservation.outputFloor`) at `now`, on the exchange's clock: only with
     /// budgets, a reservation, and a response head (before it the provider has generated nothing billable).
+    /// An answer with output the tap could not read (`UsageMeter.missedOutput`: a JSON answer or an event past the
+    /// tap's bound) is charged all the output it reserved, extensions included: an unknown count is never cheap.
     private func outputFloor(at now: Instant) -> Int {
         guard let budgets = admission?.budgets, let reservation, let grant, let head = record.upstreamHeadAt else { return 0 }
+        if meter.missedOutput { return max(0, grant.reservedTokens - reservation.promptTokens) }
         return reservation.outputFloor(secondsSinceHead: now.seconds(since: head), tokensPerSecond: budgets.cancelFloorTokensPerSecond,
                                        reservedTokens: grant.reservedTokens)
     }
@@ -481,6 +486,8 @@ struct ExchangeRecord: Sendable, LogFields {
     let path: String
     /// The path as forwarded (decoded, trailing slash kept): the access log's `path`.
     let requestedPath: String
+    /// The request's query, as forwarded: what Gemini reads to choose an event stream (`alt=sse`). Never logged.
+    let query: String?
     let route: String
     /// The upstream that answered (the last one called: `FailoverCall` sets it on each attempt).
     var upstream: String
@@ -518,11 +525,13 @@ struct ExchangeRecord: Sendable, LogFields {
     var failover: String?
 
     /// `path`: the path as forwarded; the record's `path` is its endpoint.
-    init(requestID: String, method: String, path: String, route: String, upstream: String, clientAddress: String, startedAt: Instant) {
+    init(requestID: String, method: String, path: String, query: String? = nil, route: String, upstream: String,
+         clientAddress: String, startedAt: Instant) {
         self.requestID = requestID
         self.method = method
         self.path = RequestPath.endpoint(of: path)
         self.requestedPath = path
+        self.query = query
         self.route = route
         self.upstream = upstream
         self.clientAddress = clientAddress

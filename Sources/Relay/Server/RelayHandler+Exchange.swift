@@ -36,8 +36,9 @@ extension RelayHandler {
         let endpoint = admitted.endpoint
         let injects = route.injectsUsage(at: endpoint)
         let usage = UsageMeter.Settings(provider: endpoint.wireFormat ?? route.provider, injectsUsage: injects,
-                                        modelAllowlist: route.bodyPolicy.models)
-        var record = ExchangeRecord(requestID: requestID, method: head.method, path: admitted.path.path, route: route.prefix,
+                                        modelAllowlist: route.bodyPolicy.models, bills: endpoint != .free)
+        var record = ExchangeRecord(requestID: requestID, method: head.method, path: admitted.path.path,
+                                    query: admitted.path.query, route: route.prefix,
                                     upstream: upstream.name, clientAddress: writer.clientAddress, startedAt: now)
         record.identity = admitted.identity
         let server = self.server

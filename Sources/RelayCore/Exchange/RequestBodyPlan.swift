@@ -83,6 +83,11 @@ package struct RequestBodyPlan: Sendable {
     package var injected = false
     /// The model the body names (client text: logged through the logger's escaping only).
     package var model: String?
+    /// The answer is made at the provider whatever the client's connection does (a Responses request with
+    /// `"background": true`: the POST answers at once, `queued`, without usage, and the output is read later by
+    /// free GETs). Its output is never seen whole: it carries the ceiling it reserved, streaming or not, and is
+    /// charged all of it unless the provider's counts come (`UsageMeter.missedOutput`).
+    package var runsAtProvider = false
     /// The body as read, for the prompt estimate when the provider gives no count; nil when not a JSON object.
     package var document: JSONDocument?
     /// What to reserve; a request without budgets reserves nothing.
@@ -105,7 +110,7 @@ package struct RequestBodyPlan: Sendable {
         var plan = RequestBodyPlan(body: body)
         guard settings.isStrict else {
             plan.document = try? JSONDocument(parsing: body, duplicates: .allowed)
-            plan.model = plan.document.flatMap(modelName)
+            plan.model = (settings.endpoint == .geminiGenerate ? Endpoint.geminiModel(path) : nil) ?? plan.document.flatMap(modelName)
             return .success(plan)
         }
         // An empty body asks for nothing a provider answers: it goes on (and is refused there) unless a policy
@@ -120,10 +125,12 @@ package struct RequestBodyPlan: Sendable {
         case .failure(let error): return .failure(error)
         }
         plan.document = d
-        plan.model = modelName(d)
+        // Gemini runs the model its path names, whatever the body says: that one is checked, priced and reserved.
+        let pathModel: String?? = settings.endpoint == .geminiGenerate ? .some(Endpoint.geminiModel(path)) : nil
+        plan.model = pathModel.flatMap { $0 } ?? modelName(d)
         let ceiling = OutputCeiling(endpoint: settings.endpoint, path: path)
         var edits = JSONEdits()
-        if let error = settings.policy.check(d, ceiling: ceiling, into: &edits) { return .failure(error) }
+        if let error = settings.policy.check(d, ceiling: ceiling, pathModel: pathModel, into: &edits) { return .failure(error) }
         if settings.endpoint == .openAIChat || settings.endpoint == .openAIResponses {
             if let error = IncludeUsageInjection.check(d) { return .failure(error) }
         }
@@ -137,10 +144,15 @@ package struct RequestBodyPlan: Sendable {
             case .failure(let error): return .failure(error)
             }
             plan.reservation = reservation(d, body: body, budgets: budgets, policy: settings.policy, ceiling: named)
-            // A request without a ceiling whose answer the guard cannot watch (not an event stream) carries the
-            // ceiling it reserved, so the provider stops where the reservation ends.
+            if settings.endpoint == .openAIResponses, let background = d.member("background", of: JSONDocument.root) {
+                plan.runsAtProvider = d.isTrue(background)
+            }
+            // A request without a ceiling whose answer the guard cannot watch (not an event stream, or one whose
+            // generation a cut would not stop) carries the ceiling it reserved, so the provider stops where the
+            // reservation ends.
             if !plan.reservation.hasCeiling {
-                ceiling.bound(d, path: path, ceiling: plan.reservation.outputCeiling, into: &edits)
+                ceiling.bound(d, path: path, ceiling: plan.reservation.outputCeiling, evenWhenStreaming: plan.runsAtProvider,
+                              into: &edits)
             }
         }
         plan.body = edits.applied(to: body)

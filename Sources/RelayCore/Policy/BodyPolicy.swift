@@ -63,10 +63,21 @@ package struct BodyPolicy: Equatable, Sendable {
     /// refuse. `ceiling` says which fields are the endpoint's token ceiling: the cap applies to exactly the fields
     /// the endpoint honours (chat's `max_tokens` and `max_completion_tokens`, Responses' `max_output_tokens`,
     /// Gemini's `generationConfig.maxOutputTokens`, Anthropic's `max_tokens`).
-    func check(_ d: JSONDocument, ceiling: OutputCeiling, into edits: inout JSONEdits) -> RelayError? {
+    ///
+    /// `pathModel`: on an endpoint that names its model in the path (Gemini), `.some` with what the path names
+    /// (`Endpoint.geminiModel`): that is the model the provider runs, so it is the one checked, and a body `model`
+    /// must be allowed too (it can name no other model past the check).
+    func check(_ d: JSONDocument, ceiling: OutputCeiling, pathModel: String?? = nil, into edits: inout JSONEdits) -> RelayError? {
         if let models {
-            guard let member = d.member("model", of: JSONDocument.root), let model = d.string(member) else { return .modelMissing }
-            guard models.contains(where: { $0.utf8.elementsEqual(model.utf8) }) else { return .modelNotAllowed }
+            func allowed(_ model: String) -> Bool { models.contains(where: { $0.utf8.elementsEqual(model.utf8) }) }
+            let bodyModel = d.member("model", of: JSONDocument.root)
+            if let pathModel {
+                guard let model = pathModel, allowed(model) else { return .modelNotAllowed }
+                if let bodyModel, !(d.string(bodyModel).map(allowed) ?? false) { return .modelNotAllowed }
+            } else {
+                guard let bodyModel, let model = d.string(bodyModel) else { return .modelMissing }
+                guard allowed(model) else { return .modelNotAllowed }
+            }
         }
         guard let maxTokens else { return nil }
         let limit = max(0, maxTokens.limit)

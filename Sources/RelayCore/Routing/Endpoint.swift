@@ -91,6 +91,21 @@ package enum Endpoint: String, Sendable, Equatable {
 }
 
 extension Endpoint {
+    /// The model a Gemini generate path names, as Google routes it: the last segment is `NAME:method` (`:` also as
+    /// `%3A`) and the one before it is `models` (`/v1beta/models/gemini-2.5-flash:streamGenerateContent`). Nil for
+    /// any other shape (a tuned model, nested `models/` segments): a model allowlist then refuses the request.
+    package static func geminiModel(_ path: String) -> String? {
+        withBare(path) { bare -> String? in
+            let decoded = decodingColons(bare)
+            guard let slash = decoded.lastIndex(of: UInt8(ascii: "/")) else { return nil }
+            let last = decoded[(slash + 1)...]
+            guard let colon = last.firstIndex(of: UInt8(ascii: ":")), colon > last.startIndex else { return nil }
+            let parent = decoded[..<slash]
+            guard parent.count >= 7, parent.suffix(7).elementsEqual("/models".utf8) else { return nil }
+            return String(decoding: last[..<colon], as: UTF8.self)
+        }
+    }
+
     /// `path` with every `%3A` / `%3a` read as `:`.
     static func decodingColons(_ b: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         var out: [UInt8] = []

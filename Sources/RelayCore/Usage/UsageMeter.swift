@@ -18,13 +18,17 @@ package struct UsageMeter: Sendable {
         var modelAllowlist: [String]?
         /// The most the tap holds for one event (or a JSON body): the bound on its copy, per stream.
         var maxTapBytes: Int
+        /// The endpoint bills what it answers (not `Endpoint.free`). A retrieval (`GET /v1/responses/ID`) answers
+        /// a stored object with the usage of a generation already charged: it is not read, and costs nothing.
+        var bills: Bool
 
         package init(provider: Provider = .openai, injectsUsage: Bool = false, modelAllowlist: [String]? = nil,
-             maxTapBytes: Int = UsageTap.defaultMaxEventBytes) {
+             maxTapBytes: Int = UsageTap.defaultMaxEventBytes, bills: Bool = true) {
             self.provider = provider
             self.injectsUsage = injectsUsage
             self.modelAllowlist = modelAllowlist
             self.maxTapBytes = maxTapBytes
+            self.bills = bills
         }
     }
 
@@ -38,6 +42,8 @@ package struct UsageMeter: Sendable {
     package var estimatedPrompt: Int? { requestDocument.map { PromptEstimate.tokens($0) } }
     /// The relay added the usage request: the client's stream loses the usage-only event.
     private(set) var injected = false
+    /// The answer is made at the provider apart from this exchange (`RequestBodyPlan.runsAtProvider`).
+    private var runsAtProvider = false
     package private(set) var tap: UsageTap?
     private(set) var stripper: UsageEventStripper?
     /// Line and event ends of a 2xx event stream, found once per delivery (`scan(_:)`) for the tap, the stripper
@@ -61,6 +67,7 @@ package struct UsageMeter: Sendable {
         requestedModel = plan.model ?? UsageLabels.requestedModel(path: path)
         requestDocument = plan.document
         injected = plan.injected
+        runsAtProvider = plan.runsAtProvider
     }
 
     /// A request without a body (a GET): only a Gemini path can name the model.
@@ -76,6 +83,7 @@ package struct UsageMeter: Sendable {
             return
         }
         answered = true
+        guard settings.bills else { return }
         tap = UsageTap(provider: settings.provider, contentType: contentType, maxJSONBytes: settings.maxTapBytes,
                        maxEventBytes: settings.maxTapBytes)
         guard tap?.format == .eventStream else { return }
@@ -121,6 +129,11 @@ package struct UsageMeter: Sendable {
     /// Output counted so far, in tokens: the larger of the content events and the content text's bytes / 4
     /// (`UsageTap.estimatedOutputTokens`); what a budget guard watches.
     package var countedOutput: Int { tap?.estimatedOutputTokens ?? 0 }
+
+    /// The answer held output the tap could not read (`UsageTap.missedOutput`): without the provider's counts, the
+    /// exchange charges all the output it reserved.
+    /// So is an answer made at the provider apart from the exchange (`RequestBodyPlan.runsAtProvider`).
+    package var missedOutput: Bool { runsAtProvider || (tap?.missedOutput ?? false) }
 
     /// The provider's own counts are complete (a drain can stop).
     package var hasProviderUsage: Bool { tap?.usage().source == .provider }

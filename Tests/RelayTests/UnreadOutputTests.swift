@@ -1,0 +1,194 @@
+import Foundation
+import HTTP1
+import Relay
+import RelayCore
+import RelayDev
+import RelayState
+import RelayTestSupport
+import Support
+import TestHarness
+import Testing
+import TestSupportCore
+
+/// Output the relay cannot read is never cheap, and output it has already charged is not charged again: through
+/// the real relay, with a token budget per identity, the spend read back from the admin listener.
+@Suite("Unread output")
+struct UnreadOutputTests {
+    static let auth = [("Authorization", "Bearer \(RelayFixture.clientToken)")]
+
+    static func relay(_ upstream: ScriptedUpstream, perDay: Int, reserve: Int = 4096,
+                      _ configure: @escaping @Sendable (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
+        try RelayFixture(upstream: upstream, fixedWallClock: BudgetTests.now, clock: ManualClock()) { config in
+            config.clients.tokens = [.init(id: "app", sha256Hex: ClientAuthTests.sha256Hex(RelayFixture.clientToken))]
+            config.routes = [.init(prefix: "/v1/", upstream: "test", auth: .token)]
+            config.budgets = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: perDay), defaultReserveTokens: reserve)
+            config.admin = .init(host: "127.0.0.1", port: 0)
+            configure(&config)
+        }
+    }
+
+    /// The identity's tokens used today (`GET /usage` on the admin listener).
+    static func usedToday(_ relay: RelayFixture) throws -> Int {
+        let admin = try TestClient(port: relay.server.adminPort!)
+        try admin.sendRequest(method: "GET", path: "/usage?identity=static%3Aapp")
+        let json = String(decoding: try admin.readBody(head: try admin.readHead()), as: UTF8.self)
+        let used = try #require(json.range(of: #""used":"#))
+        return try #require(Int(json[used.upperBound...].prefix { $0.isNumber }))
+    }
+
+    /// A provider that answers every request with `body` as `contentType`, one request per connection.
+    static func answering(_ body: [UInt8], contentType: String = "application/json") throws -> ScriptedUpstream {
+        try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: [("Content-Type", contentType), ("Content-Length", "\(body.count)"),
+                                                            ("Connection", "close")])
+            try connection.write(body)
+        }
+    }
+
+    static func exchange(_ relay: RelayFixture, method: String = "POST", path: String, body: String = "") throws -> (ResponseHeadResult, [UInt8]) {
+        let client = try relay.client()
+        try client.sendRequest(method: method, path: path, headers: auth, body: Array(body.utf8))
+        let head = try client.readHead()
+        return (head, try client.readBody(head: head))
+    }
+
+    /// 18 characters of message text: 5 estimated prompt tokens.
+    static let question = #""messages":[{"role":"user","content":"How are you today?"}]"#
+
+    /// A JSON answer past the usage reader's 1 MiB bound (`n` choices, logprobs, audio make one) is relayed whole,
+    /// and, its counts unread, charged everything it reserved: 2 choices × 1 000 + 5, not the prompt alone.
+    @Test("a JSON answer too large to read for its counts is charged all it reserved")
+    func aJSONAnswerPastTheBoundIsChargedItsReservation() throws {
+        let filler = String(repeating: "a", count: 1_200_000)
+        let json = Array(#"{"id":"c1","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"\#(filler)"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":300000,"total_tokens":300005}}"#.utf8)
+        let upstream = try Self.answering(json)
+        let relay = try Self.relay(upstream, perDay: 1_000_000)
+        let (head, body) = try Self.exchange(relay, path: "/v1/chat/completions",
+                                             body: #"{"model":"gpt-4o","n":2,"max_completion_tokens":1000,\#(Self.question)}"#)
+        #expect(head.status == 200)
+        #expect(body == json)
+        try upstream.waitForScriptsToFinish()
+        try relay.waitUntilIdle()
+        #expect(try Self.usedToday(relay) == 2_005)
+        #expect(relay.logs.lines.contains { $0.contains(#""message":"exchange""#) && $0.contains(#""completion_tokens":2000"#) })
+    }
+
+    /// The same answer under the bound is charged the provider's own count (the rule above changes nothing else).
+    @Test("a JSON answer under the bound is charged the provider's count")
+    func aJSONAnswerUnderTheBoundIsChargedItsCount() throws {
+        let json = Array(#"{"id":"c1","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}"#.utf8)
+        let upstream = try Self.answering(json)
+        let relay = try Self.relay(upstream, perDay: 1_000_000)
+        _ = try Self.exchange(relay, path: "/v1/chat/completions", body: #"{"model":"gpt-4o","n":2,"max_completion_tokens":1000,\#(Self.question)}"#)
+        try upstream.waitForScriptsToFinish()
+        try relay.waitUntilIdle()
+        #expect(try Self.usedToday(relay) == 12)
+    }
+
+    /// A Responses request with `"background": true` answers at once (`queued`, no usage) while the model runs on
+    /// at the provider, its output read later by free GETs: it carries the ceiling it reserved, streaming or not,
+    /// and is charged all of it.
+    @Test("a background response carries its reserved ceiling and is charged all of it", arguments: [false, true])
+    func aBackgroundResponseIsChargedItsReservation(streaming: Bool) throws {
+        let queued = Array(#"{"id":"resp_1","object":"response","status":"queued","background":true,"model":"o3","output":[],"usage":null}"#.utf8)
+        let upstream = try Self.answering(queued)
+        let relay = try Self.relay(upstream, perDay: 100_000, reserve: 3000)
+        let (head, _) = try Self.exchange(relay, path: "/v1/responses",
+                                          body: #"{"model":"o3","background":true,"stream":\#(streaming),"input":"How are you today?"}"#)
+        #expect(head.status == 200)
+        try upstream.waitForScriptsToFinish()
+        try relay.waitUntilIdle()
+        let sent = String(decoding: try #require(upstream.requests.first).body, as: UTF8.self)
+        #expect(sent.contains(#""max_output_tokens":3000"#), "\(sent)")
+        #expect(try Self.usedToday(relay) == 3_005)
+    }
+
+    /// Retrieving a stored response is free: its usage was charged when it was made, not again on each GET.
+    @Test("retrieving a stored answer is not charged its usage again")
+    func aRetrievalIsNotChargedAgain() throws {
+        let done = Array(#"{"id":"resp_1","object":"response","status":"completed","model":"o3","output":[],"usage":{"input_tokens":5,"output_tokens":50000,"total_tokens":50005}}"#.utf8)
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: [("Content-Type", "application/json"), ("Content-Length", "\(done.count)"),
+                                                            ("Connection", "close")])
+            try connection.write(done)
+        }
+        let relay = try Self.relay(upstream, perDay: 1_000_000)
+        for _ in 0..<2 {
+            let (head, body) = try Self.exchange(relay, method: "GET", path: "/v1/responses/resp_1")
+            #expect(head.status == 200)
+            #expect(body == done)
+        }
+        try upstream.waitForScriptsToFinish()
+        try relay.waitUntilIdle()
+        #expect(upstream.requests.count == 2)
+        #expect(try Self.usedToday(relay) == 0)
+    }
+}
+
+/// Gemini names its model in the path: that is the model the allowlist checks and the budget prices, and
+/// `alt=sse` in the query is what makes a stream (which the budget guard watches, with no ceiling written in).
+@Suite("Gemini's path model")
+struct GeminiPathModelTests {
+    static func relay(_ upstream: ScriptedUpstream) throws -> RelayFixture {
+        try RelayFixture(upstream: upstream, fixedWallClock: BudgetTests.now, clock: ManualClock()) { config in
+            config.upstreams["test"] = .init(name: "test", baseURL: upstream.baseURL, key: .init(RelayFixture.providerKey), provider: .gemini)
+            config.clients.tokens = [.init(id: "app", sha256Hex: ClientAuthTests.sha256Hex(RelayFixture.clientToken))]
+            config.routes = [.init(prefix: "/v1beta/", upstream: "test", auth: .token,
+                                   bodyPolicy: BodyPolicy(models: ["gemini-2.5-flash"]), provider: .gemini)]
+            config.budgets = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: 1_000_000), defaultReserveTokens: 4096)
+        }
+    }
+
+    struct Refused: Sendable, CustomTestStringConvertible {
+        var path: String
+        var body: String
+        var testDescription: String { "\(path) \(body)" }
+    }
+
+    @Test("a path naming a model the route does not allow is refused, whatever the body names", arguments: [
+        Refused(path: "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", body: #"{"model":"gemini-2.5-flash","contents":[]}"#),
+        Refused(path: "/v1beta/models/gemini-2.5-pro%3AgenerateContent", body: #"{"contents":[]}"#),
+        Refused(path: "/v1beta/models/gemini-2.5-flash:generateContent", body: #"{"model":"gemini-2.5-pro","contents":[]}"#),
+        Refused(path: "/v1beta/models/gemini-2.5-flash/models/gemini-2.5-pro:generateContent", body: #"{"contents":[]}"#),
+        Refused(path: "/v1beta/tunedModels/mine:generateContent", body: #"{"contents":[]}"#),
+    ])
+    func theAllowlistReadsThePath(_ c: Refused) throws {
+        let upstream = try ScriptedUpstream { connection in _ = try connection.readRequest() }
+        let relay = try Self.relay(upstream)
+        let client = try relay.client()
+        try client.sendRequest(path: c.path, headers: UnreadOutputTests.auth, body: Array(c.body.utf8))
+        let head = try client.readHead()
+        let body = String(decoding: try client.readBody(head: head), as: UTF8.self)
+        #expect(head.status == 403, "\(body)")
+        #expect(ClientAuthTests.code(body) == "model_not_allowed", "\(body)")
+        try relay.waitUntilIdle()
+        #expect(upstream.requests.isEmpty)
+    }
+
+    /// An allowed model goes through; a stream (`alt=sse`) gets no ceiling written (the guard watches it), a
+    /// request without one gets the ceiling it reserved.
+    @Test("an allowed path model goes through; only a non-streaming request gets the reserved ceiling", arguments: [
+        ("?alt=sse", false), ("", true),
+    ])
+    func anAllowedModelGoesThrough(query: String, ceilingWritten: Bool) throws {
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: ReplicaTests.sseHead)
+            try connection.writeLastChunk()
+        }
+        let relay = try Self.relay(upstream)
+        let client = try relay.client()
+        let method = query.isEmpty ? "generateContent" : "streamGenerateContent"
+        try client.sendRequest(path: "/v1beta/models/gemini-2.5-flash:\(method)\(query)", headers: UnreadOutputTests.auth,
+                               body: Array(#"{"contents":[{"parts":[{"text":"hi"}]}]}"#.utf8))
+        let head = try client.readHead()
+        _ = try client.readBody(head: head)
+        #expect(head.status == 200)
+        try upstream.waitForScriptsToFinish()
+        try relay.waitUntilIdle()
+        let sent = String(decoding: try #require(upstream.requests.first).body, as: UTF8.self)
+        #expect(sent.contains("maxOutputTokens") == ceilingWritten, "\(sent)")
+    }
+}
