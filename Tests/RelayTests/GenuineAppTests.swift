@@ -377,3 +377,42 @@ struct GenuineAppTests {
         #expect(h.requests.count == 1)
     }
 }
+
+extension GenuineAppTests {
+    /// A stream started with App Attest on an `auth: "none"` route belongs to that device: a resume or a stop needs
+    /// an assertion of the same device over the resume's own request; no proof, another device's proof, or an
+    /// assertion signed for another request get 404, as for an id never issued, and the stream goes on.
+    @Test("an attested stream is resumed and stopped only with its own device's assertion")
+    func anAttestedStreamNeedsItsDeviceToResume() throws {
+        let h = try Harness { config in
+            config.routes[0].resume = RouteResume()
+            config.routes[0].heartbeatSeconds = 0
+        }
+        var device = Self.device()
+        var other = Self.device()
+        #expect(try Self.register(h.relay.port, device).status == 201)
+        #expect(try Self.register(h.relay.port, other).status == 201)
+        let started = try Self.call(h.relay.port, path: Self.path, headers: Self.assertionHeaders(&device, path: Self.path, body: chatBody),
+                                    body: chatBody)
+        #expect(started.status == 200)
+        _ = try h.requests.take()
+        let id = try #require(started.head.headerValues("X-Relay-Stream").first)
+        let resume = "/v1/relay/streams/\(id)?offset=0", stop = "/v1/relay/streams/\(id)"
+
+        #expect(try Self.call(h.relay.port, method: "GET", path: resume).status == 404)
+        #expect(try Self.call(h.relay.port, method: "GET", path: resume,
+                              headers: Self.assertionHeaders(&other, method: "GET", path: resume, body: [])).status == 404)
+        #expect(try Self.call(h.relay.port, method: "GET", path: resume,
+                              headers: Self.assertionHeaders(&device, method: "GET", path: "/v1/relay/streams/\(id)?offset=1", body: [])).status == 404)
+        #expect(try Self.call(h.relay.port, method: "DELETE", path: stop).status == 404)
+        #expect(try Self.call(h.relay.port, method: "DELETE", path: stop,
+                              headers: Self.assertionHeaders(&other, method: "DELETE", path: stop, body: [])).status == 404)
+
+        let resumed = try Self.call(h.relay.port, method: "GET", path: resume,
+                                    headers: Self.assertionHeaders(&device, method: "GET", path: resume, body: []))
+        #expect(resumed.status == 200)
+        #expect(resumed.body == "data: ok\n\n")
+        #expect(try Self.call(h.relay.port, method: "DELETE", path: stop,
+                              headers: Self.assertionHeaders(&device, method: "DELETE", path: stop, body: [])).status == 204)
+    }
+}

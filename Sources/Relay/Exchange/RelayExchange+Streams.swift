@@ -9,11 +9,11 @@ import Transport
 struct StreamKeeping {
     /// `routes[].heartbeatSeconds`; 0: none.
     var heartbeatSeconds = 0.0
-    /// `routes[].resume`, the registry and who started the request; nil resume: not resumable.
+    /// `routes[].resume` and the registry; nil resume: not resumable. Who started the request is the record's
+    /// identity when the stream opens (after the proof of the genuine app: `appattest:<keyId>` on `auth: "none"`).
     var resume: RouteResume?
     var registry: ResumableStreams?
     var route: RelayConfiguration.Route?
-    var identity: String?
     /// Made at the head of a 2xx event stream.
     var heartbeat: HeartbeatSchedule?
     var stream: ResumableStream?
@@ -36,7 +36,7 @@ extension RelayExchange: StreamOwner {
             keeping.heartbeat = HeartbeatSchedule(intervalSeconds: keeping.heartbeatSeconds, now: now)
         }
         if let resume = keeping.resume, let registry = keeping.registry, let route = keeping.route,
-           let stream = registry.open(identity: keeping.identity, route: route, resume: resume, owner: self) {
+           let stream = registry.open(identity: record.identity, route: route, resume: resume, owner: self) {
             keeping.stream = stream
             headers.add(name: "X-Relay-Stream", value: stream.id)
         }

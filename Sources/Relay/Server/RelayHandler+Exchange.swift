@@ -55,7 +55,7 @@ extension RelayHandler {
         exchange.prices = server.prices
         exchange.attestationGate = server.attestation?.gate(route: route, head: head)
         exchange.keeping = StreamKeeping(heartbeatSeconds: route.heartbeatSeconds, resume: route.resume, registry: server.streams,
-                                         route: route, identity: admitted.identity)
+                                         route: route)
         server.exchangeStarted(exchange, on: state)
         let plan = RequestBodyPlan.Settings(endpoint: endpoint, policy: route.bodyPolicy, injectsUsage: injects, budgets: nil)
         let failover = failoverClient(route: route, path: admitted.path, head: head, requestID: requestID, writer: writer,

@@ -12,9 +12,11 @@ import Transport
 /// mark), so a slow resumed reader never pauses the provider; the buffer's bound (`maxBufferBytes`) is what it
 /// may fall behind by. A stop answers 204 and the owner cancels the upstream.
 ///
-/// Credentials are checked with the stream's route's `auth`, and the identity must be the one that started it;
-/// otherwise 404, as for an id never issued, so ids cannot be probed (and each such miss costs the address a
-/// token of its failed-authentication bucket).
+/// Credentials are checked with the stream's route's `auth` and, on a route that asks for proof of the genuine
+/// app, with that proof too (an App Attest assertion over this request; on `auth: "none"` the device's key is the
+/// identity, as when the stream started). The identity must be the one that started it; otherwise 404, as for an
+/// id never issued, so ids cannot be probed (and each such miss costs the address a token of its
+/// failed-authentication bucket).
 ///
 /// A stream this replica does not hold is looked up in Redis (`state.backend: "redis"`, `RedisStreamMirror`): the
 /// same identity rule and offset edges, against the owner's record; a resume then polls the copy every
@@ -97,7 +99,16 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
                 self.remoteLookedUp(found, id: id, request: request, mirror: mirror, address: address, now: now)
             }
         }
-        guard let stream = local, sameIdentity(stream) else { return notFound(address: address, now: now) }
+        guard let stream = local else { return notFound(address: address, now: now) }
+        prove(route: stream.route) { identity in
+            guard !self.done else { return }
+            guard case .some(let identity) = identity, identity == stream.identity else { return self.notFound(address: address, now: now) }
+            self.serve(stream, request: request)
+        }
+    }
+
+    /// A resume or a stop of a stream held here, by the identity that started it.
+    private func serve(_ stream: ResumableStream, request: StreamRequest) {
         guard case .resume(_, let offset) = request else {
             stream.stop()
             server.streams?.remove(stream)
@@ -153,13 +164,25 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
                                 address: String, now: Instant) {
         guard !done else { return }
         guard case .found(let meta) = found, let routes = server.streams?.routes, meta.routeIndex < routes.count,
-              let resume = routes[meta.routeIndex].resume,
-              sameIdentity(route: routes[meta.routeIndex], identityHash: meta.identityHash) else {
+              let resume = routes[meta.routeIndex].resume else {
             if found == .unavailable {
                 server.logger.warning("redis unavailable: a stream not held by this replica cannot be found", [("request_id", .string(requestID))])
             }
             return notFound(address: address, now: now)
         }
+        // Against the owner's record, which holds a hash of the identity's key.
+        prove(route: routes[meta.routeIndex]) { identity in
+            guard !self.done else { return }
+            guard case .some(let identity) = identity, StreamMeta.identityHash(identity) == meta.identityHash else {
+                return self.notFound(address: address, now: now)
+            }
+            self.serveRemote(meta, resume: resume, id: id, request: request, mirror: mirror, address: address, now: now)
+        }
+    }
+
+    /// A resume or a stop of a stream held by another replica, by the identity that started it.
+    private func serveRemote(_ meta: StreamMeta, resume: RouteResume, id: String, request: StreamRequest, mirror: RedisStreamMirror,
+                             address: String, now: Instant) {
         guard case .resume(_, let offset) = request else {
             return mirror.requestStop(id, windowSeconds: resume.windowSeconds, on: writer.scheduler) { stored in
                 guard !self.done else { return }
@@ -247,18 +270,18 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         }
     }
 
-    /// The credentials name the identity that started the stream, checked as its route checks them.
-    private func sameIdentity(_ stream: ResumableStream) -> Bool {
-        guard case .success(let identity) = server.authenticator.authenticate(stream.route.auth, headers: head.headers,
-                                                                             now: server.wallClock()) else { return false }
-        return identity?.key == stream.identity
-    }
-
-    /// The same, against another replica's record, which holds a hash of the identity's key.
-    private func sameIdentity(route: RelayConfiguration.Route, identityHash: String) -> Bool {
+    /// The identity this request proves on the stream's `route`, as an exchange on that route would take it: its
+    /// credentials as the route checks them, then the route's proof of the genuine app over this request (its
+    /// method, target and empty body), whose App Attest key is the identity on `auth: "none"`. `.some(nil)`: no
+    /// identity (an open route); nil: refused. Calls `completion` on this connection's loop, possibly at once.
+    private func prove(route: RelayConfiguration.Route, _ completion: @escaping @Sendable (String??) -> Void) {
         guard case .success(let identity) = server.authenticator.authenticate(route.auth, headers: head.headers,
-                                                                             now: server.wallClock()) else { return false }
-        return StreamMeta.identityHash(identity?.key) == identityHash
+                                                                             now: server.wallClock()) else { return completion(nil) }
+        guard let gate = server.attestation?.gate(route: route, head: head) else { return completion(.some(identity?.key)) }
+        gate.check(body: [], on: writer.scheduler) { verdict in
+            guard case .pass(_, let keyID) = verdict else { return completion(nil) }
+            completion(.some(identity?.key ?? keyID.map { "appattest:" + $0 }))
+        }
     }
 
     private func refuse(_ error: RelayError, result: String) {
