@@ -209,6 +209,41 @@ struct KeyPoolFailoverTests {
         #expect(Self.accessLog(relay).first?.contains(#""failover":"unreachable""#) == true)
     }
 
+    @Test("a 500, 502 or 504 to a POST goes to the client: the POST is not sent to the next upstream")
+    func serverErrorToAPostIsNotResent() throws {
+        // A gateway's complete 5xx does not say the backend did nothing: a second send may be a second bill.
+        let secondary = try Self.provider { _, _ in .stream(Self.stream) }
+        defer { secondary.shutdown() }
+        for status in [500, 502, 504] {
+            let primary = try Self.provider { _, _ in .status(status, headers: [], body: #"{"error":{"message":"gateway timeout"}}"#) }
+            let relay = try Self.fallbackRelay(primary: primary.baseURL, primaryUpstream: primary, secondary: secondary)
+            let (head, _) = try Self.post(try relay.client())
+            try relay.waitUntilIdle()
+            #expect(head.status == status, "the client got \(head.status)")
+            #expect(primary.requests.count == 1)
+            #expect(secondary.requests.isEmpty, "\(status): the POST reached the secondary too")
+        }
+    }
+
+    @Test("a 502 to a GET or to a POST with Idempotency-Key: the next upstream answers")
+    func serverErrorToAReplayableRequestFallsBack() throws {
+        let secondary = try Self.provider { _, _ in .stream(Self.stream) }
+        defer { secondary.shutdown() }
+        let primary = try Self.provider { _, _ in .status(502, headers: [], body: #"{"error":{"message":"bad gateway"}}"#) }
+        let relay = try Self.fallbackRelay(primary: primary.baseURL, primaryUpstream: primary, secondary: secondary)
+        let client = try relay.client()
+        try client.sendRequest(method: "GET", path: "/v1/models")
+        let get = try client.readHead()
+        _ = try client.readBody(head: get)
+        #expect(get.status == 200)
+        try client.sendRequest(path: "/v1/chat/completions", headers: [("Content-Type", "application/json"), ("Idempotency-Key", "k-1")],
+                               body: chatBody)
+        let post = try client.readHead()
+        _ = try client.readBody(head: post)
+        #expect(post.status == 200)
+        #expect(primary.requests.count == 2 && secondary.requests.count == 2)
+    }
+
     @Test("a reset after the request was read: 502, the provider saw it once, the secondary never")
     func neverTwice() throws {
         let primary = try Self.provider { _, _ in .reset }

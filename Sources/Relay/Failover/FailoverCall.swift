@@ -61,9 +61,10 @@ final class FailoverClient: UpstreamClient {
 }
 
 /// One request's calls over its route's upstreams and keys, seen by the exchange as one upstream call. It holds
-/// back an answer the plan might retry (429, 401, 403, 500, 502, 503, 504, 529) until it is complete, at most
-/// `heldAnswerLimit` bytes (a larger one goes to the client as it is, without retry), and passes every other
-/// answer through at once: once a byte went to the exchange, nothing is tried again. Each attempt sends the
+/// back an answer the plan might retry (`FailoverPlan.mayRetry`: 429, 401, 403, 503, 529, and for a replayable
+/// request 500, 502, 504) until it is complete, at most `heldAnswerLimit` bytes (a larger one goes to the client
+/// as it is, without retry), and passes every other answer through at once: once a byte went to the exchange,
+/// nothing is tried again. Each attempt sends the
 /// request's bytes as the exchange made them; only the URL's upstream and the key header change.
 ///
 /// Owned by the exchange's loop queue (the driver and the Redis client answer there too).
@@ -97,7 +98,8 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
         let now = client.loop.clock.now()
         plan = FailoverPlan(settings: .init(upstreams: client.targets.map(\.name),
                                             keyDisabledSeconds: client.targets.map(\.keyDisabledSeconds),
-                                            maxAttempts: client.maxAttempts, deadline: now.advanced(bySeconds: client.firstByteSeconds)))
+                                            maxAttempts: client.maxAttempts, deadline: now.advanced(bySeconds: client.firstByteSeconds),
+                                            replayable: request.isReplayable))
     }
 
     private var names: [String] { plan.settings.upstreams }
@@ -162,7 +164,7 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
     func transfer(_ transfer: any UpstreamCall, didReceiveHead status: Int, headers: HTTPHeaders) {
         guard transfer === current, !cancelled else { return }
         headStatus = status
-        if FailoverPlan.mayRetry(status: status) {
+        if FailoverPlan.mayRetry(status: status, replayable: plan.settings.replayable) {
             held = (status, headers, [])
             return
         }

@@ -6,8 +6,10 @@ import Support
 /// What may be tried again (README, "Key pools and failover"): only a COMPLETE provider answer that no byte of
 /// reached the client (the exchange holds a non-2xx answer back until its end), or a call that never reached
 /// the provider (DNS, connect or TLS failure: nothing was sent). A 429 cools its key down for its `Retry-After`
-/// and the next key is tried; a 401 or 403 disables its key for `keyDisabledSeconds`; a 500, 502, 503, 504 or
-/// 529, or an unreachable provider, moves to the next upstream, as does a pool whose keys all cooled down.
+/// and the next key is tried; a 401 or 403 disables its key for `keyDisabledSeconds`; a 503 or 529 (overloaded:
+/// the request was not taken on), or an unreachable provider, moves to the next upstream, as does a pool whose
+/// keys all cooled down. A 500, 502 or 504 moves on only for a replayable request (`UpstreamRequest.isReplayable`):
+/// a gateway's complete 5xx does not say the backend did nothing, and a POST sent again may be paid twice.
 /// Everything else (a 2xx, any other status, a reset or timeout after the request was written) is never
 /// offered to the plan: it goes to the client as it is.
 package struct FailoverPlan: Sendable {
@@ -20,12 +22,15 @@ package struct FailoverPlan: Sendable {
         package var maxAttempts: Int
         /// No new call starts at or after this instant (the first-byte limit covers every attempt).
         package var deadline: Instant
+        /// The request may be sent again after the provider may have processed it (`UpstreamRequest.isReplayable`).
+        package var replayable: Bool
 
-        package init(upstreams: [String], keyDisabledSeconds: [Double], maxAttempts: Int, deadline: Instant) {
+        package init(upstreams: [String], keyDisabledSeconds: [Double], maxAttempts: Int, deadline: Instant, replayable: Bool) {
             self.upstreams = upstreams
             self.keyDisabledSeconds = keyDisabledSeconds
             self.maxAttempts = maxAttempts
             self.deadline = deadline
+            self.replayable = replayable
         }
     }
 
@@ -58,7 +63,10 @@ package struct FailoverPlan: Sendable {
 
     package static let defaultCooldownSeconds = 5.0
     package static let maxCooldownSeconds = 300.0
-    package static let fallbackStatuses: Set<Int> = [500, 502, 503, 504, 529]
+    /// The provider is overloaded and did not take the request on (503, Anthropic's 529): any request moves on.
+    package static let overloadedStatuses: Set<Int> = [503, 529]
+    /// The request may have been processed behind the gateway that answered: only a replayable one moves on.
+    package static let serverErrorStatuses: Set<Int> = [500, 502, 504]
 
     package let settings: Settings
     package private(set) var attempts = 0
@@ -75,8 +83,9 @@ package struct FailoverPlan: Sendable {
     }
 
     /// Whether an answer with `status` is one the plan might retry: the exchange holds it back until its end.
-    package static func mayRetry(status: Int) -> Bool {
-        status == 429 || status == 401 || status == 403 || fallbackStatuses.contains(status)
+    package static func mayRetry(status: Int, replayable: Bool) -> Bool {
+        status == 429 || status == 401 || status == 403 || overloadedStatuses.contains(status)
+            || (replayable && serverErrorStatuses.contains(status))
     }
 
     /// The failover reasons as the log shows them, or nil when the first call answered.
@@ -97,7 +106,7 @@ package struct FailoverPlan: Sendable {
             reasons.append("unreachable")
         case .answered(let status, let retryAfter):
             if let retryAfter { largestRetryAfterSeconds = max(largestRetryAfterSeconds ?? 0, retryAfter) }
-            guard Self.mayRetry(status: status) else { return (.give, nil) }
+            guard Self.mayRetry(status: status, replayable: settings.replayable) else { return (.give, nil) }
             reasons.append(String(status))
             if status == 429, let key {
                 let seconds = min(Self.maxCooldownSeconds, max(0, retryAfter ?? Self.defaultCooldownSeconds))

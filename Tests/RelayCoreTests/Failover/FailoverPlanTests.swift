@@ -11,9 +11,9 @@ import Testing
 struct FailoverPlanTests {
     let t0 = Instant(nanoseconds: 1_000_000_000)
 
-    func plan(_ upstreams: [String] = ["p", "s"], maxAttempts: Int = 3, firstByte: Double = 120) -> FailoverPlan {
+    func plan(_ upstreams: [String] = ["p", "s"], maxAttempts: Int = 3, firstByte: Double = 120, replayable: Bool = false) -> FailoverPlan {
         FailoverPlan(settings: .init(upstreams: upstreams, keyDisabledSeconds: upstreams.map { _ in 600 },
-                                     maxAttempts: maxAttempts, deadline: t0.advanced(bySeconds: firstByte)))
+                                     maxAttempts: maxAttempts, deadline: t0.advanced(bySeconds: firstByte), replayable: replayable))
     }
 
     @Test("a 429 cools the key for its Retry-After and the next key of the same upstream goes")
@@ -65,20 +65,35 @@ struct FailoverPlanTests {
 
     @Test("503, 529 and unreachable move to the next upstream; other statuses are given")
     func fallback() {
-        for outcome in [FailoverPlan.Outcome.answered(status: 503, retryAfterSeconds: nil), .answered(status: 529, retryAfterSeconds: nil),
-                        .answered(status: 500, retryAfterSeconds: nil), .answered(status: 502, retryAfterSeconds: nil),
-                        .answered(status: 504, retryAfterSeconds: nil), .unreachable] {
-            var pools = [KeyPool(labels: ["a", "b"], weights: [1, 1]), KeyPool(labels: ["x"], weights: [1])]
-            var plan = plan()
-            _ = plan.start(pools: &pools, now: t0)
-            #expect(plan.next(after: outcome, pools: &pools, now: t0).step == .call(upstream: 1, key: 0))
-            #expect(pools[0].isAvailable(0, now: t0), "a server error does not cool the key")
+        for replayable in [false, true] {
+            for outcome in [FailoverPlan.Outcome.answered(status: 503, retryAfterSeconds: nil), .answered(status: 529, retryAfterSeconds: nil),
+                            .unreachable] {
+                var pools = [KeyPool(labels: ["a", "b"], weights: [1, 1]), KeyPool(labels: ["x"], weights: [1])]
+                var plan = plan(replayable: replayable)
+                _ = plan.start(pools: &pools, now: t0)
+                #expect(plan.next(after: outcome, pools: &pools, now: t0).step == .call(upstream: 1, key: 0))
+                #expect(pools[0].isAvailable(0, now: t0), "a server error does not cool the key")
+            }
+            for status in [200, 400, 404, 408, 413, 422, 501] {
+                var pools = [KeyPool(labels: ["a", "b"], weights: [1, 1]), KeyPool(labels: ["x"], weights: [1])]
+                var plan = plan(replayable: replayable)
+                _ = plan.start(pools: &pools, now: t0)
+                #expect(plan.next(after: .answered(status: status, retryAfterSeconds: nil), pools: &pools, now: t0).step == .give)
+            }
         }
-        for status in [200, 400, 404, 408, 413, 422, 501] {
-            var pools = [KeyPool(labels: ["a", "b"], weights: [1, 1]), KeyPool(labels: ["x"], weights: [1])]
-            var plan = plan()
-            _ = plan.start(pools: &pools, now: t0)
-            #expect(plan.next(after: .answered(status: status, retryAfterSeconds: nil), pools: &pools, now: t0).step == .give)
+    }
+
+    @Test("a 500, 502 or 504 is given for a request that may not be replayed, and moves on for one that may")
+    func serverErrorMovesOnOnlyWhenReplayable() {
+        for status in [500, 502, 504] {
+            for replayable in [false, true] {
+                var pools = [KeyPool(labels: ["a", "b"], weights: [1, 1]), KeyPool(labels: ["x"], weights: [1])]
+                var plan = plan(replayable: replayable)
+                _ = plan.start(pools: &pools, now: t0)
+                let step = plan.next(after: .answered(status: status, retryAfterSeconds: nil), pools: &pools, now: t0).step
+                #expect(step == (replayable ? .call(upstream: 1, key: 0) : .give), "\(status), replayable: \(replayable)")
+                #expect(FailoverPlan.mayRetry(status: status, replayable: replayable) == replayable)
+            }
         }
     }
 
@@ -135,7 +150,9 @@ struct FailoverPlanTests {
 
     @Test("only statuses the plan may retry are held back")
     func held() {
-        #expect([401, 403, 429, 500, 502, 503, 504, 529].allSatisfy(FailoverPlan.mayRetry(status:)))
-        #expect(![200, 204, 400, 404, 409, 501, 505].contains(where: FailoverPlan.mayRetry(status:)))
+        for replayable in [false, true] {
+            #expect([401, 403, 429, 503, 529].allSatisfy { FailoverPlan.mayRetry(status: $0, replayable: replayable) })
+            #expect(![200, 204, 400, 404, 409, 501, 505].contains { FailoverPlan.mayRetry(status: $0, replayable: replayable) })
+        }
     }
 }
