@@ -244,6 +244,42 @@ struct KeyPoolFailoverTests {
         #expect(primary.requests.count == 2 && secondary.requests.count == 2)
     }
 
+    @Test("a 403 the request provoked goes to the client; no key is disabled and no other key is tried")
+    func forbiddenRequestDisablesNoKey() throws {
+        // The provider answers 403 for a model this project may not use (OpenAI: "Project … does not have access
+        // to model …"), whatever the key: the keys are fine, and a client must not be able to take them down.
+        let upstream = try Self.provider { _, index in
+            index == 0 ? .status(403, headers: [], body: #"{"error":{"message":"Project does not have access to model o1-pro"}}"#)
+                       : .stream(Self.stream)
+        }
+        let relay = try Self.relay(upstream, keys: [("a", Self.keyA, 1), ("b", Self.keyB, 1), ("c", Self.keyC, 1)])
+        let (refused, _) = try Self.post(try relay.client())
+        #expect(refused.status == 403)
+        #expect(upstream.requests.count == 1, "the request was tried with \(upstream.requests.count) keys")
+        let (honest, body) = try Self.post(try relay.client())
+        #expect(honest.status == 200, "honest request refused: \(honest.status) \(String(decoding: body, as: UTF8.self))")
+        #expect(relay.server.pools.pool("test")?.state(of: 0, now: MonotonicClock().now()) == .available)
+        #expect(!relay.logs.lines.contains { $0.contains("upstream_key_rejected") })
+    }
+
+    @Test("a 401 from every key for one request: the client gets 401, no key is disabled")
+    func unauthorizedByEveryKeyDisablesNone() throws {
+        // What one request provokes from every key (an endpoint the keys' scopes do not cover) says nothing
+        // about any key; a key is disabled only when another key got past authentication for the same request.
+        let upstream = try Self.provider { _, index in
+            index < 3 ? .status(401, headers: [], body: #"{"error":{"message":"Missing scopes: api.model.write"}}"#) : .stream(Self.stream)
+        }
+        let relay = try Self.relay(upstream, keys: [("a", Self.keyA, 1), ("b", Self.keyB, 1), ("c", Self.keyC, 1)])
+        let (refused, _) = try Self.post(try relay.client())
+        #expect(refused.status == 401)
+        #expect(upstream.requests.count == 3)
+        let (honest, _) = try Self.post(try relay.client())
+        #expect(honest.status == 200)
+        let now = MonotonicClock().now()
+        #expect((0..<3).allSatisfy { relay.server.pools.pool("test")?.state(of: $0, now: now) == .available })
+        #expect(!relay.logs.lines.contains { $0.contains("upstream_key_rejected") })
+    }
+
     @Test("a reset after the request was read: 502, the provider saw it once, the secondary never")
     func neverTwice() throws {
         let primary = try Self.provider { _, _ in .reset }

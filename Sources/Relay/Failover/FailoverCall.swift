@@ -61,7 +61,7 @@ final class FailoverClient: UpstreamClient {
 }
 
 /// One request's calls over its route's upstreams and keys, seen by the exchange as one upstream call. It holds
-/// back an answer the plan might retry (`FailoverPlan.mayRetry`: 429, 401, 403, 503, 529, and for a replayable
+/// back an answer the plan might retry (`FailoverPlan.mayRetry`: 429, 401, 503, 529, and for a replayable
 /// request 500, 502, 504) until it is complete, at most `heldAnswerLimit` bytes (a larger one goes to the client
 /// as it is, without retry), and passes every other answer through at once: once a byte went to the exchange,
 /// nothing is tried again. Each attempt sends the
@@ -164,6 +164,8 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
     func transfer(_ transfer: any UpstreamCall, didReceiveHead status: Int, headers: HTTPHeaders) {
         guard transfer === current, !cancelled else { return }
         headStatus = status
+        let now = client.loop.clock.now()
+        disable(client.pools.withPools(names) { plan.headReceived(status: status, pools: &$0, now: now) })
         if FailoverPlan.mayRetry(status: status, replayable: plan.settings.replayable) {
             held = (status, headers, [])
             return
@@ -227,23 +229,11 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
         if let exchange = delegate as? RelayExchange, exchange.phase != .calling { return complete(last) }
         let now = client.loop.clock.now()
         let before = plan.current
-        let (step, rejected) = client.pools.withPools(names) { plan.next(after: outcome, pools: &$0, now: now) }
-        if let before, let key = before.key, case .answered(let status, let retryAfter) = outcome {
+        let step = client.pools.withPools(names) { plan.next(after: outcome, pools: &$0, now: now) }
+        if let before, let key = before.key, case .answered(429, let retryAfter) = outcome {
             let target = client.targets[before.upstream]
-            if status == 429 {
-                let seconds = min(FailoverPlan.maxCooldownSeconds, max(0, retryAfter ?? FailoverPlan.defaultCooldownSeconds))
-                client.pools.share(upstream: target.name, label: target.keys[key].label, seconds: seconds, disabled: false, on: client.loop)
-            } else if status == 401 || status == 403 {
-                client.pools.share(upstream: target.name, label: target.keys[key].label, seconds: target.keyDisabledSeconds,
-                                   disabled: true, on: client.loop)
-            }
-        }
-        if let rejected {
-            let target = client.targets[rejected.upstream]
-            client.pools.logger.error("upstream_key_rejected", [
-                ("upstream", .string(target.name)), ("key", .string(target.keys[rejected.key].label)),
-                ("status", .int(headStatus ?? 0)), ("disabled_seconds", .double(target.keyDisabledSeconds)),
-            ])
+            let seconds = min(FailoverPlan.maxCooldownSeconds, max(0, retryAfter ?? FailoverPlan.defaultCooldownSeconds))
+            client.pools.share(upstream: target.name, label: target.keys[key].label, seconds: seconds, disabled: false, on: client.loop)
         }
         client.updateRecord { [plan] record in
             record.attempts = plan.attempts
@@ -261,6 +251,21 @@ final class FailoverCall: UpstreamCall, TransferDelegate, @unchecked Sendable {
             }
             held = nil
             deliver(status: answer.status, headers: headers, body: answer.body)
+        }
+    }
+
+    /// Keys the plan disabled (their 401 was theirs, not the request's): told to the other replicas, and logged
+    /// once each at error level.
+    private func disable(_ rejections: [FailoverPlan.Rejection]) {
+        for rejection in rejections {
+            let target = client.targets[rejection.upstream]
+            let label = target.keys[rejection.key].label
+            client.pools.share(upstream: target.name, label: label, seconds: target.keyDisabledSeconds, disabled: true, on: client.loop)
+            guard rejection.isNews else { continue }
+            client.pools.logger.error("upstream_key_rejected", [
+                ("upstream", .string(target.name)), ("key", .string(label)),
+                ("status", .int(401)), ("disabled_seconds", .double(target.keyDisabledSeconds)),
+            ])
         }
     }
 

@@ -1,7 +1,8 @@
 import Support
 
 /// The keys of one upstream and which of them may be used now: smooth weighted round robin (nginx's
-/// `ngx_http_upstream_get_peer`) over the keys that are neither cooling down (a 429) nor disabled (a 401 or 403).
+/// `ngx_http_upstream_get_peer`) over the keys that are neither cooling down (a 429) nor disabled (a 401 that
+/// another key's answer showed was the key's fault, `FailoverPlan.headReceived`).
 /// A plain value with no clock of its own: every call carries `now`. Holds labels and weights, never a key.
 ///
 /// Shared by every exchange of the process through `UpstreamPools`, which owns it under its lock.
