@@ -47,6 +47,11 @@ package struct RelayError: Error, Equatable, Sendable {
         status: 400, type: "invalid_request_error", code: "invalid_path",
         message: "The request path is not allowed: it must not contain '.' or '..' segments, '//', backslashes, or encoded '.', '/' or '\\'.")
 
+    /// 400 for a `;` in the path: a hop that drops path parameters would read another path than the relay routed.
+    package static let pathParameter = RelayError(
+        status: 400, type: "invalid_request_error", code: "invalid_path",
+        message: "The request path is not allowed: it must not contain ';' (path parameters); put parameters in the query.")
+
     package static func badRequest(_ error: HTTPParseError) -> RelayError {
         RelayError(ErrorResponse.badRequest(error))
     }

@@ -96,7 +96,8 @@ struct PathConfinementTests {
         let requests = Mailbox<RecordedRequest>()
         let relay = try Self.relay(requests: requests)
         let cases: [(sent: String, received: String)] = [
-            ("/v1/models/a%20b;c=d,e@f:g!$&'()*+~_-", "/v1/models/a%20b;c=d,e@f:g!$&'()*+~_-"),
+            ("/v1/models/a%20b,c=d,e@f:g!$&'()*+~_-", "/v1/models/a%20b,c=d,e@f:g!$&'()*+~_-"),
+            ("/v1/models/x?a=1;b=2", "/v1/models/x?a=1;b=2"),
             ("/v1/models/...", "/v1/models/..."),
             ("/v1/models/.well-known?q=../..%2f", "/v1/models/.well-known?q=../..%2f"),
             ("/anthropic/v1/messages?beta=true", "/v1/messages?beta=true"),

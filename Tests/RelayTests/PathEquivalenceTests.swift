@@ -104,6 +104,23 @@ struct PathEquivalenceTests {
         }
     }
 
+    @Test("a path parameter is refused with 400, never routed by the path before it",
+          arguments: ["/v1/chat/completions;x", "/v1/chat/completions;", "/v1/chat;x/completions", "/v1/chat/completions%3Bx",
+                      "/v1/chat/completions/;x"])
+    func pathParameterIsRefused(path: String) throws {
+        // A servlet-style server drops ";x", so the provider may read "/v1/chat/completions": the exact route's
+        // allowlist must not be skipped by the broad route taking the other spelling.
+        let requests = Mailbox<RecordedRequest>()
+        let relay = try Self.relay(requests: requests)
+        let refused = try Self.post(relay, path: path, body: #"{"model":"gpt-4.5-preview","stream":true}"#)
+        #expect(refused.status == 400, "\(path): \(refused.status) \(refused.body)")
+        #expect(refused.body.contains(#""code":"invalid_path""#) && refused.body.contains("';'"), "\(refused.body)")
+        #expect(requests.count == 0, "\(path) reached the provider")
+        // The query is the provider's business: a ';' there is passed as sent.
+        #expect(try Self.post(relay, path: "/v1/chat/completions?a=1;b=2", body: #"{"model":"gpt-4o-mini"}"#).status == 200)
+        #expect(try requests.take().target == "/v1/chat/completions?a=1;b=2")
+    }
+
     @Test("reserved and non-ASCII escapes stay as sent; %2E stays refused")
     func otherEscapesStay() throws {
         let requests = Mailbox<RecordedRequest>()

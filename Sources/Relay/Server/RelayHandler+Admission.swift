@@ -43,7 +43,8 @@ extension RelayHandler {
         switch RequestPath.parse(head.target) {
         case .success(let checked): path = checked
         case .failure(let rejection):
-            return .rejected(.invalidPath, reason: "invalid_path", detail: "invalid_path:" + rejection.detail)
+            return .rejected(rejection == .pathParameter ? .pathParameter : .invalidPath, reason: "invalid_path",
+                             detail: "invalid_path:" + rejection.detail)
         }
         guard let route = configuration.route(for: path.path), let upstream = configuration.upstreams[route.upstream] else {
             return .rejected(.notFound(path: head.path), reason: "not_found", detail: nil)

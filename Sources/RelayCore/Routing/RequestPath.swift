@@ -9,7 +9,12 @@
 /// (some servers read `\` as `/`), and percent-encoded `.`, `/` and `\` (`%2e`, `%2f`, `%5c`, any case). curl is told
 /// to send the path as it is (`CURLOPT_PATH_AS_IS`), so nothing between here and the socket changes it.
 ///
-/// Path bytes allowed: RFC 3986 `pchar` (unreserved, sub-delims, `:`, `@`, valid `%XX`) and `/`. The query is
+/// A `;` in the path (or `%3B`) is refused too: servlet containers and the frameworks on them (Tomcat, Jetty, Spring)
+/// drop a segment's `;parameters` before routing, so `/v1/chat/completions;x` or `/v1/chat;x/completions` may be
+/// `/v1/chat/completions` to some hop while the relay would route it elsewhere (a broad `/v1/` route beside an exact
+/// one with a model allowlist). No provider path uses `;`, so refusing it costs nothing; the query may hold it.
+///
+/// Path bytes allowed: RFC 3986 `pchar` but `;` (unreserved, sub-delims, `:`, `@`, valid `%XX`) and `/`. The query is
 /// passed through as the client sent it, except that `#` (a fragment, never part of a request target, RFC 9112
 /// §3.2) is refused because a URL parser would cut the query there.
 ///
@@ -39,6 +44,7 @@ package struct RequestPath: Equatable, Sendable {
         case backslash
         case encodedSeparator
         case fragment
+        case pathParameter
 
         package var detail: String {
             switch self {
@@ -50,6 +56,7 @@ package struct RequestPath: Equatable, Sendable {
             case .backslash: "backslash"
             case .encodedSeparator: "encoded_separator"
             case .fragment: "fragment"
+            case .pathParameter: "path_parameter"
             }
         }
     }
@@ -74,6 +81,7 @@ package struct RequestPath: Equatable, Sendable {
                 if decoded == UInt8(ascii: ".") || decoded == UInt8(ascii: "/") || decoded == UInt8(ascii: "\\") {
                     return .failure(.encodedSeparator)
                 }
+                if decoded == UInt8(ascii: ";") { return .failure(.pathParameter) }
                 if isDecodedUnreserved(decoded) {
                     if decodedPath == nil { decodedPath = Array(bytes[..<i]) }
                     decodedPath!.append(decoded)
@@ -86,6 +94,7 @@ package struct RequestPath: Equatable, Sendable {
             decodedPath?.append(b)
             if b == UInt8(ascii: "\\") { return .failure(.backslash) }
             if b == UInt8(ascii: "#") { return .failure(.fragment) }
+            if b == UInt8(ascii: ";") { return .failure(.pathParameter) }
             if b == UInt8(ascii: "/") {
                 if i > 0 {
                     if let rejection = checkSegment(bytes[segmentStart..<i], isLast: false) { return .failure(rejection) }
@@ -128,11 +137,7 @@ package struct RequestPath: Equatable, Sendable {
     private static func checkSegment(_ segment: ArraySlice<UInt8>, isLast: Bool) -> Rejection? {
         // A trailing slash ("/v1/") leaves an empty last segment, which is an ordinary path; "//" is not.
         if segment.isEmpty { return isLast ? nil : .emptySegment }
-        // Servlet containers (Tomcat, Jetty) drop a segment's ";parameters" before resolving dots, so "..;x"
-        // is ".." to them and "/;x/" is "//": the part before the first ';' is what is checked.
-        let name = segment.prefix { $0 != UInt8(ascii: ";") }
-        if name.isEmpty { return .emptySegment }
-        if name.count <= 2 && name.allSatisfy({ $0 == UInt8(ascii: ".") }) { return .dotSegment }
+        if segment.count <= 2 && segment.allSatisfy({ $0 == UInt8(ascii: ".") }) { return .dotSegment }
         return nil
     }
 
@@ -156,7 +161,7 @@ package struct RequestPath: Equatable, Sendable {
         }
     }
 
-    /// RFC 3986 pchar without `%` (handled apart): unreserved / sub-delims / ":" / "@".
+    /// RFC 3986 pchar without `%` and `;` (both handled apart): unreserved / sub-delims / ":" / "@".
     private static func isPathByte(_ b: UInt8) -> Bool {
         switch b {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
