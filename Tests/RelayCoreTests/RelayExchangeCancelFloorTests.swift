@@ -106,6 +106,55 @@ extension RelayExchangeTests {
         #expect(store.settled.map(\.used) == [5])
     }
 
+    // MARK: The guard counts the silence too
+
+    /// A reasoning model's silent phase is billed but never shown: the budget guard counts it at the floor's rate
+    /// beside the visible output. 4096 reserved: at 3 277 counted (66 s of silence) one more step is asked for,
+    /// with no content seen; refused, the stream ends with the closing event and the upstream is cancelled.
+    @Test func aSilentStreamAsksForMoreAndIsCutWhenRefused() {
+        let store = RecordingAdmissionStore(.byHand)
+        let h = Self.admitting(store, budgets: Self.floorBudgets)
+        Self.headAnswered(h, store, reserved: 4096 + 5)
+        Self.silence(h, seconds: 64)
+        #expect(store.extensions.isEmpty, "3 200 counted: under the threshold")
+        Self.silence(h, seconds: 4)
+        #expect(store.extensions.map(\.tokens) == [4096])
+        h.run { store.extensions[0].answer(false) }
+        #expect(h.call.cancelled == 1)
+        #expect(h.exchange.record.outcome == "budget_exhausted")
+        #expect(String(decoding: h.writer.body, as: UTF8.self).hasSuffix(#""code":"budget_exhausted"}}"# + "\n\n"))
+        #expect(store.settled.map(\.used) == [5 + 68 * 50])
+    }
+
+    /// A provider silent with no bytes at all (not even comments) is looked at when a heartbeat is due: the guard
+    /// asks at the first heartbeat after the threshold. 100 reserved: 80 counted at 1.6 s; heartbeats every 2 s.
+    @Test func aSilenceWithoutBytesIsCountedAtTheHeartbeat() {
+        let store = RecordingAdmissionStore(.byHand)
+        var budgets = Self.floorBudgets
+        budgets.defaultReserveTokens = 100
+        let h = Self.admitting(store, budgets: budgets)
+        h.run { h.exchange.keeping = StreamKeeping(heartbeatSeconds: 2) }
+        Self.headAnswered(h, store, reserved: 100 + 5)
+        h.advance(1.9)
+        #expect(store.extensions.isEmpty)
+        h.advance(0.1)
+        #expect(h.exchange.record.heartbeats == 1)
+        #expect(store.extensions.map(\.tokens) == [100])
+        h.run { store.extensions[0].answer(true) }
+        #expect(h.call.cancelled == 0)
+    }
+
+    /// With the floor turned off the guard counts visible output only, as before.
+    @Test func withoutAFloorTheSilenceIsNotCounted() {
+        let store = RecordingAdmissionStore(.byHand)
+        var off = Self.floorBudgets
+        off.cancelFloorTokensPerSecond = 0
+        let h = Self.admitting(store, budgets: off)
+        Self.headAnswered(h, store, reserved: 4096 + 5)
+        Self.silence(h, seconds: 200)
+        #expect(store.extensions.isEmpty)
+    }
+
     // MARK: Leaving between the finish chunk and the usage chunk
 
     /// Role, "Hello", the finish chunk: the answer is whole and its usage chunk is next.

@@ -246,7 +246,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             streamDelivered(now: now)
             if record.firstBodyAt == nil { record.firstBodyAt = now }
             let scan = meter.scan(bytes)
-            if budgetGuard != nil { return forwardGuarded(bytes, scan) }
+            if budgetGuard != nil { return forwardGuarded(bytes, scan, now: now) }
             if masker != nil {
                 meter.observe(bytes, scan)
                 let masked = masker!.feed(bytes)
@@ -305,7 +305,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     /// A delivery of a guarded stream: forwarded, counted, and the reservation kept ahead of the count. Once the
     /// budget is exhausted, bytes pass only up to the end of the event under way; the stream ends there.
-    private func forwardGuarded(_ bytes: UnsafeRawBufferPointer, _ scan: SSEBoundaryScanner.Scan) -> Bool {
+    private func forwardGuarded(_ bytes: UnsafeRawBufferPointer, _ scan: SSEBoundaryScanner.Scan, now: Instant) -> Bool {
         if budgetGuard?.state == .exhausted, let end = scan.firstEventEnd {
             let head = UnsafeRawBufferPointer(rebasing: bytes[0..<end])
             forwardThenObserve(head, scan.prefix(end))
@@ -315,8 +315,15 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         }
         let output = forwardThenObserve(bytes, scan, counting: true)
         closeIfClosedDuringWrite()
-        guardAction(budgetGuard?.counted(output: output) ?? .none)
+        guardAction(budgetGuard?.counted(output: max(output, timeFloor(at: now))) ?? .none)
         return true
+    }
+
+    /// The exchange's timer fired while streaming (a heartbeat is due: the provider has been silent): the guard
+    /// counts the silence, at the cancel floor's rate, and may extend or cut as at a delivery.
+    func guardSilence(now: Instant) {
+        guard budgetGuard != nil, machine.phase == .streaming else { return }
+        guardAction(budgetGuard!.counted(output: max(meter.countedOutput, timeFloor(at: now))))
     }
 
     private func guardAction(_ action: BudgetGuard.Action) {
@@ -336,7 +343,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private func extensionAnswered(_ granted: Bool) {
         guard !isEnded, budgetGuard != nil else { return }
         if granted, grant != nil { grant!.reservedTokens += budgetGuard!.step }
-        guardAction(budgetGuard!.extensionAnswered(granted: granted, output: meter.countedOutput))
+        guardAction(budgetGuard!.extensionAnswered(granted: granted, output: max(meter.countedOutput, timeFloor(at: clock.now()))))
     }
 
     private func cut() {
@@ -430,6 +437,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                 self.record.failure = kind
             } else {
                 self.streamTimer(now: self.clock.now())   // a heartbeat, or a detach window's end
+                self.guardSilence(now: self.clock.now())
             }
             self.perform(actions)   // arms the next deadline
         }
@@ -448,8 +456,16 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// An answer with output the tap could not read (`UsageMeter.missedOutput`: a JSON answer or an event past the
     /// tap's bound) is charged all the output it reserved, extensions included: an unknown count is never cheap.
     private func outputFloor(at now: Instant) -> Int {
+        if meter.missedOutput, let reservation, let grant, record.upstreamHeadAt != nil {
+            return max(0, grant.reservedTokens - reservation.promptTokens)
+        }
+        return timeFloor(at: now)
+    }
+
+    /// The cancel floor's count by the clock alone: what a budget guard counts beside the visible output, so a
+    /// reasoning model's silent phase (billed, never shown) moves the guard too.
+    private func timeFloor(at now: Instant) -> Int {
         guard let budgets = admission?.budgets, let reservation, let grant, let head = record.upstreamHeadAt else { return 0 }
-        if meter.missedOutput { return max(0, grant.reservedTokens - reservation.promptTokens) }
         return reservation.outputFloor(secondsSinceHead: now.seconds(since: head), tokensPerSecond: budgets.cancelFloorTokensPerSecond,
                                        reservedTokens: grant.reservedTokens)
     }
