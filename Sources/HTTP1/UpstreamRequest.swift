@@ -25,13 +25,15 @@ public struct UpstreamRequest: Sendable {
         self.idleConnectionSeconds = idleConnectionSeconds
     }
 
-    /// Whether the request may be sent a second time after a connection died under it. Go's `http.Transport`
-    /// rule (`isReplayable`): safe methods (RFC 9110 §9.2.1), or a request whose client made it idempotent with
-    /// an `Idempotency-Key` / `X-Idempotency-Key`. A chat completion is neither: a second send is a second bill.
+    /// Whether the request may be sent a second time after a connection died under it: the safe methods (RFC 9110
+    /// §9.2.1) only. Go's `http.Transport` also takes a request with an `Idempotency-Key` for replayable, trusting
+    /// the server to run it once; LLM providers do not deduplicate inference calls on it, and the header is the
+    /// app's to send, so here it would let a client make its own POSTs be sent, and billed, twice while the
+    /// relay counts one. A chat completion is never replayable: a second send is a second bill.
     public var isReplayable: Bool {
         switch method {
         case "GET", "HEAD", "OPTIONS", "TRACE": return true
-        default: return headers.contains("Idempotency-Key") || headers.contains("X-Idempotency-Key")
+        default: return false
         }
     }
 }

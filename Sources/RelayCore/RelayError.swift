@@ -61,8 +61,7 @@ package struct RelayError: Error, Equatable, Sendable {
         message: "The provider did not start answering in time.")
 
     /// The provider closed or reset the connection after the request may have reached it, before any byte of
-    /// an answer. Such a request is not sent again unless it is replayable (GET, HEAD, OPTIONS, TRACE, or an
-    /// `Idempotency-Key`): for a chat completion a second send is a second bill and a second generation.
+    /// an answer. Such a request is not sent again unless it is replayable (GET, HEAD, OPTIONS, TRACE): for a chat completion a second send is a second bill and a second generation.
     package static let upstreamConnectionReset = RelayError(
         status: 502, type: "upstream_error", code: "upstream_connection_reset",
         message: "the provider closed the connection before answering; the request may have been processed")

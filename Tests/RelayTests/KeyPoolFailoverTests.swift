@@ -225,7 +225,7 @@ struct KeyPoolFailoverTests {
         }
     }
 
-    @Test("a 502 to a GET or to a POST with Idempotency-Key: the next upstream answers")
+    @Test("a 502 to a GET: the next upstream answers; to a POST, with or without Idempotency-Key, it is the answer")
     func serverErrorToAReplayableRequestFallsBack() throws {
         let secondary = try Self.provider { _, _ in .stream(Self.stream) }
         defer { secondary.shutdown() }
@@ -240,8 +240,8 @@ struct KeyPoolFailoverTests {
                                body: chatBody)
         let post = try client.readHead()
         _ = try client.readBody(head: post)
-        #expect(post.status == 200)
-        #expect(primary.requests.count == 2 && secondary.requests.count == 2)
+        #expect(post.status == 502)
+        #expect(primary.requests.count == 2 && secondary.requests.count == 1)
     }
 
     @Test("a 403 the request provoked goes to the client; no key is disabled and no other key is tried")
