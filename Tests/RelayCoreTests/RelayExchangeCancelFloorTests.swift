@@ -106,6 +106,25 @@ extension RelayExchangeTests {
         #expect(store.settled.map(\.used) == [5])
     }
 
+    /// A request whose answer comes whole has its head only when the provider is done: a client that leaves
+    /// before it (8 s), or a first-byte timeout (the harness's 10 s), pays the floor from the call's start, not the
+    /// prompt alone.
+    @Test(arguments: [(8.0, 5 + 400), (10.0, 5 + 500)])
+    func aWholeAnswerEndedBeforeItsHeadPaysTheFloorFromTheCall(seconds: Double, charged: Int) {
+        let store = RecordingAdmissionStore(.byHand)
+        let h = Self.admitting(store, budgets: Self.floorBudgets)
+        h.run {
+            h.exchange.requestBody(Array(#"{"model":"gpt-4o","messages":[{"role":"user","content":"How are you today?"}]}"#.utf8))
+            h.exchange.requestEnd()
+            store.admits[0].answer(.admitted(AdmissionGrant(id: 1, reservedTokens: 4096 + 5)))
+        }
+        h.advance(seconds)
+        h.run { h.exchange.clientClosed() }
+        #expect(h.call.cancelled == 1)
+        #expect(store.settled.map(\.used) == [charged])
+        #expect(h.exchange.record.usage?.source == .estimate)
+    }
+
     // MARK: The guard counts the silence too
 
     /// A reasoning model's silent phase is billed but never shown: the budget guard counts it at the floor's rate

@@ -46,6 +46,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private(set) var meter: UsageMeter
     /// The call reached the provider (it did not fail to connect): the prompt may be billed.
     private var callReachedProvider = false
+    /// When the call started, and whether its answer comes whole (`RequestBodyPlan.answersWhole`): the cancel
+    /// floor of such a request counts from the call, since its head comes only when the provider is done.
+    private var callStartedAt: Instant?
+    private var answersWhole = false
     /// Asks the admission store when the request is whole; nil admits without asking (unit tests of other parts).
     var admission: ExchangeAdmission?
     /// What the store granted; settled at the end.
@@ -125,6 +129,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                 request.body = plan.body
                 meter.requestPlanned(plan, path: record.path)
                 reservation = plan.reservation
+                answersWhole = plan.answersWhole
             }
             body = []
         } else {
@@ -158,6 +163,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private func startCall(_ request: UpstreamRequest, upstream: any UpstreamClient) {
         machine.calling(now: clock.now())   // before the call: it may end it at once (connect refused)
         callReachedProvider = true
+        callStartedAt = clock.now()
         transfer = upstream.call(request, delegate: self)
         armTimer()   // the first-byte clock starts with the call
     }
@@ -465,7 +471,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// The cancel floor's count by the clock alone: what a budget guard counts beside the visible output, so a
     /// reasoning model's silent phase (billed, never shown) moves the guard too.
     private func timeFloor(at now: Instant) -> Int {
-        guard let budgets = admission?.budgets, let reservation, let grant, let head = record.upstreamHeadAt else { return 0 }
+        guard let budgets = admission?.budgets, let reservation, let grant,
+              let head = record.upstreamHeadAt ?? (answersWhole ? callStartedAt : nil) else { return 0 }
         return reservation.outputFloor(secondsSinceHead: now.seconds(since: head), tokensPerSecond: budgets.cancelFloorTokensPerSecond,
                                        reservedTokens: grant.reservedTokens)
     }

@@ -88,6 +88,9 @@ package struct RequestBodyPlan: Sendable {
     /// free GETs). Its output is never seen whole: it carries the ceiling it reserved, streaming or not, and is
     /// charged all of it unless the provider's counts come (`UsageMeter.missedOutput`).
     package var runsAtProvider = false
+    /// A metered request whose answer comes whole (not an event stream): its head arrives only when the provider
+    /// is done, so its cancel floor counts from the call, not the head (`RelayExchange`).
+    package var answersWhole = false
     /// The body as read, for the prompt estimate when the provider gives no count; nil when not a JSON object.
     package var document: JSONDocument?
     /// What to reserve; a request without budgets reserves nothing.
@@ -144,6 +147,7 @@ package struct RequestBodyPlan: Sendable {
             case .failure(let error): return .failure(error)
             }
             plan.reservation = reservation(d, body: body, budgets: budgets, policy: settings.policy, ceiling: named)
+            plan.answersWhole = !ceiling.streams(d, path: path)
             if settings.endpoint == .openAIResponses, let background = d.member("background", of: JSONDocument.root) {
                 plan.runsAtProvider = d.isTrue(background)
             }

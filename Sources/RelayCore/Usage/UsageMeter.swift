@@ -148,7 +148,8 @@ package struct UsageMeter: Sendable {
     /// The exchange's usage, at its end. With a 2xx answer, the tap's (provider's, else an estimate whose output
     /// is at least `outputFloor`, the exchange's cancel floor); with an error answer or a call that never
     /// connected, `.none`; a call the provider may have started on (the client left or the first byte timed out
-    /// before the head) costs at least the prompt: an estimate.
+    /// before the head) costs at least the prompt, and `outputFloor` (a whole answer's time at the provider): an
+    /// estimate.
     package func usage(callReachedProvider: Bool, outputFloor: Int = 0) -> Usage {
         usageAndReportedModel(callReachedProvider: callReachedProvider, outputFloor: outputFloor).usage
     }
@@ -167,7 +168,7 @@ package struct UsageMeter: Sendable {
             }
             return (estimate, model)
         }
-        guard callReachedProvider, !refused, !answered, let estimatedPrompt else { return (.none, nil) }
-        return (Usage(prompt: estimatedPrompt, completion: 0, source: .estimate), nil)
+        guard callReachedProvider, !refused, !answered, estimatedPrompt != nil || outputFloor > 0 else { return (.none, nil) }
+        return (Usage(prompt: estimatedPrompt ?? 0, completion: outputFloor, source: .estimate), nil)
     }
 }
