@@ -138,9 +138,12 @@ final class EventStreamTask: @unchecked Sendable {
     /// of the concurrency pool, so a pool kept busy by blocking work cannot hold the connection open.
     private func terminated() {
         let (task, id) = shared.withLock { state -> (URLSessionTask?, String?) in
-            let id = state.ended ? nil : state.streamID
-            state.ended = true
-            return (state.task, id)
+            defer { state.ended = true }
+            guard !state.ended, resume != nil else { return (state.task, nil) }
+            // A stop between the head and the first body byte: the head names the stream already, and without the
+            // DELETE the relay would keep the provider running for its window. Only the first leg can lack the id,
+            // and `state.task` is that leg then. (A task's `response` may be read on any thread.)
+            return (state.task, state.streamID ?? state.task.flatMap { Self.streamID(in: $0.response) })
         }
         guard let id, let resume else {
             task?.cancel()
@@ -208,6 +211,9 @@ final class EventStreamTask: @unchecked Sendable {
         // before the cancel did, but the events after the drop were not taken.
         let dropped = droppedLeg == task.taskIdentifier
         if dropped || error != nil {
+            // A head without a body byte (the connection broke before the provider's first one) still names the
+            // stream: read it, or the drop ends an answer the relay keeps running, waiting for a resume.
+            if leg != task.taskIdentifier, task.response != nil { start(task) }
             if dropped || error.map(Self.isTransient) == true, (200..<300).contains(status) || leg != task.taskIdentifier,
                reconnect() {
                 return
@@ -252,8 +258,9 @@ final class EventStreamTask: @unchecked Sendable {
         return true
     }
 
-    /// The head is known once the first body bytes (or the end) arrive; reading it there avoids the
-    /// `didReceive response:completionHandler:` callback, whose signature differs between Foundations.
+    /// Reads the head of `task`, a new leg: at its first body byte, or at its end when none came (cleanly or
+    /// not). Reading it there avoids the `didReceive response:completionHandler:` callback, whose signature
+    /// differs between Foundations.
     private func start(_ task: URLSessionTask) {
         let first = leg == nil
         leg = task.taskIdentifier
@@ -266,13 +273,21 @@ final class EventStreamTask: @unchecked Sendable {
             if !(contentType?.lowercased().hasPrefix("text/event-stream") ?? false) {
                 end(throwing: SSERelayClientError(code: .notAnEventStream, status: status, contentType: contentType))
                 status = -1
-            } else if first, resume != nil,
-                      let id = response.flatMap({ RelayAPIError.header(StreamWire.streamHeader, in: $0.allHeaderFields) }),
-                      StreamWire.isValidID(id) {
+            } else if first, resume != nil, let id = Self.streamID(in: response) {
                 streamID = id
                 shared.withLock { $0.streamID = id }
             }
         }
+    }
+
+    /// The resumable stream a head names: a 2xx `text/event-stream` answer with a valid `X-Relay-Stream`.
+    static func streamID(in response: URLResponse?) -> String? {
+        guard let response = response as? HTTPURLResponse, (200..<300).contains(response.statusCode),
+              let contentType = RelayAPIError.header("Content-Type", in: response.allHeaderFields),
+              contentType.lowercased().hasPrefix("text/event-stream"),
+              let id = RelayAPIError.header(StreamWire.streamHeader, in: response.allHeaderFields),
+              StreamWire.isValidID(id) else { return nil }
+        return id
     }
 
     /// The failures after which a resumable stream asks for the rest: any URL loading error but a cancel. The

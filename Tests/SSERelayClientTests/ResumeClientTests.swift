@@ -150,6 +150,51 @@ extension ClientThroughRelayTests {
                                                       "/v1/relay/streams/\(Self.id)?offset=170"])
         }
 
+        @Test("a drop after the head, before the first body byte, is resumed from byte 0")
+        func dropBeforeTheFirstByte() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let upstream = try Self.relay([.drop(upTo: 0, reset: false)], requests: requests)
+            #expect(try await Self.answer(Self.client(upstream)) == Self.text)
+            #expect(requests.drain().map(\.target) == ["/v1/chat/completions", "/v1/relay/streams/\(Self.id)?offset=0"])
+        }
+
+        @Test("the app's stop after the head, before the first body byte, sends DELETE")
+        func stopBeforeTheFirstByteSendsDelete() async throws {
+            let stops = Mailbox<RecordedRequest>()
+            let upstream = try ScriptedUpstream { connection in
+                let request = try connection.readRequest(timeout: 30)
+                if request.method == "DELETE" {
+                    stops.put(request)
+                    try connection.writeHead(status: 204, headers: [("Content-Length", "0")])
+                    return
+                }
+                // A provider that thinks before its first byte: the head, then silence until the client leaves.
+                try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
+                _ = try? connection.waitForPeerClose(timeout: 60)
+            }
+            let client = Self.client(upstream) { $0.stopGrace = 5 }
+            let consumer = Task { try await Self.answer(client) }
+            // The head's arrival has no event the app sees: the session's task shows it.
+            try await Self.waitForHead(client.urlSession)
+            consumer.cancel()
+            _ = try? await consumer.value
+            try await eventually("a DELETE", timeout: 30) { stops.count == 1 }
+            #expect(try stops.take(timeout: 0).target == "/v1/relay/streams/\(Self.id)")
+        }
+
+        /// Waits until a task of `session` has its response head (`eventually` with an async condition).
+        static func waitForHead(_ session: URLSession, timeout: Double = 30) async throws {
+            let deadline = Date().addingTimeInterval(timeout)
+            while true {
+                let arrived = await withCheckedContinuation { continuation in
+                    session.getAllTasks { tasks in continuation.resume(returning: tasks.contains { $0.response != nil }) }
+                }
+                if arrived { return }
+                if Date() > deadline { throw URLError(.timedOut) }
+                try await Task.sleep(nanoseconds: 1_000_000)
+            }
+        }
+
         @Test("an answer that names no stream is not resumed: the drop reaches the app")
         func noStreamNoResume() async throws {
             let requests = Mailbox<RecordedRequest>()
