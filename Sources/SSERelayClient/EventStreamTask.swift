@@ -65,6 +65,8 @@ final class EventStreamTask: @unchecked Sendable {
         var streamID: String?
         /// The answer ended (well or not) on the relay's side: nothing to stop.
         var ended = false
+        /// A 2xx answer arrived (`Attempt.answered`).
+        var answered = false
     }
 
     /// How a resumable stream continues and stops; the client builds the requests (token, attestation).
@@ -103,6 +105,9 @@ final class EventStreamTask: @unchecked Sendable {
         var events: AsyncThrowingStream<SSEEvent, any Error>
         /// Closes the connection and ends `events`; idempotent.
         var cancel: @Sendable () -> Void
+        /// Whether the request was answered 2xx: the relay accepted it (the provider is called, and paid), so it
+        /// must never be sent again, whatever error ends `events` later (a refused resume, an error event).
+        var answered: @Sendable () -> Bool
     }
 
     /// Starts the request at once on `session`. It ends when the stream ends, from either side: a consumer that
@@ -118,7 +123,8 @@ final class EventStreamTask: @unchecked Sendable {
                                       maxEventBytes: settings.maxEventBytes)
         attempt.startLeg(request)
         continuation.onTermination = { _ in attempt.terminated() }
-        return Attempt(events: events, cancel: { continuation.finish() })
+        return Attempt(events: events, cancel: { continuation.finish() },
+                       answered: { attempt.shared.withLock { $0.answered } })
     }
 
     private func startLeg(_ request: URLRequest) {
@@ -269,6 +275,7 @@ final class EventStreamTask: @unchecked Sendable {
         response = task.response as? HTTPURLResponse
         status = response?.statusCode ?? 0
         if (200..<300).contains(status) {
+            shared.withLock { $0.answered = true }
             let contentType = response.flatMap { RelayAPIError.header("Content-Type", in: $0.allHeaderFields) }
             if !(contentType?.lowercased().hasPrefix("text/event-stream") ?? false) {
                 end(throwing: SSERelayClientError(code: .notAnEventStream, status: status, contentType: contentType))

@@ -236,10 +236,11 @@ public final class SSERelayClient: Sendable {
         return summary
     }
 
-    /// Sends `base`, and once more with a refreshed token if the relay answers 401 `token_expired`. Each attempt
-    /// gets its own request id and its own task on the client's session; an attempt's task is ended before the
-    /// next starts and whenever `consume` returns or throws (a task ended mid-answer closes its connection).
-    /// An answer on a resumable route goes on across dropped connections (`EventStreamTask`).
+    /// Sends `base`, and once more with a refreshed token if the relay answers 401 `token_expired` (or with a new
+    /// proof after an attestation refusal); never once a 2xx answer began. Each attempt gets its own request id
+    /// and its own task on the client's session; an attempt's task is ended before the next starts and whenever
+    /// `consume` returns or throws (a task ended mid-answer closes its connection). An answer on a resumable
+    /// route goes on across dropped connections (`EventStreamTask`).
     func runAttempts(_ base: URLRequest,
                      _ consume: (AsyncThrowingStream<SSEEvent, any Error>, String) async throws -> Void) async throws {
         let provider = base.value(forHTTPHeaderField: "Authorization") == nil ? configuration.tokenProvider : nil
@@ -256,12 +257,18 @@ public final class SSERelayClient: Sendable {
                 defer { attempt.cancel() }
                 try await consume(attempt.events, request.value(forHTTPHeaderField: "X-Request-Id") ?? "")
                 return
-            } catch let error as RelayAPIError where error.isTokenExpired && provider != nil && !refreshed {
-                refreshed = true
-            } catch let error as RelayAPIError where error.isAttestationRefusal && !reattested {
-                // Once: the provider registers again or refreshes its token, and a new proof goes with the retry.
-                reattested = true
-                guard await configuration.attestation?.proofRefused(code: error.code ?? "") == true else { throw error }
+            } catch let error as RelayAPIError where !attempt.answered() {
+                // Only a refusal of this request is retried. Once it was answered 2xx the provider runs (and is
+                // paid): a later refusal (of a resume, say) ends the stream, or the app would see the text twice.
+                if error.isTokenExpired && provider != nil && !refreshed {
+                    refreshed = true
+                } else if error.isAttestationRefusal && !reattested {
+                    // Once: the provider registers again or refreshes its token, and a new proof goes with the retry.
+                    reattested = true
+                    guard await configuration.attestation?.proofRefused(code: error.code ?? "") == true else { throw error }
+                } else {
+                    throw error
+                }
             }
         }
     }

@@ -235,6 +235,43 @@ extension ClientThroughRelayTests {
             }
         }
 
+        @Test("a resume refused with 401 token_expired ends the stream with it: the POST is not sent again")
+        func expiredTokenOnResumeDoesNotRepost() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let cut = Array(ClientThroughRelayTests.chunk(Self.pieces[0]).utf8).count + 10
+            let upstream = try ScriptedUpstream { connection in
+                while true {
+                    let request = try connection.readRequest(timeout: 30)
+                    if request.method == "DELETE" {
+                        try connection.writeHead(status: 204, headers: [("Content-Length", "0")])
+                        continue
+                    }
+                    requests.put(request)
+                    if request.method == "GET" {
+                        let body = #"{"error":{"message":"expired","type":"authentication_error","code":"token_expired"}}"#
+                        try connection.writeHead(status: 401, headers: [("Content-Type", "application/json"),
+                                                                       ("Content-Length", "\(body.utf8.count)")])
+                        try connection.write(body)
+                        continue
+                    }
+                    // Every POST is answered the same way: a second one would show the first piece twice.
+                    try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
+                    try connection.writeChunk(Array(Self.body[0..<cut]))
+                    connection.close()
+                    return
+                }
+            }
+            var text = ""
+            do {
+                for try await snapshot in Self.client(upstream).chatSnapshots(Self.question) { text = snapshot.text }
+                Issue.record("expected token_expired")
+            } catch let error as RelayAPIError {
+                #expect(error.kind == .tokenExpired)
+            }
+            #expect(text == Self.pieces[0], "the text so far, once")
+            #expect(requests.drain().map(\.method) == ["POST", "GET"])
+        }
+
         @Test("the app's stop on a resumable stream sends DELETE before the connection closes")
         func stopSendsDelete() async throws {
             let stops = Mailbox<RecordedRequest>()
