@@ -23,7 +23,8 @@ import FoundationNetworking
 /// rest, `GET /v1/relay/streams/<id>?offset=N` with N the body bytes it has parsed, as a new task (a "leg") whose
 /// bytes go on into the same parser, even mid-line or mid-character: the app sees one sequence of events, none
 /// missing, none twice. Reconnects back off, and stop when `Resume.window` has passed since the last byte. A
-/// consumer that ends the stream before the answer ended sends `DELETE /v1/relay/streams/<id>` first, then
+/// stream that ends before the relay ended it (the consumer's stop, or an error the client raises itself: an
+/// event too large, a resume it cannot build or read) sends `DELETE /v1/relay/streams/<id>` first, then
 /// closes, so the relay cancels the provider at once instead of waiting for a resume. The close waits for the
 /// DELETE's answer at most `Resume.stopGrace`: a slow or gone relay, a token provider that hangs, or a busy
 /// concurrency pool (the DELETE is built in a Task) never keeps the connection open longer; the DELETE itself
@@ -63,8 +64,13 @@ final class EventStreamTask: @unchecked Sendable {
     private struct Shared {
         var task: URLSessionTask?
         var streamID: String?
-        /// The answer ended (well or not) on the relay's side: nothing to stop.
-        var ended = false
+        /// The event stream has ended, from either side: no leg starts after it.
+        var finished = false
+        /// The relay ended the stream: its clean end, or an answer saying the stream is gone (404, 410, 502).
+        /// Only then is there nothing to stop. A stream the client ends itself (an event too large, a resume it
+        /// could not build or that was answered otherwise, the window passed) still runs at the relay, which pays
+        /// the provider for its window unless the stop's DELETE comes.
+        var relayEnded = false
         /// A 2xx answer arrived (`Attempt.answered`).
         var answered = false
     }
@@ -131,7 +137,7 @@ final class EventStreamTask: @unchecked Sendable {
         // The lock is held across the check and the start, so that a stop either sees the new task (and cancels
         // it) or comes first (and no leg starts).
         shared.withLock { state in
-            guard !state.ended else { return }
+            guard !state.finished else { return }
             state.task = session.start(request, for: self)
         }
     }
@@ -144,8 +150,8 @@ final class EventStreamTask: @unchecked Sendable {
     /// of the concurrency pool, so a pool kept busy by blocking work cannot hold the connection open.
     private func terminated() {
         let (task, id) = shared.withLock { state -> (URLSessionTask?, String?) in
-            defer { state.ended = true }
-            guard !state.ended, resume != nil else { return (state.task, nil) }
+            defer { state.finished = true }
+            guard !state.relayEnded, resume != nil else { return (state.task, nil) }
             // A stop between the head and the first body byte: the head names the stream already, and without the
             // DELETE the relay would keep the provider running for its window. Only the first leg can lack the id,
             // and `state.task` is that leg then. (A task's `response` may be read on any thread.)
@@ -206,9 +212,9 @@ final class EventStreamTask: @unchecked Sendable {
                 }
             }
         } catch let error as SSEParser.EventTooLarge {
-            end(throwing: SSERelayClientError(code: .eventTooLarge, limit: error.limit))
+            end(throwing: SSERelayClientError(code: .eventTooLarge, limit: error.limit), relayEnded: false)
         } catch {
-            end(throwing: error)
+            end(throwing: error, relayEnded: false)
         }
     }
 
@@ -224,23 +230,28 @@ final class EventStreamTask: @unchecked Sendable {
                reconnect() {
                 return
             }
-            end(throwing: Self.map(error ?? URLError(.networkConnectionLost)))
+            end(throwing: Self.map(error ?? URLError(.networkConnectionLost)), relayEnded: false)
             return
         }
         if leg != task.taskIdentifier { start(task) }
         if !(200..<300).contains(status) {
             end(throwing: RelayAPIError.response(status: status, headers: response?.allHeaderFields ?? [:],
-                                                 body: errorBody, requestID: requestID))
+                                                 body: errorBody, requestID: requestID),
+                relayEnded: [404, 410, 502].contains(status))
             return
         }
         // An event without its closing empty line is discarded, as the standard says; the chat layer notices a
         // missing [DONE].
         parser.finish()
-        end(throwing: nil)
+        end(throwing: nil, relayEnded: true)
     }
 
-    private func end(throwing error: (any Error)?) {
-        shared.withLock { $0.ended = true }
+    /// Ends the event stream; `relayEnded` says whether the relay ended it (see `Shared.relayEnded`).
+    private func end(throwing error: (any Error)?, relayEnded: Bool) {
+        shared.withLock { state in
+            state.finished = true
+            if relayEnded { state.relayEnded = true }
+        }
         if let error { continuation.finish(throwing: error) } else { continuation.finish() }
     }
 
@@ -250,7 +261,7 @@ final class EventStreamTask: @unchecked Sendable {
         guard let resume, let id = streamID else { return false }
         let waited = Date().timeIntervalSince(lastByte)
         let delay = reconnects == 0 ? 0 : min(2.0, 0.25 * Double(1 << min(reconnects - 1, 3)))
-        guard waited + delay < resume.window, !shared.withLock({ $0.ended }) else { return false }
+        guard waited + delay < resume.window, !shared.withLock({ $0.finished }) else { return false }
         reconnects += 1
         let offset = received
         Task {
@@ -258,7 +269,7 @@ final class EventStreamTask: @unchecked Sendable {
                 if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
                 self.startLeg(try await resume.request(id, offset))
             } catch {
-                self.end(throwing: error)
+                self.end(throwing: error, relayEnded: false)
             }
         }
         return true
@@ -278,7 +289,8 @@ final class EventStreamTask: @unchecked Sendable {
             shared.withLock { $0.answered = true }
             let contentType = response.flatMap { RelayAPIError.header("Content-Type", in: $0.allHeaderFields) }
             if !(contentType?.lowercased().hasPrefix("text/event-stream") ?? false) {
-                end(throwing: SSERelayClientError(code: .notAnEventStream, status: status, contentType: contentType))
+                end(throwing: SSERelayClientError(code: .notAnEventStream, status: status, contentType: contentType),
+                    relayEnded: false)
                 status = -1
             } else if first, resume != nil, let id = Self.streamID(in: response) {
                 streamID = id

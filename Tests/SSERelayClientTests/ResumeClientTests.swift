@@ -161,15 +161,8 @@ extension ClientThroughRelayTests {
         @Test("the app's stop after the head, before the first body byte, sends DELETE")
         func stopBeforeTheFirstByteSendsDelete() async throws {
             let stops = Mailbox<RecordedRequest>()
-            let upstream = try ScriptedUpstream { connection in
-                let request = try connection.readRequest(timeout: 30)
-                if request.method == "DELETE" {
-                    stops.put(request)
-                    try connection.writeHead(status: 204, headers: [("Content-Length", "0")])
-                    return
-                }
-                // A provider that thinks before its first byte: the head, then silence until the client leaves.
-                try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
+            // A provider that thinks before its first byte: the head, then silence until the client leaves.
+            let upstream = try Self.stoppableRelay(stops: stops) { connection in
                 _ = try? connection.waitForPeerClose(timeout: 60)
             }
             let client = Self.client(upstream) { $0.stopGrace = 5 }
@@ -180,6 +173,22 @@ extension ClientThroughRelayTests {
             _ = try? await consumer.value
             try await eventually("a DELETE", timeout: 30) { stops.count == 1 }
             #expect(try stops.take(timeout: 0).target == "/v1/relay/streams/\(Self.id)")
+        }
+
+        /// A scripted relay for the stop tests: a DELETE is recorded in `stops` and answered 204; another request
+        /// gets a 2xx event-stream head naming the stream, and `body` writes what follows.
+        static func stoppableRelay(stops: Mailbox<RecordedRequest>,
+                                   _ body: @escaping @Sendable (UpstreamConnection) throws -> Void) throws -> ScriptedUpstream {
+            try ScriptedUpstream { connection in
+                let request = try connection.readRequest(timeout: 30)
+                if request.method == "DELETE" {
+                    stops.put(request)
+                    try connection.writeHead(status: 204, headers: [("Content-Length", "0")])
+                    return
+                }
+                try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
+                try body(connection)
+            }
         }
 
         /// Waits until a task of `session` has its response head (`eventually` with an async condition).
@@ -329,6 +338,52 @@ extension ClientThroughRelayTests {
             // Waiting for the answer, the connection would close only after the DELETE's own timeout ended it.
             #expect(try closedWhileStopOpen.take(timeout: 0) == true, "closed without waiting for the DELETE's answer")
             try await eventually("the DELETE sent", timeout: 300) { stops.count == 1 }
+            #expect(try stops.take(timeout: 0).target == "/v1/relay/streams/\(Self.id)")
+        }
+
+        @Test("an event past maxEventBytes ends the stream and sends DELETE: the relay would keep the provider running")
+        func eventTooLargeSendsDelete() async throws {
+            let stops = Mailbox<RecordedRequest>()
+            let upstream = try Self.stoppableRelay(stops: stops) { connection in
+                try connection.writeChunk("data: " + String(repeating: "x", count: 8192))
+                _ = try? connection.waitForPeerClose(timeout: 60)
+            }
+            let client = Self.client(upstream) { $0.maxEventBytes = 1024; $0.stopGrace = 5 }
+            do {
+                _ = try await Self.answer(client)
+                Issue.record("expected eventTooLarge")
+            } catch let error as SSERelayClientError {
+                #expect(error.code == .eventTooLarge)
+            }
+            try await eventually("a DELETE", timeout: 30) { stops.count == 1 }
+            #expect(try stops.take(timeout: 0).target == "/v1/relay/streams/\(Self.id)")
+        }
+
+        @Test("a resume answered with something other than an event stream ends the stream and sends DELETE")
+        func resumeNotAnEventStreamSendsDelete() async throws {
+            let stops = Mailbox<RecordedRequest>()
+            let upstream = try ScriptedUpstream { connection in
+                let request = try connection.readRequest(timeout: 30)
+                switch request.method {
+                case "DELETE":
+                    stops.put(request)
+                    try connection.writeHead(status: 204, headers: [("Content-Length", "0")])
+                case "GET":
+                    try connection.writeHead(status: 200, headers: [("Content-Type", "text/html"), ("Content-Length", "2")])
+                    try connection.write("hi")
+                default:
+                    try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
+                    try connection.writeChunk(Array(Self.body[0..<40]))
+                    connection.close()
+                }
+            }
+            do {
+                _ = try await Self.answer(Self.client(upstream) { $0.stopGrace = 5 })
+                Issue.record("expected notAnEventStream")
+            } catch let error as SSERelayClientError {
+                #expect(error.code == .notAnEventStream)
+            }
+            try await eventually("a DELETE", timeout: 30) { stops.count == 1 }
             #expect(try stops.take(timeout: 0).target == "/v1/relay/streams/\(Self.id)")
         }
 
