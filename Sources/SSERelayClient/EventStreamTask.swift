@@ -34,8 +34,8 @@ import FoundationNetworking
 /// arrives (`SSERelayClient` bounds what waits for the app).
 final class EventStreamTask: @unchecked Sendable {
     // Invariant for `@unchecked Sendable`: `parser`, `response`, `status`, `errorBody`, `started`, `leg`,
-    // `received`, `streamID`, `lastByte`, `reconnects`, `eventsSeen` and `droppedLeg` are read and written only
-    // inside `received` and `completed`, which the session's serial delegate queue runs one at a time
+    // `received`, `streamID`, `lastHeard`, `reconnects`, `eventsSeen` and `droppedLeg` are read and written only
+    // inside `received`, `completed` and `check`, which the session's serial delegate queue runs one at a time
     // (maxConcurrentOperationCount = 1), and in `init` before the first task starts. `shared` is behind its own
     // lock; `continuation` is Sendable; the other stored properties are immutable.
     private let continuation: AsyncThrowingStream<SSEEvent, any Error>.Continuation
@@ -53,10 +53,13 @@ final class EventStreamTask: @unchecked Sendable {
     /// Body bytes of 2xx answers parsed so far, over every leg: the offset of a resume.
     private var received = 0
     private var streamID: String?
-    private var lastByte = Date()
+    /// When the relay was last heard from: a body byte, or a 2xx head. The resume window and the stall
+    /// watchdog count from here.
+    private var lastHeard = Date()
     private var reconnects = 0
     private var eventsSeen = 0
-    /// The leg `dropAfterEvents` closed: bytes of it still in flight are not the stream's any more.
+    /// The leg `dropAfterEvents` or the stall watchdog closed: bytes of it still in flight are not the stream's
+    /// any more.
     private var droppedLeg: Int?
     private let shared = Protected(Shared())
 
@@ -77,8 +80,10 @@ final class EventStreamTask: @unchecked Sendable {
 
     /// How a resumable stream continues and stops; the client builds the requests (token, attestation).
     struct Resume: Sendable {
-        /// How long after the last byte reconnecting is still tried.
+        /// How long after the relay was last heard from reconnecting is still tried.
         var window: TimeInterval
+        /// The longest silence after a 2xx head before the leg is taken for dead and resumed; 0 for never.
+        var stallTimeout: TimeInterval
         /// `GET` of the rest of stream `id` from byte `offset`.
         var request: @Sendable (_ id: String, _ offset: Int) async throws -> URLRequest
         /// `DELETE` of stream `id`.
@@ -136,10 +141,40 @@ final class EventStreamTask: @unchecked Sendable {
     private func startLeg(_ request: URLRequest) {
         // The lock is held across the check and the start, so that a stop either sees the new task (and cancels
         // it) or comes first (and no leg starts).
-        shared.withLock { state in
-            guard !state.finished else { return }
-            state.task = session.start(request, for: self)
+        let newLeg = shared.withLock { state -> Int? in
+            guard !state.finished else { return nil }
+            let task = session.start(request, for: self)
+            state.task = task
+            return task.taskIdentifier
         }
+        if let newLeg, let resume, resume.stallTimeout > 0 { watch(newLeg, after: resume.stallTimeout / 4) }
+    }
+
+    /// The stall watchdog. A connection that died without a FIN or a reset (a NAT that forgot it, a handover)
+    /// shows nothing until the idle timeout, long past the resume window; but the relay writes a heartbeat
+    /// after `routes[].heartbeatSeconds` (15 s) of silence, so a leg of a resumable stream that stays quiet
+    /// `stallTimeout` after its head is dead: it is closed and resumed like a dropped one. Before the head the
+    /// relay waits for the provider's, and only the idle timeout applies.
+    ///
+    /// Checks run on the session's delegate queue, one at a time with the task's callbacks: until the head is
+    /// there, every quarter of `stallTimeout` (the head has no callback of its own, see `start`); then when the
+    /// silence would reach `stallTimeout`. They hold the attempt weakly, and end with the leg.
+    private func watch(_ leg: Int, after delay: TimeInterval) {
+        session.onDelegateQueue(after: delay) { [weak self] in self?.check(leg) }
+    }
+
+    private func check(_ id: Int) {
+        guard let resume, let task = shared.withLock({ $0.finished ? nil : $0.task }), task.taskIdentifier == id,
+              task.state == .running, droppedLeg != id else { return }
+        if leg != id {
+            guard task.response != nil else { return watch(id, after: resume.stallTimeout / 4) }
+            start(task)
+        }
+        guard (200..<300).contains(status), streamID != nil else { return }
+        let quiet = Date().timeIntervalSince(lastHeard)
+        guard quiet >= resume.stallTimeout else { return watch(id, after: resume.stallTimeout - quiet) }
+        droppedLeg = id
+        task.cancel()
     }
 
     /// Either side ended the stream: close the request (the relay then cancels the provider within milliseconds);
@@ -184,7 +219,7 @@ final class EventStreamTask: @unchecked Sendable {
             return
         }
         if droppedLeg == task.taskIdentifier { return }
-        lastByte = Date()
+        lastHeard = Date()
         reconnects = 0
         do {
             try data.withUnsafeBytes { buffer in
@@ -230,7 +265,9 @@ final class EventStreamTask: @unchecked Sendable {
                reconnect() {
                 return
             }
-            end(throwing: Self.map(error ?? URLError(.networkConnectionLost)), relayEnded: false)
+            // A leg the client closed itself (the watchdog, the drop hook) and could not resume timed out.
+            end(throwing: dropped ? URLError(.timedOut) : Self.map(error ?? URLError(.networkConnectionLost)),
+                relayEnded: false)
             return
         }
         if leg != task.taskIdentifier { start(task) }
@@ -259,7 +296,7 @@ final class EventStreamTask: @unchecked Sendable {
     /// has gone. Returns false when the failure must end the stream.
     private func reconnect() -> Bool {
         guard let resume, let id = streamID else { return false }
-        let waited = Date().timeIntervalSince(lastByte)
+        let waited = Date().timeIntervalSince(lastHeard)
         let delay = reconnects == 0 ? 0 : min(2.0, 0.25 * Double(1 << min(reconnects - 1, 3)))
         guard waited + delay < resume.window, !shared.withLock({ $0.finished }) else { return false }
         reconnects += 1
@@ -286,6 +323,7 @@ final class EventStreamTask: @unchecked Sendable {
         response = task.response as? HTTPURLResponse
         status = response?.statusCode ?? 0
         if (200..<300).contains(status) {
+            lastHeard = Date()
             shared.withLock { $0.answered = true }
             let contentType = response.flatMap { RelayAPIError.header("Content-Type", in: $0.allHeaderFields) }
             if !(contentType?.lowercased().hasPrefix("text/event-stream") ?? false) {

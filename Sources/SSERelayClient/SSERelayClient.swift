@@ -62,10 +62,19 @@ public final class SSERelayClient: Sendable {
         public var maxConnectionsPerHost = 16
         /// A new `X-Request-Id` per attempt: 1–64 of `[A-Za-z0-9._-]`, so the relay keeps it and logs it.
         public var makeRequestID: @Sendable () -> String = { "app-" + UUID().uuidString.lowercased() }
-        /// On a route where the relay keeps streams resumable (`X-Relay-Stream`), how long after the last byte a
-        /// dropped answer is still asked for again (the relay's `resume.windowSeconds`, 30 by default); 0 turns
-        /// resuming off, and a dropped connection then ends the stream with its `URLError`.
+        /// On a route where the relay keeps streams resumable (`X-Relay-Stream`), how long after the last byte (or
+        /// the head) a dropped answer is still asked for again (the relay's `resume.windowSeconds`, 30 by default);
+        /// 0 turns resuming off, and a dropped connection then ends the stream with its `URLError`.
         public var resumeWindow: TimeInterval = 30
+        /// On a resumable stream, the longest silence after the response head before the connection is taken for
+        /// dead, closed and resumed. A connection that died without a FIN or a reset (a NAT that forgot it, a
+        /// handover) otherwise shows nothing until `idleTimeout`, long past `resumeWindow`. The relay writes a
+        /// heartbeat after 15 s of silence (`routes[].heartbeatSeconds`), so a live stream is never this quiet.
+        /// Keep it above the route's heartbeat interval, and below `resumeWindow`: the window counts from the
+        /// last byte, so a stall found later could not be resumed (the relay may have let go of a stream that
+        /// ended while the connection was dead `windowSeconds` after that end). Resume requests use it as their
+        /// timeout too (the relay answers them at once, from what it kept). 0 turns the watchdog off.
+        public var stallTimeout: TimeInterval = 20
         /// Drops the connection once after this many events, so the resume can be seen (`relay-chat
         /// --drop-after-events`, tests).
         package var dropAfterEvents: Int?
@@ -307,7 +316,14 @@ public final class SSERelayClient: Sendable {
         }
         return EventStreamTask.Resume(
             window: configuration.resumeWindow,
-            request: { id, offset in try await make("GET", StreamWire.resumeTarget(id: id, offset: offset)) },
+            stallTimeout: configuration.stallTimeout,
+            request: { id, offset in
+                var request = try await make("GET", StreamWire.resumeTarget(id: id, offset: offset))
+                if self.configuration.stallTimeout > 0 {
+                    request.timeoutInterval = min(request.timeoutInterval, self.configuration.stallTimeout)
+                }
+                return request
+            },
             stop: { id in
                 var request = try await make("DELETE", StreamWire.stopTarget(id: id))
                 request.timeoutInterval = 5

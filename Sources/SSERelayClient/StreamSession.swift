@@ -38,6 +38,13 @@ struct StreamSession: Sendable {
         session.dataTask(with: request) { _, _, _ in done() }.resume()
     }
 
+    /// Runs `body` on the delegate queue after `delay`, one at a time with the tasks' callbacks. A Dispatch timer,
+    /// not a Task: a concurrency pool kept busy by blocking work in the app cannot hold it up.
+    func onDelegateQueue(after delay: TimeInterval, _ body: @escaping @Sendable () -> Void) {
+        let queue = session.delegateQueue
+        DispatchQueue.global().asyncAfter(deadline: .now() + max(0, delay)) { queue.addOperation(body) }
+    }
+
     func invalidate() { session.finishTasksAndInvalidate() }
 
     /// The session-level delegate. Callbacks arrive one at a time on the session's serial queue.

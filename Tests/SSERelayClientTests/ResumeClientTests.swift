@@ -204,6 +204,92 @@ extension ClientThroughRelayTests {
             }
         }
 
+        /// The stall watchdog's tests, scaled down: the relay's heartbeat (15 s) and the default stall timeout
+        /// (20 s) become a fifth of and this many seconds.
+        static let stall = 0.5 * ClientThroughRelayTests.slowdown
+
+        @Test("a connection gone silent after the head (no FIN, no reset), with or without a body byte, is closed after stallTimeout and resumed",
+              arguments: [false, true])
+        func silentStallIsResumed(afterAnEvent: Bool) async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let closedByClient = Mailbox<Bool>()
+            let cut = afterAnEvent ? Array(ClientThroughRelayTests.chunk(Self.pieces[0]).utf8).count : 0
+            let upstream = try ScriptedUpstream { connection in
+                let request = try connection.readRequest(timeout: 30)
+                requests.put(request)
+                if request.method == "GET" {
+                    try connection.writeHead(status: 200, headers: sseHead)
+                    try connection.writeChunk(Array(Self.body[cut...]))
+                    try connection.writeLastChunk()
+                    return
+                }
+                try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
+                if cut > 0 { try connection.writeChunk(Array(Self.body[0..<cut])) }
+                // A dead path: nothing more, and no FIN either, until the client gives the connection up.
+                closedByClient.put((try? connection.waitForPeerClose(timeout: 60)) != nil)
+            }
+            // The idle timeout far away: only the watchdog can notice.
+            let client = Self.client(upstream) { $0.stallTimeout = Self.stall; $0.idleTimeout = 300 }
+            #expect(try await Self.answer(client) == Self.text)
+            #expect(try closedByClient.take(timeout: 30) == true, "the client closed the silent connection")
+            #expect(requests.drain().map(\.target) == ["/v1/chat/completions", "/v1/relay/streams/\(Self.id)?offset=\(cut)"])
+        }
+
+        @Test("a resume the relay does not answer times out after stallTimeout, not idleTimeout, and is asked again")
+        func unansweredResumeIsAskedAgain() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let closedByClient = Mailbox<Bool>()
+            let cut = Array(ClientThroughRelayTests.chunk(Self.pieces[0]).utf8).count
+            let counter = Counter()
+            let upstream = try ScriptedUpstream { connection in
+                let request = try connection.readRequest(timeout: 30)
+                requests.put(request)
+                switch (request.method, counter.next()) {
+                case ("POST", _):
+                    try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
+                    try connection.writeChunk(Array(Self.body[0..<cut]))
+                    connection.close()
+                case (_, 1):
+                    // The first resume gets no head: a path that died again.
+                    closedByClient.put((try? connection.waitForPeerClose(timeout: 60)) != nil)
+                default:
+                    try connection.writeHead(status: 200, headers: sseHead)
+                    try connection.writeChunk(Array(Self.body[cut...]))
+                    try connection.writeLastChunk()
+                }
+            }
+            // Whole seconds: Linux's Foundation truncates a request's timeout.
+            let client = Self.client(upstream) { $0.stallTimeout = 2 * Self.stall; $0.idleTimeout = 300 }
+            #expect(try await Self.answer(client) == Self.text)
+            #expect(try closedByClient.take(timeout: 30) == true, "the client gave the unanswered resume up")
+            let resume = "/v1/relay/streams/\(Self.id)?offset=\(cut)"
+            #expect(requests.drain().map(\.target) == ["/v1/chat/completions", resume, resume])
+        }
+
+        @Test("heartbeats keep a quiet stream, and a slow head is not a stall: no resume")
+        func heartbeatsAndSlowHeadAreNoStall() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let cut = Array(ClientThroughRelayTests.chunk(Self.pieces[0]).utf8).count
+            let upstream = try ScriptedUpstream { connection in
+                let request = try connection.readRequest(timeout: 30)
+                requests.put(request)
+                // The provider takes three stall timeouts to answer (the relay sends nothing before its head)...
+                usleep(UInt32(3 * Self.stall * 1e6))
+                try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
+                try connection.writeChunk(Array(Self.body[0..<cut]))
+                // ...then thinks for three more, with the relay's heartbeats (between events) at a fifth of it.
+                for _ in 0..<15 {
+                    usleep(UInt32(Self.stall / 5 * 1e6))
+                    try connection.writeChunk(": keep-alive\n\n")
+                }
+                try connection.writeChunk(Array(Self.body[cut...]))
+                try connection.writeLastChunk()
+            }
+            let client = Self.client(upstream) { $0.stallTimeout = Self.stall }
+            #expect(try await Self.answer(client) == Self.text)
+            #expect(requests.drain().map(\.method) == ["POST"])
+        }
+
         @Test("an answer that names no stream is not resumed: the drop reaches the app")
         func noStreamNoResume() async throws {
             let requests = Mailbox<RecordedRequest>()
