@@ -76,6 +76,9 @@ final class EventStreamTask: @unchecked Sendable {
         var relayEnded = false
         /// A 2xx answer arrived (`Attempt.answered`).
         var answered = false
+        /// The reconnect waiting out its backoff or building its request: a stop cancels it, so that it calls
+        /// neither the token nor the attestation provider afterwards.
+        var reconnect: Task<Void, Never>?
     }
 
     /// How a resumable stream continues and stops; the client builds the requests (token, attestation).
@@ -145,6 +148,7 @@ final class EventStreamTask: @unchecked Sendable {
             guard !state.finished else { return nil }
             let task = session.start(request, for: self)
             state.task = task
+            state.reconnect = nil
             return task.taskIdentifier
         }
         if let newLeg, let resume, resume.stallTimeout > 0 { watch(newLeg, after: resume.stallTimeout / 4) }
@@ -184,14 +188,19 @@ final class EventStreamTask: @unchecked Sendable {
     /// failure to be built, or `stopGrace` on a Dispatch timer. Neither the answer nor the timer needs a thread
     /// of the concurrency pool, so a pool kept busy by blocking work cannot hold the connection open.
     private func terminated() {
-        let (task, id) = shared.withLock { state -> (URLSessionTask?, String?) in
-            defer { state.finished = true }
-            guard !state.relayEnded, resume != nil else { return (state.task, nil) }
+        let (task, id, reconnect) = shared.withLock { state -> (URLSessionTask?, String?, Task<Void, Never>?) in
+            defer {
+                state.finished = true
+                state.reconnect = nil
+            }
+            let reconnect = state.reconnect
+            guard !state.relayEnded, resume != nil else { return (state.task, nil, reconnect) }
             // A stop between the head and the first body byte: the head names the stream already, and without the
             // DELETE the relay would keep the provider running for its window. Only the first leg can lack the id,
             // and `state.task` is that leg then. (A task's `response` may be read on any thread.)
-            return (state.task, state.streamID ?? state.task.flatMap { Self.streamID(in: $0.response) })
+            return (state.task, state.streamID ?? state.task.flatMap { Self.streamID(in: $0.response) }, reconnect)
         }
+        reconnect?.cancel()
         guard let id, let resume else {
             task?.cancel()
             return
@@ -301,14 +310,22 @@ final class EventStreamTask: @unchecked Sendable {
         guard waited + delay < resume.window, !shared.withLock({ $0.finished }) else { return false }
         reconnects += 1
         let offset = received
-        Task {
+        let pending = Task {
             do {
                 if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
+                try Task.checkCancellation()
                 self.startLeg(try await resume.request(id, offset))
             } catch {
+                // After a stop this finds the stream finished already, and changes nothing.
                 self.end(throwing: error, relayEnded: false)
             }
         }
+        // Kept for a stop to cancel; one that came first finds `finished` set, and the Task is cancelled here.
+        let stopped = shared.withLock { state -> Bool in
+            if !state.finished { state.reconnect = pending }
+            return state.finished
+        }
+        if stopped { pending.cancel() }
         return true
     }
 

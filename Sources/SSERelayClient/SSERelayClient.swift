@@ -293,6 +293,8 @@ public final class SSERelayClient: Sendable {
         if let provider, let token = try await provider(refreshed) {
             request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
         }
+        // A stream stopped while the token provider ran (a resume being built) asks for no proof.
+        try Task.checkCancellation()
         if let attestation = configuration.attestation {
             for (name, value) in try await attestation.headers(for: AttestedRequest(request)) {
                 request.setValue(value, forHTTPHeaderField: name)

@@ -473,6 +473,47 @@ extension ClientThroughRelayTests {
             #expect(try stops.take(timeout: 0).target == "/v1/relay/streams/\(Self.id)")
         }
 
+        @Test("a stop while a resume is being built cancels it: no proof asked for it, no GET sent")
+        func stopCancelsThePendingResume() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let building = Mailbox<Void>()
+            let released = Mailbox<Void>()
+            let upstream = try Self.relay([.drop(upTo: 60, reset: false)], requests: requests)
+            let attestation = RecordingAttestation()
+            let calls = Counter()
+            var configuration = SSERelayClient.Configuration(baseURL: URL(string: upstream.baseURL)!) { _ in
+                // The second token is the resume's: held until the app has stopped.
+                if calls.next() == 1 {
+                    building.put(())
+                    try? await eventually("released", timeout: 60) { released.count == 1 }
+                }
+                return "tok-1"
+            }
+            configuration.attestation = attestation
+            configuration.stopGrace = 5
+            let client = SSERelayClient(configuration: configuration)
+            let consumer = Task { try await Self.answer(client) }
+            try await eventually("the resume being built", timeout: 30) { building.count == 1 }
+            consumer.cancel()
+            _ = try? await consumer.value
+            released.put(())
+            // The attempt is let go once its reconnect has ended, however it ended.
+            try await ClientThroughRelayTests.waitForNoLiveStreams(timeout: 30)
+            #expect(!attestation.methods.contains("GET"), "proofs asked for: \(attestation.methods)")
+            #expect(requests.drain().map(\.method) == ["POST"])
+        }
+
+        /// An attestation provider that records the method of each request it is asked to prove.
+        final class RecordingAttestation: RelayAttestationProvider {
+            private let seen = Locked<[String]>([])
+            var methods: [String] { seen.withLock { $0 } }
+
+            func headers(for request: AttestedRequest) async throws -> [String: String] {
+                seen.withLock { $0.append(request.method) }
+                return [:]
+            }
+        }
+
         @Test("a finished answer sends no DELETE")
         func finishedSendsNoDelete() async throws {
             let requests = Mailbox<RecordedRequest>()
