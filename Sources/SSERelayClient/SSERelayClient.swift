@@ -322,7 +322,9 @@ public final class SSERelayClient: Sendable {
             request: { id, offset in
                 var request = try await make("GET", StreamWire.resumeTarget(id: id, offset: offset))
                 if self.configuration.stallTimeout > 0 {
-                    request.timeoutInterval = min(request.timeoutInterval, self.configuration.stallTimeout)
+                    // Whole seconds, rounded up: Linux's Foundation drops the fraction, and a 0 s timeout fires
+                    // at once.
+                    request.timeoutInterval = min(request.timeoutInterval, self.configuration.stallTimeout.rounded(.up))
                 }
                 return request
             },
