@@ -119,9 +119,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             // One strict read of the body decides everything about it (README, "Security").
             var settings = call.plan
             if settings.endpoint.isMetered { settings.budgets = admission?.planBudgets }   // what the store will be asked
-            // The endpoint with its query: Gemini streams only for `alt=sse`, and a stream gets no written ceiling.
-            let target = record.query.map { record.path + "?" + $0 } ?? record.path
-            switch RequestBodyPlan.make(body, path: target, settings: settings) {
+            // With the query: Gemini streams only for `alt=sse`, and a stream gets no written ceiling.
+            switch RequestBodyPlan.make(body, path: record.path, query: record.query, settings: settings) {
             case .failure(let error):
                 reject(error)
                 return
@@ -459,13 +458,11 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
 
     /// The cancel floor (`ExchangeAdmission.Reservation.outputFloor`) at `now`, on the exchange's clock: only with
     /// budgets, a reservation, and a response head (before it the provider has generated nothing billable).
-    /// An answer with output the tap could not read (`UsageMeter.missedOutput`: a JSON answer or an event past the
-    /// tap's bound) is charged all the output it reserved, extensions included: an unknown count is never cheap.
-    private func outputFloor(at now: Instant) -> Int {
-        if meter.missedOutput, let reservation, let grant, record.upstreamHeadAt != nil {
-            return max(0, grant.reservedTokens - reservation.promptTokens)
-        }
-        return timeFloor(at: now)
+    /// The output this exchange reserved, extensions included: what an answer whose output the tap could not read
+    /// is charged (`UsageMeter.usageAndReportedModel`), since an unknown count is never cheap.
+    private var reservedOutput: Int {
+        guard let reservation, let grant else { return 0 }
+        return max(0, grant.reservedTokens - reservation.promptTokens)
     }
 
     /// The cancel floor's count by the clock alone: what a budget guard counts beside the visible output, so a
@@ -485,7 +482,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         streamEnded()
         if transfer != nil {
             let (usage, reported) = meter.usageAndReportedModel(callReachedProvider: callReachedProvider,
-                                                                outputFloor: outputFloor(at: record.endedAt!))
+                                                                outputFloor: timeFloor(at: record.endedAt!),
+                                                                reservedOutput: reservedOutput)
             record.usage = usage
             record.modelLabel = meter.modelLabel
             record.cost = ExchangeCost(usage, reported: reported, requested: meter.requestedModel, prices: prices)

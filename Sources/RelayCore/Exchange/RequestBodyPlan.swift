@@ -86,7 +86,7 @@ package struct RequestBodyPlan: Sendable {
     /// The answer is made at the provider whatever the client's connection does (a Responses request with
     /// `"background": true`: the POST answers at once, `queued`, without usage, and the output is read later by
     /// free GETs). Its output is never seen whole: it carries the ceiling it reserved, streaming or not, and is
-    /// charged all of it unless the provider's counts come (`UsageMeter.missedOutput`).
+    /// charged all of it unless the provider's counts come (`UsageMeter.usageAndReportedModel`).
     package var runsAtProvider = false
     /// A metered request whose answer comes whole (not an event stream): its head arrives only when the provider
     /// is done, so its cancel floor counts from the call, not the head (`RelayExchange`).
@@ -109,7 +109,10 @@ package struct RequestBodyPlan: Sendable {
         }
     }
 
-    package static func make(_ body: [UInt8], path: String, settings: Settings) -> Result<RequestBodyPlan, RelayError> {
+    /// `path` is the endpoint, `query` the request's (or `path` may carry it, after a `?`): Gemini chooses an event
+    /// stream by `alt=sse`; the two are joined only there.
+    package static func make(_ body: [UInt8], path: String, query: String? = nil, settings: Settings) -> Result<RequestBodyPlan, RelayError> {
+        let path = settings.endpoint == .geminiGenerate ? query.map { path + "?" + $0 } ?? path : path
         var plan = RequestBodyPlan(body: body)
         guard settings.isStrict else {
             plan.document = try? JSONDocument(parsing: body, duplicates: .allowed)

@@ -130,11 +130,6 @@ package struct UsageMeter: Sendable {
     /// (`UsageTap.estimatedOutputTokens`); what a budget guard watches.
     package var countedOutput: Int { tap?.estimatedOutputTokens ?? 0 }
 
-    /// The answer held output the tap could not read (`UsageTap.missedOutput`): without the provider's counts, the
-    /// exchange charges all the output it reserved.
-    /// So is an answer made at the provider apart from the exchange (`RequestBodyPlan.runsAtProvider`).
-    package var missedOutput: Bool { runsAtProvider || (tap?.missedOutput ?? false) }
-
     /// The provider's own counts are complete (a drain can stop).
     package var hasProviderUsage: Bool { tap?.usage().source == .provider }
 
@@ -156,11 +151,19 @@ package struct UsageMeter: Sendable {
 
     /// `usage(callReachedProvider:outputFloor:)` and the model the provider reported (`UsageTap.reportedModel`;
     /// nil without a tap), read together (`UsageTap.usageAndReportedModel`).
-    package func usageAndReportedModel(callReachedProvider: Bool, outputFloor: Int = 0) -> (usage: Usage, reportedModel: String?) {
+    ///
+    /// `reservedOutput`: the output the exchange reserved. An answer with output the tap could not read (a JSON
+    /// answer or an event past its bound, `UsageTap.missedOutput`), or one made at the provider apart from the
+    /// exchange (`RequestBodyPlan.runsAtProvider`), is charged at least that without the provider's counts. (Decided
+    /// here, in the one call the exchange makes at its end: a property of the meter read from the exchange copies
+    /// the whole meter.)
+    package func usageAndReportedModel(callReachedProvider: Bool, outputFloor: Int = 0,
+                                       reservedOutput: Int = 0) -> (usage: Usage, reportedModel: String?) {
         if let tap {
             let (counted, model) = tap.usageAndReportedModel()
             // The provider's own prompt count needs no estimate.
             if counted.source == .provider { return (counted, model) }
+            let outputFloor = runsAtProvider || tap.missedOutput ? max(outputFloor, reservedOutput) : outputFloor
             var estimate = tap.usage(estimatedPrompt: estimatedPrompt)
             if outputFloor > estimate.completion {
                 estimate.completion = outputFloor
