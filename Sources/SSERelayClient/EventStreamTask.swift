@@ -106,9 +106,13 @@ final class EventStreamTask: @unchecked Sendable {
         self.maxErrorBodyBytes = maxErrorBodyBytes
         parser = SSEParser(maxEventBytes: maxEventBytes)
         Self.live.add(1)
+        session.live.add(1)
     }
 
-    deinit { Self.live.add(-1) }
+    deinit {
+        Self.live.add(-1)
+        session.live.add(-1)
+    }
 
     /// Attempts alive: each is held by its session's delegate until its task completes, so a count that does not
     /// return to zero is a task that never ended (see `SSERelayClient.liveStreams`).
@@ -400,7 +404,7 @@ final class Protected<Value>: @unchecked Sendable {
     }
 }
 
-/// A count shared by every stream.
+/// A count of streams: every stream's in the process (`EventStreamTask.live`), one client's (`StreamSession.live`).
 final class LiveCounter: @unchecked Sendable {
     // Invariant for `@unchecked Sendable`: `value` is read and written only while `lock` is held.
     private let lock = NSLock()

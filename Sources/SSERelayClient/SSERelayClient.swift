@@ -124,6 +124,9 @@ public final class SSERelayClient: Sendable {
     /// every stream has ended; a count that keeps growing is a leak. For `relay-chat` and the tests.
     package static var liveStreams: Int { EventStreamTask.live.count }
 
+    /// The same count for this client's streams only: what a test reads while other tests' clients stream.
+    package var liveStreamsOfThisClient: Int { session.live.count }
+
     // MARK: - Raw events
 
     /// The events of any `text/event-stream` request through the relay. The client adds the bearer token (when

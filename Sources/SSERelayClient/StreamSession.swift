@@ -13,6 +13,8 @@ import FoundationNetworking
 struct StreamSession: Sendable {
     let session: URLSession
     private let router: Router
+    /// Attempts of this session still alive (`SSERelayClient.liveStreamsOfThisClient`).
+    let live = LiveCounter()
 
     init(configuration: URLSessionConfiguration) {
         router = Router()

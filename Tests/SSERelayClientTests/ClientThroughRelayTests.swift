@@ -87,9 +87,10 @@ struct ClientThroughRelayTests {
     }
 
     /// Waits (bounded) until every stream of the client library has released its URLSession.
-    static func waitForNoLiveStreams(timeout: Double = 2) async throws {
-        try await eventually("every stream released: \(SSERelayClient.liveStreams) live", timeout: timeout) {
-            SSERelayClient.liveStreams == 0
+    /// `client`'s streams are all let go (counted per client: other suites' clients stream meanwhile).
+    static func waitForNoLiveStreams(_ client: SSERelayClient, timeout: Double = 2 * slowdown) async throws {
+        try await eventually("every stream released: \(client.liveStreamsOfThisClient) live", timeout: timeout) {
+            client.liveStreamsOfThisClient == 0
         }
     }
 
@@ -159,7 +160,7 @@ struct ClientThroughRelayTests {
         try relay.waitUntilIdle(timeout: 2 * Self.slowdown)
         #expect(relay.logs.lines.contains { $0.contains(#""outcome":"client_cancelled""#) })
         withExtendedLifetime(kept) {}
-        try await Self.waitForNoLiveStreams()
+        try await Self.waitForNoLiveStreams(client)
     }
 
     @Test("cancelling the consuming Task ends the request; the upstream sees its connection close")
@@ -389,10 +390,10 @@ struct ClientThroughRelayTests {
             }
         }
         for _ in 0..<5 { try await cycle() }
-        try await Self.waitForNoLiveStreams()
+        try await Self.waitForNoLiveStreams(client)
         try relay.waitUntilIdle()
         for _ in 0..<100 { try await cycle() }
-        try await Self.waitForNoLiveStreams()
+        try await Self.waitForNoLiveStreams(client)
         try relay.waitUntilIdle()
         try upstream.waitForScriptsToFinish(timeout: 5)
         #expect(upstream.acceptedConnections == 105)

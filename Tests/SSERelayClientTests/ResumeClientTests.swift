@@ -15,8 +15,8 @@ import TestSupportCore
 import FoundationNetworking
 #endif
 
-// Nested in `ClientThroughRelayTests`, whose `.serialized` then covers these too: its tests count the client
-// library's live streams process-wide (`waitForNoLiveStreams`), which streams of these suites would disturb.
+// Nested in `ClientThroughRelayTests`, whose `.serialized` then covers these too (their scripted relays and
+// timings assume one test at a time; the leak checks count one client's streams, `waitForNoLiveStreams`).
 extension ClientThroughRelayTests {
     /// The client library's side of resumable streams, against a scripted relay: an answer that names its stream
     /// (`X-Relay-Stream`) goes on across dropped connections, asking `GET /v1/relay/streams/<id>?offset=N` for the
@@ -497,7 +497,7 @@ extension ClientThroughRelayTests {
             _ = try? await consumer.value
             released.put(())
             // The attempt is let go once its reconnect has ended, however it ended.
-            try await ClientThroughRelayTests.waitForNoLiveStreams(timeout: 30)
+            try await ClientThroughRelayTests.waitForNoLiveStreams(client, timeout: 30)
             #expect(!attestation.methods.contains("GET"), "proofs asked for: \(attestation.methods)")
             #expect(requests.drain().map(\.method) == ["POST"])
         }
