@@ -55,6 +55,19 @@ import Usage
         #expect(huge.tokens >= Int.max / 4 && huge.tokens <= Int.max / 2)
     }
 
+    /// Legacy completions' `best_of` has the provider generate (and bill) that many answers to return `n`: the
+    /// reservation covers the larger of the two.
+    @Test func bestOfReservesWhatIsGenerated() {
+        let path = "/v1/completions"
+        func legacy(_ members: String) -> RequestBodyPlan.Reservation {
+            Self.reservation(Array(#"{"model":"gpt-3.5-turbo-instruct","prompt":"hi",\#(members)}"#.utf8), path: path)
+        }
+        #expect(legacy(#""max_tokens":100,"best_of":20"#).outputTokens == 20 * 100)
+        #expect(legacy(#""max_tokens":100,"best_of":3,"n":2"#).outputTokens == 3 * 100)
+        #expect(legacy(#""max_tokens":100,"best_of":1,"n":4"#).outputTokens == 4 * 100)
+        #expect(legacy(#""max_tokens":100"#).outputTokens == 100)
+    }
+
     /// Each endpoint's own ceiling and choices keys are reserved (here 10 per choice is the default): the Responses
     /// API's `max_output_tokens` and Gemini's `generationConfig.maxOutputTokens` × `candidateCount` once went
     /// unread, reserving the default while the provider was allowed far more. A key the endpoint ignores is no

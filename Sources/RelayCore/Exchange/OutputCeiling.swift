@@ -31,6 +31,9 @@ package struct OutputCeiling: Sendable, Equatable {
     package let written: String?
     /// Gemini decides streaming by the path (`alt=sse`), the others by the body's `stream`.
     package let streamsByPath: Bool
+    /// Legacy completions' `best_of`: the provider generates that many answers, bills them all, and returns `n`;
+    /// what is reserved is the larger of the two.
+    package let generated: String?
 
     package init(endpoint: Endpoint, path: String) {
         switch endpoint {
@@ -44,17 +47,20 @@ package struct OutputCeiling: Sendable, Equatable {
         case .openAIChat, .free, .unmetered:
             let chat = endpoint == .openAIChat && Endpoint.isChatCompletions(path)
             self.init(parent: [], ceilings: [["max_tokens"], ["max_completion_tokens"]], choices: ["n"],
-                      written: chat ? "max_completion_tokens" : nil)
+                      written: chat ? "max_completion_tokens" : nil, generated: "best_of")
         }
     }
 
-    private init(parent: [String], ceilings: [[String]], choices: [String], written: String?, streamsByPath: Bool = false) {
+    private init(parent: [String], ceilings: [[String]], choices: [String], written: String?, streamsByPath: Bool = false,
+                 generated: String? = nil) {
         self.parent = parent
         self.ceilings = ceilings
         self.choices = choices
         self.written = written
         self.streamsByPath = streamsByPath
+        self.generated = generated
     }
+
 
     /// What a body names.
     package struct Named: Sendable, Equatable {
@@ -97,10 +103,13 @@ package struct OutputCeiling: Sendable, Equatable {
             }
             guard let member, d.kind(of: member) == .number, let n = count(member) else { continue }
             if spellings == choices {
-                named.choices = max(1, n)
+                named.choices = max(named.choices, n)
             } else {
                 named.ceiling = max(named.ceiling ?? 0, n)
             }
+        }
+        if let generated, let member = d.member(generated, of: object), d.kind(of: member) == .number, let n = count(member) {
+            named.choices = max(named.choices, n)
         }
         return .success(named)
     }
