@@ -127,6 +127,9 @@ public final class SSERelayClient: Sendable {
     /// The same count for this client's streams only: what a test reads while other tests' clients stream.
     package var liveStreamsOfThisClient: Int { session.live.count }
 
+    /// Whether one of this client's running requests has its response head (for tests: no event shows it).
+    package var anyLegAnswered: Bool { session.anyLegAnswered }
+
     // MARK: - Raw events
 
     /// The events of any `text/event-stream` request through the relay. The client adds the bearer token (when

@@ -49,23 +49,35 @@ struct StreamSession: Sendable {
 
     func invalidate() { session.finishTasksAndInvalidate() }
 
+    /// Whether a running leg has its response head (`URLSessionTask.response` may be read on any thread). For
+    /// tests: `URLSession.getAllTasks` reads the session's task registry off its queue on swift-corelibs-foundation,
+    /// and crashed under AddressSanitizer while tasks came and went.
+    var anyLegAnswered: Bool { router.anyTask { $0.response != nil } }
+
     /// The session-level delegate. Callbacks arrive one at a time on the session's serial queue.
     final class Router: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         // Invariant for `@unchecked Sendable`: `attempts` is read and written only while `lock` is held (attempts
         // are added on the caller's thread, found and removed on the delegate queue).
         private let lock = NSLock()
-        private var attempts: [Int: EventStreamTask] = [:]
+        private var attempts: [Int: (attempt: EventStreamTask, task: URLSessionTask)] = [:]
 
         func add(_ attempt: EventStreamTask, for task: URLSessionTask) {
             lock.lock()
-            attempts[task.taskIdentifier] = attempt
+            attempts[task.taskIdentifier] = (attempt, task)
             lock.unlock()
         }
 
         private func attempt(for task: URLSessionTask, removing: Bool) -> EventStreamTask? {
             lock.lock()
             defer { lock.unlock() }
-            return removing ? attempts.removeValue(forKey: task.taskIdentifier) : attempts[task.taskIdentifier]
+            return removing ? attempts.removeValue(forKey: task.taskIdentifier)?.attempt : attempts[task.taskIdentifier]?.attempt
+        }
+
+        /// Whether a task not yet completed satisfies `test`.
+        func anyTask(_ test: (URLSessionTask) -> Bool) -> Bool {
+            lock.lock()
+            defer { lock.unlock() }
+            return attempts.values.contains { test($0.task) }
         }
 
         func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {

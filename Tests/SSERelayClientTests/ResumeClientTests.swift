@@ -167,8 +167,8 @@ extension ClientThroughRelayTests {
             }
             let client = Self.client(upstream) { $0.stopGrace = 5 }
             let consumer = Task { try await Self.answer(client) }
-            // The head's arrival has no event the app sees: the session's task shows it.
-            try await Self.waitForHead(client.urlSession)
+            // The head's arrival has no event the app sees: the client's running request shows it.
+            try await eventually("the head", timeout: 30) { client.anyLegAnswered }
             consumer.cancel()
             _ = try? await consumer.value
             try await eventually("a DELETE", timeout: 30) { stops.count == 1 }
@@ -188,19 +188,6 @@ extension ClientThroughRelayTests {
                 }
                 try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
                 try body(connection)
-            }
-        }
-
-        /// Waits until a task of `session` has its response head (`eventually` with an async condition).
-        static func waitForHead(_ session: URLSession, timeout: Double = 30) async throws {
-            let deadline = Date().addingTimeInterval(timeout)
-            while true {
-                let arrived = await withCheckedContinuation { continuation in
-                    session.getAllTasks { tasks in continuation.resume(returning: tasks.contains { $0.response != nil }) }
-                }
-                if arrived { return }
-                if Date() > deadline { throw URLError(.timedOut) }
-                try await Task.sleep(nanoseconds: 1_000_000)
             }
         }
 
