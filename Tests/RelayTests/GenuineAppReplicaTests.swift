@@ -29,8 +29,11 @@ struct GenuineAppReplicaTests {
         relay.state.backend = .redis(settings)
     }
 
-    @Test("two relay processes share one Redis: registered on one, a counter raised on one is refused on the other")
-    func countersAcrossReplicas() throws {
+    /// Two relay processes on one Redis, before one provider that answers `data: ok`, with App Attest's root a
+    /// test CA valid now (the processes read the real clock); `route` is the route's members after its prefix.
+    static func withReplicas(route: String = "", keyPrefix: String,
+                             _ body: (_ a: RelayProcess, _ b: RelayProcess, _ redis: RedisServerProcess,
+                                      _ newDevice: () -> SoftwareAppAttestDevice) throws -> Void) throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
         let upstream = try ScriptedUpstream { connection in
@@ -41,37 +44,42 @@ struct GenuineAppReplicaTests {
             }
         }
         defer { upstream.shutdown() }
-        // Real time: the processes read the real clock.
         let now = Int64(Date().timeIntervalSince1970)
         let ca = TestAppAttestCA(notBefore: now - 86_400, notAfter: now + 86_400)
-        var device = SoftwareAppAttestDevice(appId: GenuineAppTests.appId, now: now, ca: ca)
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("app-attest-root-\(UUID().uuidString).pem")
         try Data(ca.rootPEM).write(to: root)
         defer { try? FileManager.default.removeItem(at: root) }
         let configuration = """
             {"listen": {"host": "127.0.0.1", "port": 0},
              "upstreams": {"up": {"baseURL": "http://127.0.0.1:\(upstream.port)"}},
-             "routes": [{"prefix": "/v1/", "upstream": "up", "auth": "none", "attestation": "required"}],
+             "routes": [{"prefix": "/v1/", "upstream": "up", "auth": "none", "attestation": "required"\(route)}],
              "attestation": {"apple": {"appIds": ["\(GenuineAppTests.appId)"], "rootCAFile": "\(root.path)"}},
-             "state": {"backend": "redis", "redis": {"url": "redis://127.0.0.1:\(redis.port)/0", "keyPrefix": "replica-attest:",
+             "state": {"backend": "redis", "redis": {"url": "redis://127.0.0.1:\(redis.port)/0", "keyPrefix": "\(keyPrefix)",
                        "timeoutMs": 2000}}}
             """
         let a = try RelayProcess(configuration: configuration), b = try RelayProcess(configuration: configuration)
+        try body(a, b, redis) { SoftwareAppAttestDevice(appId: GenuineAppTests.appId, now: now, ca: ca) }
+    }
 
-        // The challenge comes from a, the registration goes to b.
-        let challenge = try GenuineAppTests.challenge(a.port)
-        #expect(try GenuineAppTests.register(b.port, device, challenge: challenge).status == 201)
-        #expect(try GenuineAppTests.register(a.port, device).code == "key_already_registered")
+    @Test("two relay processes share one Redis: registered on one, a counter raised on one is refused on the other")
+    func countersAcrossReplicas() throws {
+        try Self.withReplicas(keyPrefix: "replica-attest:") { a, b, redis, newDevice in
+            var device = newDevice()
+            // The challenge comes from a, the registration goes to b.
+            let challenge = try GenuineAppTests.challenge(a.port)
+            #expect(try GenuineAppTests.register(b.port, device, challenge: challenge).status == 201)
+            #expect(try GenuineAppTests.register(a.port, device).code == "key_already_registered")
 
-        let hash = TestSHA256.digest(AttestationWire.clientData(method: "POST", pathWithQuery: Self.path, body: chatBody))
-        let first = GenuineAppTests.headers(keyId: device.keyId, assertion: device.assertion(clientDataHash: hash))
-        #expect(try GenuineAppTests.call(a.port, path: Self.path, headers: first, body: chatBody).status == 200)
-        let replayed = try GenuineAppTests.call(b.port, path: Self.path, headers: first, body: chatBody)
-        #expect(replayed.status == 401 && replayed.code == "assertion_replayed", "\(replayed.body)")
-        let second = GenuineAppTests.headers(keyId: device.keyId, assertion: device.assertion(clientDataHash: hash))
-        #expect(try GenuineAppTests.call(b.port, path: Self.path, headers: second, body: chatBody).status == 200)
-        #expect(try GenuineAppTests.call(a.port, path: Self.path, headers: second, body: chatBody).code == "assertion_replayed")
-        #expect(try redis.command("HGET replica-attest:attest:key:\(Base64URL.encode(device.keyId)) counter").contains("2"))
+            let hash = TestSHA256.digest(AttestationWire.clientData(method: "POST", pathWithQuery: Self.path, body: chatBody))
+            let first = GenuineAppTests.headers(keyId: device.keyId, assertion: device.assertion(clientDataHash: hash))
+            #expect(try GenuineAppTests.call(a.port, path: Self.path, headers: first, body: chatBody).status == 200)
+            let replayed = try GenuineAppTests.call(b.port, path: Self.path, headers: first, body: chatBody)
+            #expect(replayed.status == 401 && replayed.code == "assertion_replayed", "\(replayed.body)")
+            let second = GenuineAppTests.headers(keyId: device.keyId, assertion: device.assertion(clientDataHash: hash))
+            #expect(try GenuineAppTests.call(b.port, path: Self.path, headers: second, body: chatBody).status == 200)
+            #expect(try GenuineAppTests.call(a.port, path: Self.path, headers: second, body: chatBody).code == "assertion_replayed")
+            #expect(try redis.command("HGET replica-attest:attest:key:\(Base64URL.encode(device.keyId)) counter").contains("2"))
+        }
     }
 
     @Test("a challenge expires on Redis's clock (a 1 s TTL, waited for until Redis says the key is gone)")
@@ -118,6 +126,44 @@ struct GenuineAppReplicaTests {
         try eventually("Redis answers again", timeout: 10) {
             try GenuineAppTests.call(h.relay.port, path: Self.path, headers: GenuineAppTests.assertionHeaders(&device, path: Self.path, body: chatBody),
                                      body: chatBody).status == 200
+        }
+    }
+}
+
+extension GenuineAppReplicaTests {
+    /// A stream started on A with App Attest, on an `auth: "none"` resumable route, belongs to that device on every
+    /// replica: B (which finds it in Redis) answers a resume or a stop only with a fresh assertion of the same
+    /// device over that request. No proof, another device's, or an assertion already used gets 404 there.
+    @Test("an attested stream started on one replica is resumed and stopped on the other only with its device's proof")
+    func attestedResumeAcrossReplicas() throws {
+        try Self.withReplicas(route: #", "heartbeatSeconds": 0, "resume": {"windowSeconds": 30}"#, keyPrefix: "replica-resume:") { a, b, redis, newDevice in
+            var device = newDevice(), other = newDevice()
+            #expect(try GenuineAppTests.register(a.port, device).status == 201)
+            #expect(try GenuineAppTests.register(b.port, other).status == 201)
+            let started = try GenuineAppTests.call(a.port, path: Self.path,
+                                                   headers: GenuineAppTests.assertionHeaders(&device, path: Self.path, body: chatBody), body: chatBody)
+            #expect(started.status == 200)
+            let id = try #require(started.head.headerValues("X-Relay-Stream").first)
+            // The sync point: the stream's record in Redis names its 10 bytes (`data: ok` and its blank line).
+            let script = #""local m = redis.call('GET', KEYS[1]) if not m then return -1 end return tonumber(string.match(m, '^v1 %S+ %S+ %d+ (%d+)'))""#
+            try eventually("the stream's record in Redis", timeout: 10) {
+                try redis.command("EVAL \(script) 1 replica-resume:stream:\(id):meta").contains("10")
+            }
+            let resume = "/v1/relay/streams/\(id)?offset=0", stop = "/v1/relay/streams/\(id)"
+
+            let proof = GenuineAppTests.assertionHeaders(&device, method: "GET", path: resume, body: [])
+            let resumed = try GenuineAppTests.call(b.port, method: "GET", path: resume, headers: proof)
+            #expect(resumed.status == 200, "\(resumed.body)")
+            #expect(resumed.body == "data: ok\n\n")
+            #expect(try GenuineAppTests.call(b.port, method: "GET", path: resume, headers: proof).status == 404, "a replayed proof")
+            #expect(try GenuineAppTests.call(a.port, method: "GET", path: resume, headers: proof).status == 404, "replayed on the owner")
+            #expect(try GenuineAppTests.call(b.port, method: "GET", path: resume).status == 404)
+            #expect(try GenuineAppTests.call(b.port, method: "GET", path: resume,
+                                             headers: GenuineAppTests.assertionHeaders(&other, method: "GET", path: resume, body: [])).status == 404)
+            #expect(try GenuineAppTests.call(b.port, method: "DELETE", path: stop,
+                                             headers: GenuineAppTests.assertionHeaders(&other, method: "DELETE", path: stop, body: [])).status == 404)
+            #expect(try GenuineAppTests.call(b.port, method: "DELETE", path: stop,
+                                             headers: GenuineAppTests.assertionHeaders(&device, method: "DELETE", path: stop, body: [])).status == 204)
         }
     }
 }
