@@ -456,8 +456,6 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// The exchange is over (the machine says so once, `takeEnd`).
     var isEnded: Bool { machine.endTaken }
 
-    /// The cancel floor (`ExchangeAdmission.Reservation.outputFloor`) at `now`, on the exchange's clock: only with
-    /// budgets, a reservation, and a response head (before it the provider has generated nothing billable).
     /// The output this exchange reserved, extensions included: what an answer whose output the tap could not read
     /// is charged (`UsageMeter.usageAndReportedModel`), since an unknown count is never cheap.
     private var reservedOutput: Int {
@@ -465,7 +463,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         return max(0, grant.reservedTokens - reservation.promptTokens)
     }
 
-    /// The cancel floor's count by the clock alone: what a budget guard counts beside the visible output, so a
+    /// The cancel floor (`RequestBodyPlan.Reservation.outputFloor`) at `now`, on the exchange's clock: only with
+    /// budgets and a reservation, counted from the response head (before it a stream's provider has generated
+    /// nothing billable), or from the call's start for an answer that comes whole (its head comes only when the
+    /// provider is done). The charge of a cancel, and what a budget guard counts beside the visible output, so a
     /// reasoning model's silent phase (billed, never shown) moves the guard too.
     private func timeFloor(at now: Instant) -> Int {
         guard let budgets = admission?.budgets, let reservation, let grant,
