@@ -88,14 +88,15 @@ struct UnreadOutputTests {
 
     /// A Responses request with `"background": true` answers at once (`queued`, no usage) while the model runs on
     /// at the provider, its output read later by free GETs: it carries the ceiling it reserved, streaming or not,
-    /// and is charged all of it.
-    @Test("a background response carries its reserved ceiling and is charged all of it", arguments: [false, true])
-    func aBackgroundResponseIsChargedItsReservation(streaming: Bool) throws {
+    /// and is charged all of it. The key spelled with an escape (`"backgroun\u0064"`) is the same key to the provider, and to the relay.
+    @Test("a background response carries its reserved ceiling and is charged all of it",
+          arguments: [(false, "background"), (true, "background"), (false, #"backgroun\u0064"#)])
+    func aBackgroundResponseIsChargedItsReservation(streaming: Bool, key: String) throws {
         let queued = Array(#"{"id":"resp_1","object":"response","status":"queued","background":true,"model":"o3","output":[],"usage":null}"#.utf8)
         let upstream = try Self.answering(queued)
         let relay = try Self.relay(upstream, perDay: 100_000, reserve: 3000)
         let (head, _) = try Self.exchange(relay, path: "/v1/responses",
-                                          body: #"{"model":"o3","background":true,"stream":\#(streaming),"input":"How are you today?"}"#)
+                                          body: #"{"model":"o3","\#(key)":true,"stream":\#(streaming),"input":"How are you today?"}"#)
         #expect(head.status == 200)
         try upstream.waitForScriptsToFinish()
         try relay.waitUntilIdle()
