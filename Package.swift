@@ -60,7 +60,7 @@ let package = Package(
                                               "Usage", "SSE", "Redis", "JSON", "RelayWire", "Attestation"],
                 swiftSettings: serverRelease),
         // The dev fake provider (`make run`, the tests, the bench): an OpenAI-style streaming upstream, no key.
-        .target(name: "RelayDev", dependencies: ["HTTP1", "HTTPServer", "Transport", "Support", "Usage"], swiftSettings: serverRelease),
+        .target(name: "RelayDev", dependencies: ["Relay", "RelayCore", "Upstream", "HTTP1", "HTTPServer", "Transport", "Support", "Usage"], swiftSettings: serverRelease),
         // The command line: flags, configuration file and environment, signals, the dev fake provider.
         // Linked on Linux with full RELRO (`-z relro -z now`): the dynamic symbols are bound at start, so the global
         // offset table is read-only while the relay holds provider keys, and no request pays for binding them

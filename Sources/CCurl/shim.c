@@ -13,6 +13,7 @@ CURLcode ccurl_easy_setopt_opensocket_callback(CURL *handle, ccurl_opensocket_ca
 CURLcode ccurl_easy_setopt_closesocket_callback(CURL *handle, ccurl_closesocket_callback callback) { return curl_easy_setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, callback); }
 
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) { return curl_easy_getinfo(handle, info, value); }
+CURLcode ccurl_easy_getinfo_str(CURL *handle, CURLINFO info, char **value) { return curl_easy_getinfo(handle, info, value); }
 
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) { return curl_multi_setopt(multi, option, value); }
 CURLSHcode ccurl_share_setopt_long(CURLSH *share, CURLSHoption option, long value) { return curl_share_setopt(share, option, value); }

@@ -29,7 +29,8 @@ package final class FakeProvider: @unchecked Sendable {
         self.logger = logger
     }
 
-    package var baseURL: String { "http://127.0.0.1:\(listener?.port ?? 0)" }
+    package var baseURL: String { "http://127.0.0.1:\(port)" }
+    package var port: Int { listener?.port ?? 0 }
 
     package func start() throws {
         let connections = self.connections

@@ -177,6 +177,8 @@ package enum RelayCommand {
         let table = Syscall.reserveDescriptorTable(Syscall.reservedDescriptorCeiling)
         logger.debug("descriptor table reserved", [("descriptors", .int(table))])
         let server: RelayServer
+        // Before the relay listens: its path once, against the built-in fake provider (RelayDev/WarmUp.swift).
+        WarmUp.log(WarmUp.run(like: configuration, logger: logger), to: logger)
         do {
             server = try RelayServer(configuration: configuration, logger: logger)
             try server.start()

@@ -42,6 +42,10 @@ for _ in $(seq 1 100); do
 done
 if [ -z "$port" ]; then fail "dev mode starts"; cat "$WORK/relay.log"; echo "$passed passed, $((failed)) failed"; exit 1; fi
 ok "dev mode starts (port $port)"
+# The warm-up (Sources/RelayDev/WarmUp.swift): its three exchanges answered, logged before the relay listens.
+warm=$(grep -n '"message":"warmed up' "$WORK/relay.log" | cut -d: -f1); listening=$(grep -n '"message":"relay listening"' "$WORK/relay.log" | cut -d: -f1)
+[ -n "$warm" ] && [ "$warm" -lt "$listening" ] && grep -q '"exchanges":3,"succeeded":3' "$WORK/relay.log" \
+  && ok "the warm-up served its three exchanges before the relay listened" || fail "warm-up before listening" "$(head -n 5 "$WORK/relay.log")"
 URL="http://127.0.0.1:$port/v1/chat/completions"
 BODY='{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}'
 

@@ -25,6 +25,7 @@ CURLcode ccurl_easy_setopt_opensocket_callback(CURL *handle, ccurl_opensocket_ca
 CURLcode ccurl_easy_setopt_closesocket_callback(CURL *handle, ccurl_closesocket_callback callback);
 
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
+CURLcode ccurl_easy_getinfo_str(CURL *handle, CURLINFO info, char **value);
 
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
 CURLSHcode ccurl_share_setopt_long(CURLSH *share, CURLSHoption option, long value);
