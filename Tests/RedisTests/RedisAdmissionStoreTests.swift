@@ -377,4 +377,25 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
         #expect(try replica.report("alice", wall: wall)?.windows[0].usedTokens == 700)
         #expect(replica.store.unavailableCounters.settlesDropped == 0)
     }
+
+    // MARK: Shutdown
+
+    /// The server shuts down right after its last exchanges ended: their settles are queued on the loop ahead of
+    /// the store's shutdown, so they reach Redis before the connection closes. Closing first would drop them, and
+    /// every stream cut at the end of a drain would go uncounted.
+    @Test func aSettleQueuedBeforeShutdownReachesRedis() throws {
+        let server = try RedisServerProcess()
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), budgets: .init(identityTokensPerDay: 100_000))
+        let replica = Replica(server, settings), other = Replica(server, settings, index: 1)
+        try eventually("connected, scripts loaded", timeout: 10) { replica.store.loadedScriptCount == 5 }
+        let grant = try #require(admitted([try replica.admit(request(tokens: 1_000))]).first)
+        try onLoop(replica.loop) {
+            replica.store.settle(grant, usedTokens: 700)
+            replica.store.shutdown()
+        }
+        try eventually("the settle reached Redis", timeout: 5) {
+            (try? other.report("alice", wall: wall))??.windows[0].usedTokens == 700
+        }
+        #expect(replica.store.unavailableCounters.settlesDropped == 0)
+    }
 }
