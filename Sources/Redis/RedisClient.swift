@@ -120,6 +120,8 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
     private var bytesRead: UInt64 = 0
     private var releaseScheduled = false
     private var outageLogged = false
+    /// `closeWhenAnswered` was called: the client closes once no command waits for its reply.
+    private var closing = false
 
     public init(loop: EventLoop, configuration: Configuration, logger: Logger) {
         self.loop = loop
@@ -175,6 +177,22 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
         timeoutTimer = nil
         timeoutAt = nil
         dropConnection(failing: .closed)
+    }
+
+    /// Closes for good once every command sent or queued has its reply or its timeout, so the last ones written
+    /// (a shutdown's settles, still held for this turn's write) reach Redis instead of failing with `.closed`.
+    /// Commands sent meanwhile are accepted and waited for too; a connection lost meanwhile closes at once.
+    public func closeWhenAnswered() {
+        loop.assertOnLoop()
+        guard state != .closed else { return }
+        closing = true
+        closeIfAnswered()
+    }
+
+    private func closeIfAnswered() {
+        guard closing, state != .closed, inFlight[inFlightHead...].allSatisfy({ $0.completion == nil }),
+              queued.allSatisfy({ $0.pending.completion == nil }) else { return }
+        close()
     }
 
     // MARK: Connecting
@@ -320,6 +338,7 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
             logger.warning("redis unavailable", [("redis", .string("\(configuration.host):\(configuration.port)")), ("reason", .string(why))])
         }
         dropConnection(failing: .connectionLost)
+        if closing { return close() }
         state = .backingOff
         let delay = backoffMs
         backoffMs = min(backoffMs * 2, configuration.maxBackoffMs)
@@ -388,6 +407,7 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
         }
         for pending in waitingQueued where pending.deadline <= now { pending.finish(.failure(.timeout)) }
         if stalled { connectFailed("no reply within \(configuration.timeoutMs) ms") }
+        closeIfAnswered()
         if let next = (waiting + waitingQueued).filter({ $0.completion != nil }).map(\.deadline).min() { armTimeouts(at: next) }
     }
 
@@ -419,7 +439,7 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
             } catch {
                 return connectFailed("\(error)")
             }
-            guard let value else { return }
+            guard let value else { return closeIfAnswered() }
             guard inFlightHead < inFlight.count else { return connectFailed("reply without a command") }
             let pending = inFlight[inFlightHead]
             inFlightHead += 1

@@ -178,7 +178,9 @@ package final class RedisAdmissionStore: AdmissionStore, Sendable {
         loops[0].execute { [weak self] in self?.scheduleRefresh() }
     }
 
-    /// Stops refreshing and closes the connections. Grants still live lapse after the lease TTL.
+    /// Stops refreshing and closes the connections once what was sent on them is answered: the settles of the
+    /// exchanges that just ended are queued on their loops ahead of this, and the ones waiting to be sent again go
+    /// out one last time. Grants still live lapse after the lease TTL.
     package func shutdown() {
         let armed = refreshTimer.withLock { state in
             state.stopped = true
@@ -188,9 +190,10 @@ package final class RedisAdmissionStore: AdmissionStore, Sendable {
         if let armed { loops[0].execute { armed.cancel() } }
         for (_, client) in clients.withLock({ $0 }) {
             let retry = pendingSettles.withLock { $0[ObjectIdentifier(client.loop)]?.timer }
-            client.loop.execute {
+            client.loop.execute { [weak self] in
                 retry?.cancel()
-                client.close()
+                self?.flushPendingSettles(on: client.loop)
+                client.closeWhenAnswered()
             }
         }
     }

@@ -377,4 +377,46 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
         #expect(try replica.report("alice", wall: wall)?.windows[0].usedTokens == 700)
         #expect(replica.store.unavailableCounters.settlesDropped == 0)
     }
+
+    /// A budget in dollars only has no token limit, so reservations of the most tokens a body can ask for (its
+    /// `max_tokens` saturated, a model whose output is priced at 0) are summed in the token windows unchecked. Their
+    /// sum must stay an exact integer for Lua and inside HINCRBY's 64 bits: an overflow fails the script (after its
+    /// first writes), which the store takes for "Redis unavailable", and every later admission in the total
+    /// window would fail alike.
+    @Test func reservationsAtTheCeilingNeverOverflowTheWindows() throws {
+        let server = try RedisServerProcess()
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), budgets: .init(nanoUSD: [nil, nil, 1_000_000_000, nil]))
+        let replica = Replica(server, settings)
+        let most = RequestBodyPlan.maxReservation * 2   // the output ceiling and the prompt estimate, both saturated
+        for i in 0..<5 {
+            let huge = AdmissionRequest(address: "10.0.0.9", identity: "m\(i)", budget: BudgetCharge(key: "m\(i)", tokens: most, nanoUSD: 10),
+                                        wallClockSeconds: wall)
+            #expect(admitted([try replica.admit(huge)]).first?.mode == .shared)
+        }
+        let ordinary = AdmissionRequest(address: "10.0.0.1", identity: "alice", budget: BudgetCharge(key: "alice", tokens: 100, nanoUSD: 10),
+                                        wallClockSeconds: wall)
+        #expect(admitted([try replica.admit(ordinary)]).first?.mode == .shared)
+        #expect(replica.store.unavailableCounters.rejectedUnavailable == 0)
+    }
+
+    // MARK: Shutdown
+
+    /// The server shuts down right after its last exchanges ended: their settles are queued on the loop ahead of
+    /// the store's shutdown, so they reach Redis before the connection closes. Closing first would drop them, and
+    /// every stream cut at the end of a drain would go uncounted.
+    @Test func aSettleQueuedBeforeShutdownReachesRedis() throws {
+        let server = try RedisServerProcess()
+        let settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), budgets: .init(identityTokensPerDay: 100_000))
+        let replica = Replica(server, settings), other = Replica(server, settings, index: 1)
+        try eventually("connected, scripts loaded", timeout: 10) { replica.store.loadedScriptCount == 5 }
+        let grant = try #require(admitted([try replica.admit(request(tokens: 1_000))]).first)
+        try onLoop(replica.loop) {
+            replica.store.settle(grant, usedTokens: 700)
+            replica.store.shutdown()
+        }
+        try eventually("the settle reached Redis", timeout: 5) {
+            (try? other.report("alice", wall: wall))??.windows[0].usedTokens == 700
+        }
+        #expect(replica.store.unavailableCounters.settlesDropped == 0)
+    }
 }

@@ -96,9 +96,11 @@ package struct RequestBodyPlan: Sendable {
     /// What to reserve; a request without budgets reserves nothing.
     package var reservation = Reservation(tokens: 0, promptTokens: 0, hasCeiling: true)
 
-    /// The most one request reserves for its output, or for its prompt: far above any budget (so refused), and
-    /// small enough that sums and extensions stay far from `Int.max` (and exact enough for Redis's Lua doubles).
-    package static let maxReservation = Int.max / 4
+    /// The most one request reserves for its output, or for its prompt: 2⁴⁰, above any token budget (at most 10¹²,
+    /// so refused). A budget in dollars only has no token limit, and its windows sum every open reservation
+    /// unchecked: at 2⁴⁰ millions of them stay inside 64 bits (`BudgetLedger`, Redis's HINCRBY) and exact in Lua's
+    /// doubles. At `Int.max / 4` a few requests overflowed them: a trap in memory, a failed script in Redis.
+    package static let maxReservation = 1 << 40
 
     /// Reads `body` strictly: the document, or the error a client gets.
     package static func read(_ body: [UInt8]) -> Result<JSONDocument, RelayError> {

@@ -80,4 +80,24 @@ import Usage
         #expect(store.admit(Self.request(tokens: 1, nanoUSD: BudgetAmount.bounded(Int.max)), now: Self.now)
                 == .refused(.budget(retryAfterSeconds: 14 * 3600)))
     }
+    /// A budget in dollars only keeps no token limit, so nothing refuses a reservation of the most tokens a body
+    /// can ask for (`max_tokens` far beyond any model, saturated) when the model's output is priced at 0: the token
+    /// ledger still adds it up. Five such requests open together must neither overflow (a trap would end the
+    /// process for every client) nor refuse the next one.
+    @Test func reservationsAtTheCeilingNeverOverflowTheTokenLedger() throws {
+        let store = Self.store(BudgetLimits(nanoUSDPerDay: 10_000_000))
+        let most = RequestBodyPlan.maxReservation * 2   // the output ceiling and the prompt estimate, both saturated
+        for _ in 0..<5 {
+            guard case .admitted = store.admit(Self.request(tokens: most, nanoUSD: 10), now: Self.now) else {
+                Issue.record("refused though the dollars hold it")
+                return
+            }
+        }
+        guard case .admitted = store.admit(Self.request(tokens: 100, nanoUSD: 10), now: Self.now) else {
+            Issue.record("an ordinary request refused")
+            return
+        }
+        let day = try #require(store.usageReport(identity: "app", wallClockSeconds: Self.dec15).windows.first)
+        #expect(day.reservedTokens == 5 * most + 100)
+    }
 }
