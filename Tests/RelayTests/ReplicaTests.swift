@@ -208,6 +208,31 @@ struct ReplicaTests {
         #expect(settledDay["used"] as? Int == admitted * 11)
     }
 
+    @Test("a stream cut at the end of a drain is charged in Redis by the time its replica has exited")
+    func drainCutStreamIsChargedBeforeExit() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let upstream = try HeldUpstream()
+        defer {
+            upstream.gate.signal(10)
+            upstream.server.shutdown()
+        }
+        let relays = try Self.startReplicas(2, upstream: upstream.server.port, redis: redis,
+                                            extra: #", "budgets": {"perIdentity": {"tokensPerDay": 100000}}, "timeouts": {"drainSeconds": 0.2}"#)
+        let (client, head) = try Self.open(relays[0])
+        defer { client.close() }
+        #expect(head.status == 200)
+        _ = try client.readChunkedBody(until: "Hel", timeout: 10)
+        // SIGTERM: the drain's deadline passes with the stream still held upstream, so the relay cuts it, settles
+        // it (no counts from the provider: the prompt estimate and the output floor) and exits.
+        relays[0].terminate()
+        #expect(!relays[0].isRunning)
+        let report = try Self.usage(relays[1])
+        let day = try #require((report["windows"] as? [[String: Any]])?.first { $0["window"] as? String == "day" })
+        #expect(day["reserved"] as? Int == 0, "the cut stream's reservation was settled: \(day)")
+        #expect((day["used"] as? Int ?? 0) > 0, "the cut stream was charged: \(day)")
+    }
+
     @Test("Redis killed mid-run: running streams finish byte-exact, new requests get 503, and Redis back resumes admissions")
     func redisKilledAndRestarted() throws {
         let redis = try RedisServerProcess()
