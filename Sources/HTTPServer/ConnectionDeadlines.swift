@@ -72,10 +72,10 @@ public struct ConnectionDeadlines: Sendable, Equatable {
         if case .readingBody = phase { phase = .responding }
     }
 
-    /// The response ended and the connection stays open for another request.
+    /// The response ended and the connection stays open for another request. A stall goes on: the answer may
+    /// still be unread, and only a drained buffer (`writeBufferDrained`) says the client reads again.
     public mutating func responseComplete(now: Instant) {
         phase = .idle(since: now)
-        writeStalledSince = nil
     }
 
     public mutating func writeBufferFull(now: Instant) {

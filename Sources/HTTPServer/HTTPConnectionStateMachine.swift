@@ -10,7 +10,9 @@ import Support
 /// response has ended, and answers go out in order (RFC 9112 §9.3.2), as NIO's `HTTPServerPipelineHandler` does.
 /// A response may end before its request did (an early answer, such as 401 to an upload): the rest of that body
 /// is unread, so the connection cannot carry another request and closes after the flush, unless the request had
-/// no body at all.
+/// no body at all. A client that is not reading its answers (its pending output above the high-water mark) gets
+/// no new request started either: an answer the relay writes on its own (a built-in endpoint, a rejection) has no
+/// upstream to pause, so without this a pipelining client that never reads would grow the output without bound.
 ///
 /// ```
 /// awaitingProxyHeader ─► idle ─► readingRequest ─► responding ─► idle …
@@ -122,10 +124,12 @@ public struct HTTPConnectionStateMachine: Sendable {
     }
 
     /// Whether the parser's next event should be taken now. Not while a response streams (its request has
-    /// ended: what follows is the next request, which waits its turn), nor once closing.
+    /// ended: what follows is the next request, which waits its turn), nor between requests while the client is
+    /// not reading its answers (the next waits until they drain), nor once closing.
     public var isReadingRequests: Bool {
         switch state {
-        case .idle, .readingRequest, .awaitingRequestEnd: true
+        case .idle: !writeStallClockRunning
+        case .readingRequest, .awaitingRequestEnd: true
         case .awaitingProxyHeader, .responding, .closing, .closed: false
         }
     }
@@ -154,18 +158,25 @@ public struct HTTPConnectionStateMachine: Sendable {
     public mutating func bytesArrived(bufferedBytes: Int, now: Instant) -> [Action] {
         switch state {
         case .idle:
+            // A client not reading its answers: the request waits for them to drain, as one behind a streaming
+            // response waits for its end, and its head's clock starts then (`writeBufferDrained`).
+            if writeStallClockRunning { return readAhead(bufferedBytes: bufferedBytes) }
             deadlines.headBytesArrived(now: now)
             return [.rearmTimer, .readRequests]
         case .readingRequest, .awaitingRequestEnd:
             return [.readRequests]
         case .responding:
-            // Kept for later, within a bound: a client may pipeline, not flood.
-            guard bufferedBytes > maxReadAhead else { return [] }
-            state = .closing
-            return [.close(reset: false)]
+            return readAhead(bufferedBytes: bufferedBytes)
         case .awaitingProxyHeader, .closing, .closed:
             return []
         }
+    }
+
+    /// Bytes of a next request are kept for later, within a bound: a client may pipeline, not flood.
+    private mutating func readAhead(bufferedBytes: Int) -> [Action] {
+        guard bufferedBytes > maxReadAhead else { return [] }
+        state = .closing
+        return [.close(reset: false)]
     }
 
     public mutating func requestHead(_ head: RequestHead, now: Instant) -> [Action] {
@@ -305,13 +316,17 @@ public struct HTTPConnectionStateMachine: Sendable {
         }
         state = .idle
         deadlines.responseComplete(now: now)
-        if bufferedBytes > 0 { deadlines.headBytesArrived(now: now) }
-        var actions: [Action] = [.exchangeEnded, .rearmTimer]
-        if bufferedBytes > 0 && !readScheduled {
-            readScheduled = true
-            actions.append(.scheduleReadRequests)
-        }
-        return actions
+        return [.exchangeEnded, .rearmTimer] + nextRequest(bufferedBytes: bufferedBytes, now: now)
+    }
+
+    /// Between requests, with `bufferedBytes` of the next one held in the parser: it is read on a later turn of
+    /// the loop, unless the client is not reading its answers (then `writeBufferDrained` calls this again).
+    private mutating func nextRequest(bufferedBytes: Int, now: Instant) -> [Action] {
+        guard bufferedBytes > 0, !writeStallClockRunning else { return [] }
+        deadlines.headBytesArrived(now: now)
+        guard !readScheduled else { return [] }
+        readScheduled = true
+        return [.scheduleReadRequests]
     }
 
     /// The read scheduled by `.scheduleReadRequests` is running.
@@ -330,9 +345,12 @@ public struct HTTPConnectionStateMachine: Sendable {
         return [.rearmTimer]
     }
 
-    public mutating func writeBufferDrained() -> [Action] {
+    /// The pending output fell to the low-water mark. Between requests, the parser may hold `bufferedBytes` of a
+    /// next request that waited for this (`bytesArrived`).
+    public mutating func writeBufferDrained(bufferedBytes: Int, now: Instant) -> [Action] {
         deadlines.writeBufferDrained()
-        return [.rearmTimer, .responderDrained]
+        let next = state == .idle ? nextRequest(bufferedBytes: bufferedBytes, now: now) : []
+        return [.rearmTimer, .responderDrained] + next
     }
 
     /// The timer fired. It may be early or spurious: then it is only armed again.

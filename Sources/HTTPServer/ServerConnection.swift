@@ -85,7 +85,7 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
 
     public func connectionDidDrain(_ connection: Connection) {
         loop.assertOnLoop()
-        perform(machine.writeBufferDrained())
+        perform(machine.writeBufferDrained(bufferedBytes: parser.bufferedByteCount, now: loop.clock.now()))
     }
 
     public func connection(_ connection: Connection, didCloseWith reason: ConnectionCloseReason) {
@@ -294,9 +294,11 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     ///
     /// A head still held for its first chunk (`sendHead`) leaves now with everything after it, in one write: nothing
     /// more is coming to join it, and the caller's end-of-exchange work (usage, settle, the access-log line) then
-    /// runs after the client has its answer instead of before.
+    /// runs after the client has its answer instead of before. The buffer is looked at first (a head-only answer,
+    /// HEAD or 204, wrote no body): a next request waits while the client is not reading its answers.
     public func finish(keepAlive: Bool) {
         loop.assertOnLoop()
+        noteWriteBuffer()
         perform(machine.finish(keepAlive: keepAlive, bufferedBytes: parser.bufferedByteCount, now: loop.clock.now()))
         releaseHeldHead()
     }

@@ -251,6 +251,19 @@ private func expectBoundary(
         expectBoundary(d, at: 12 + bodyRead, .requestTimeout)
     }
 
+    @Test func aStallThatBeganDuringAResponseGoesOnAfterIt() {
+        var d = accepted()
+        d.headBytesArrived(now: at(1))
+        d.headComplete(now: at(1), hasBody: false)
+        d.writeBufferFull(now: at(2))
+        d.responseComplete(now: at(5))              // the answer is still unread
+        #expect(d.writeStalledSince == at(2))
+        d.writeBufferFull(now: at(6))
+        expectBoundary(d, at: 2 + writeStall, .writeStall)
+        d.writeBufferDrained()
+        expectBoundary(d, at: 5 + keepAliveIdle, .closeQuietly)
+    }
+
     @Test func aStallWhileIdleBeatsTheLongerIdleDeadline() {
         var d = accepted()
         d.headBytesArrived(now: at(1))
@@ -266,17 +279,6 @@ private func expectBoundary(
         var d = accepted()
         d.writeBufferFull(now: at(0))               // stall 23, first-request deadline 7
         expectBoundary(d, at: headerRead, .closeQuietly)
-    }
-
-    @Test func responseCompleteClearsAStall() {
-        var d = accepted()
-        d.headBytesArrived(now: at(1))
-        d.headComplete(now: at(2), hasBody: false)
-        d.writeBufferFull(now: at(3))
-        d.responseComplete(now: at(5))
-        #expect(d.writeStalledSince == nil)
-        #expect(d.expired(now: at(3 + writeStall)) == nil)
-        expectBoundary(d, at: 5 + keepAliveIdle, .closeQuietly)
     }
 
     @Test func headCompleteKeepsAStallThatStartedEarlier() {
@@ -304,6 +306,8 @@ private func expectBoundary(
         d.writeBufferFull(now: at(2))
         #expect(due(d) == Due(deadline: at(2, plusNanoseconds: 500_000_000), expiry: .writeStall))
         d.responseComplete(now: at(3))
+        #expect(due(d) == Due(deadline: at(2, plusNanoseconds: 500_000_000), expiry: .writeStall))
+        d.writeBufferDrained()
         #expect(due(d) == Due(deadline: at(5, plusNanoseconds: 750_000_000), expiry: .closeQuietly))
     }
 }

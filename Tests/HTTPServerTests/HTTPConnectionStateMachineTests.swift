@@ -33,6 +33,14 @@ private func post(expectsContinue: Bool = false, version: HTTPVersion = .http1_1
                 keepAlive: keepAlive, expectsContinue: expectsContinue)
 }
 
+private extension Machine {
+    /// A complete answer with a body goes out and the connection is kept.
+    mutating func respondComplete(at now: Instant) {
+        _ = sendHead(mode: .contentLength(2))
+        _ = finish(keepAlive: true, bufferedBytes: 0, now: now)
+    }
+}
+
 private let badLine = HTTPParseError(kind: .badRequest, message: "Malformed request line.")
 
 /// Takes a head through the parser's events as `ServerConnection` would, the handler returning a responder.
@@ -376,9 +384,38 @@ private func streaming(at now: Instant = t0) -> Machine {
     @Test func aDrainedBufferStopsTheStallClockAndWakesTheResponder() {
         var m = streaming()
         _ = m.writeBufferFull(now: at(3))
-        #expect(m.writeBufferDrained() == [.rearmTimer, .responderDrained])
+        #expect(m.writeBufferDrained(bufferedBytes: 0, now: at(4)) == [.rearmTimer, .responderDrained])
         #expect(!m.writeStallClockRunning)
         #expect(m.nextDeadline == nil)
+    }
+
+    @Test func aClientNotReadingItsAnswersGetsNoNewRequestUntilTheyDrain() {
+        var m = accepted()
+        started(get(), on: &m)
+        _ = m.requestEnd(bufferedBytes: 0, now: t0)
+        _ = m.sendHead(mode: .contentLength(2))
+        _ = m.writeBufferFull(now: at(1))
+        #expect(m.finish(keepAlive: true, bufferedBytes: 40, now: at(1)) == [.releaseResponder, .exchangeEnded, .rearmTimer],
+                "the pipelined request is not read now")
+        #expect(m.state == .idle)
+        #expect(m.writeStallClockRunning, "the answer is still unread")
+        #expect(!m.isReadingRequests, "the pipelined request waits")
+        #expect(m.bytesArrived(bufferedBytes: 80, now: at(2)) == [], "kept, not read")
+        #expect(m.nextDeadline == at(1 + writeStall), "the head's clock has not started: the relay is not reading it")
+        #expect(m.writeBufferDrained(bufferedBytes: 80, now: at(9)) == [.rearmTimer, .responderDrained, .scheduleReadRequests])
+        #expect(m.isReadingRequests)
+        #expect(m.nextDeadline == at(9 + headerRead), "the head's clock starts when the relay reads again")
+    }
+
+    @Test func aClientNotReadingItsAnswersMayPipelineOnlyUpToTheReadAheadBound() {
+        var m = accepted()
+        started(get(), on: &m)
+        _ = m.requestEnd(bufferedBytes: 0, now: t0)
+        _ = m.writeBufferFull(now: at(1))
+        m.respondComplete(at: at(1))
+        #expect(m.bytesArrived(bufferedBytes: readAhead, now: at(2)) == [])
+        #expect(m.bytesArrived(bufferedBytes: readAhead + 1, now: at(2)) == [.close(reset: false)])
+        #expect(m.state == .closing)
     }
 
     // MARK: The client leaves

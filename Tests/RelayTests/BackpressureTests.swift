@@ -2,6 +2,7 @@ import Foundation
 import RelayTestSupport
 import TestHarness
 import Testing
+import TestSupportCore
 
 /// A client that does not read costs the relay a bounded number of bytes: above the high-water mark the curl
 /// transfer is paused (the pause reaches the provider's TCP window), and resumed below the low-water mark,
@@ -57,5 +58,33 @@ struct BackpressureTests {
             bytes[j] = UInt8(truncatingIfNeeded: x)
         }
         return bytes
+    }
+}
+
+/// Answers the relay writes on its own (built-in endpoints, rejections) are produced without an upstream, so no
+/// paused transfer holds them back: a client that pipelines requests and reads none of the answers must still
+/// cost a bounded number of bytes.
+@Suite("Backpressure on the relay's own answers")
+struct OwnAnswerBackpressureTests {
+    /// HEAD: an answer without a body is counted too.
+    @Test("pipelined requests whose answers are never read: memory stays bounded, the connection is closed",
+          arguments: ["GET", "HEAD"])
+    func pipelinedWithoutReading(method: String) throws {
+        let highWater = 16 * 1024
+        let relay = try RelayFixture(upstream: nil, baseURL: "http://127.0.0.1:9") { config in
+            config.buffers.highWaterBytes = highWater
+            config.buffers.lowWaterBytes = 4 * 1024
+        }
+        let client = try TestClient(port: relay.port, timeout: 30)
+        // 8 MiB of requests make about 24 MiB of answers: far more than the loopback socket buffers hold.
+        let request = Array("\(method) /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        let flood = [[UInt8]](repeating: request, count: 8 * 1024 * 1024 / request.count).flatMap { $0 }
+        do { try client.send(flood) } catch {}   // refused part-way: the relay closed the connection
+        // Either the relay closed the connection, or its unread answers pile up beyond any bound.
+        let bound = highWater + 128 * 1024
+        try eventually("closed or over the bound") {
+            relay.server.liveCounts().connections == 0 || relay.server.maxPendingBytesObserved() > bound
+        }
+        #expect(relay.server.maxPendingBytesObserved() <= bound, "\(relay.server.debugConnections())")
     }
 }
