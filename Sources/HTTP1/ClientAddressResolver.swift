@@ -40,8 +40,14 @@ public struct CIDR: Hashable, Sendable, CustomStringConvertible {
 
 /// Where one request really came from, and what the provider is told about it.
 public struct ClientAddress: Equatable, Sendable {
-    /// The address rate limits key on and logs show.
-    public var address: String
+    /// The address logs show (and, through `limitKey`, what limits count on).
+    public var address: String {
+        didSet { limitKey = Self.limitKey(of: address) }
+    }
+    /// What per-address limits and address-keyed budgets count on: the address, but an IPv6 one's /64, the block
+    /// one subscriber's link or one host is given. A client that owns a /64 can send from any of its 2⁶⁴ addresses;
+    /// counted per /128 it would have as many buckets. An IPv4-mapped IPv6 address counts as its IPv4 address.
+    public private(set) var limitKey: String
     /// The `X-Forwarded-For` value sent upstream: the hops the relay's trusted proxies vouched for, then the peer.
     public var forwardedFor: String
     /// The connection came from a trusted proxy, so its `X-Forwarded-Proto` is believed.
@@ -49,8 +55,18 @@ public struct ClientAddress: Equatable, Sendable {
 
     public init(address: String, forwardedFor: String, viaTrustedProxy: Bool) {
         self.address = address
+        self.limitKey = Self.limitKey(of: address)
         self.forwardedFor = forwardedFor
         self.viaTrustedProxy = viaTrustedProxy
+    }
+
+    /// `limitKey` for `address`: `2001:db8:1:2::/64` for any address in that block, the text itself otherwise
+    /// (IPv4, or anything that is not an address).
+    public static func limitKey(of address: String) -> String {
+        guard address.utf8.contains(UInt8(ascii: ":")), let ip = IPAddress(address) else { return address }
+        guard case .v6(var bytes) = ip.unmapped else { return ip.unmapped.description }
+        for i in 8..<16 { bytes[i] = 0 }
+        return IPAddress.v6(bytes).description + "/64"
     }
 
     /// A client connected straight to the relay: its own forwarding headers count for nothing.

@@ -11,7 +11,7 @@ public protocol ResponseWriter: AnyObject {
     /// The loop that owns the connection, as its scheduler: the exchange's timers, store answers and
     /// confinement checks go through it (a test gives a `ManualScheduler`).
     var scheduler: any LoopScheduler { get }
-    /// The client's address as rate limits key on it and logs show it.
+    /// The client's address as logs show it (limits count on `client.limitKey`).
     var clientAddress: String { get }
     /// The client as resolved behind trusted proxies (what the upstream's forwarding headers say).
     var client: ClientAddress { get }

@@ -118,3 +118,26 @@ private func resolver(_ blocks: [String]) -> ClientAddressResolver {
         #expect(!resolver([]).isTrusted("127.0.0.1"))
     }
 }
+
+/// What limits count on: an IPv6 client's /64, so rotating through the addresses of its own block gains nothing.
+@Suite struct ClientLimitKeyTests {
+    @Test(arguments: [
+        ("203.0.113.7", "203.0.113.7"),
+        ("2001:db8:1:2::a", "2001:db8:1:2::/64"), ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
+        ("2001:DB8:1:2:3:4:5:6", "2001:db8:1:2::/64"), ("2001:db8:1:3::a", "2001:db8:1:3::/64"),
+        ("::1", "::/64"), ("fe80::1", "fe80::/64"),
+        ("::ffff:10.1.2.3", "10.1.2.3"),
+        ("not-an-address", "not-an-address"), ("unix:socket", "unix:socket"),
+    ])
+    func limitKey(_ address: String, _ key: String) {
+        #expect(ClientAddress.limitKey(of: address) == key)
+        #expect(ClientAddress.direct(address).limitKey == key)
+    }
+
+    @Test func followsTheAddress() {
+        var client = ClientAddress.direct("2001:db8::1")
+        client.address = "2001:db8:0:1::1"
+        #expect(client.limitKey == "2001:db8:0:1::/64")
+        #expect(resolver(["127.0.0.1/32"]).resolve(peer: "127.0.0.1", forwardedFor: ["2001:db8:5:6:7::9"]).limitKey == "2001:db8:5:6::/64")
+    }
+}

@@ -86,6 +86,21 @@ struct ClientAddressTests {
         #expect(try Self.loggedClients(relay) == ["203.0.113.1", "203.0.113.1", "203.0.113.2"])
     }
 
+    @Test("IPv6 clients behind a trusted proxy share a bucket per /64, however many addresses they rotate through")
+    func ipv6ClientsCountPerSlash64() throws {
+        let requests = Mailbox<RecordedRequest>()
+        let relay = try Self.relay(trusted: ["127.0.0.1/32"], requests: requests)
+        #expect(try Self.get(relay, headers: [("X-Forwarded-For", "2001:db8:1:2::a")]) == 200)
+        // The next addresses of the same /64: one bucket, already empty.
+        #expect(try Self.get(relay, headers: [("X-Forwarded-For", "2001:db8:1:2::b")]) == 429)
+        #expect(try Self.get(relay, headers: [("X-Forwarded-For", "2001:db8:1:2:ffff:1:2:3")]) == 429)
+        // Another /64 is another client.
+        #expect(try Self.get(relay, headers: [("X-Forwarded-For", "2001:db8:1:3::a")]) == 200)
+        #expect(requests.count == 2)
+        // Logs keep the whole address.
+        #expect(try Self.loggedClients(relay) == ["2001:db8:1:2::a", "2001:db8:1:2::b", "2001:db8:1:2:ffff:1:2:3", "2001:db8:1:3::a"].sorted())
+    }
+
     @Test("headers that steer the provider never reach it")
     func steeringHeadersAreDropped() throws {
         let requests = Mailbox<RecordedRequest>()

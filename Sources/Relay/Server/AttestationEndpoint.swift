@@ -194,7 +194,7 @@ extension AttestationService {
             writer.respond(error: .methodNotAllowed(allowed: ["POST"]), requestID: requestID, keepAlive: head.keepAlive)
             return nil
         }
-        switch limiter.acquire(key: writer.clientAddress, now: writer.scheduler.clock.now()) {
+        switch limiter.acquire(key: writer.client.limitKey, now: writer.scheduler.clock.now()) {
         case .allowed(let lease):
             limiter.release(lease)
         case .limited(let wait, _):

@@ -47,9 +47,9 @@ extension RelayHandler {
                                      usage: usage) { ended in
             server.exchangeEnded(ended, on: state)
         }
-        let budgetKey = configuration.budgets == nil ? nil : (admitted.identity ?? writer.clientAddress)
+        let budgetKey = configuration.budgets == nil ? nil : (admitted.identity ?? writer.client.limitKey)
         exchange.admission = ExchangeAdmission(
-            store: server.store, address: writer.clientAddress, identity: admitted.identity, budgetKey: budgetKey,
+            store: server.store, address: writer.client.limitKey, identity: admitted.identity, budgetKey: budgetKey,
             budgets: configuration.budgets, routeMaxTokens: route.bodyPolicy.maxTokens?.limit, wallClock: server.wallClock)
         exchange.providerKey = upstream.key
         exchange.prices = server.prices

@@ -57,7 +57,7 @@ struct RelayHandler: RequestHandler {
             return attestation.endpoint(head, requestID: requestID, writer: writer)
         }
         var context = Rejection(head: head, requestID: requestID, writer: writer)
-        switch admit(head, client: writer.clientAddress, on: writer.scheduler, context: &context) {
+        switch admit(head, client: writer.client.limitKey, on: writer.scheduler, context: &context) {
         case .preflight(let headers):
             writer.respond(status: 204, headers: headers, body: [], keepAlive: head.keepAlive)
             return nil

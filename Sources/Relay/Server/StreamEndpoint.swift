@@ -89,7 +89,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         case .resume(let i, _), .stop(let i): id = i
         }
         let now = writer.scheduler.clock.now()
-        let address = writer.clientAddress
+        let address = writer.client.limitKey
         if let retryAfter = server.authFailureLimiter.retryAfterIfEmpty(key: address, now: now) {
             return refuse(.rateLimited(retryAfterSeconds: retryAfter), result: "rate_limited")
         }
