@@ -145,6 +145,39 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
         #expect(admitted([try other.admit(request())]).count == 1, "lapsed 1 s after its last refresh")
     }
 
+    /// The refresh goes in batches (`refreshBatchGrants`), one script each, the next once the previous answered:
+    /// one script for every live grant blocked Redis for tens of milliseconds at a few thousand grants. Every lease of
+    /// every batch is pushed.
+    @Test func refreshGoesInBatchesAndKeepsEveryLease() throws {
+        let server = try RedisServerProcess()
+        let clock = ManualMilliseconds()
+        var settings = RedisAdmissionStore.Settings(redis: .init(timeoutMs: 2_000), leaseTTLSeconds: 1,
+                                                    perIdentity: RateLimits(requestsPerMinute: nil, maxConcurrentStreams: 5),
+                                                    clockMilliseconds: clock.read)
+        settings.refreshBatchGrants = 2
+        let holder = Replica(server, settings), other = Replica(server, settings, index: 1)
+        #expect(admitted((0..<5).map { _ in try! holder.admit(request()) }).count == 5)
+        #expect(try other.admit(request()) == .refused(.concurrency(retryAfterSeconds: 1)))
+        let before = try Self.scriptCalls(server)
+        clock.advance(800)
+        try holder.refresh()
+        #expect(try Self.scriptCalls(server) - before == 3, "5 grants in batches of 2")
+        clock.advance(800)
+        #expect(try other.admit(request()) == .refused(.concurrency(retryAfterSeconds: 1)), "all 5 refreshed at 0.8 s: alive at 1.6 s")
+        holder.store.shutdown()
+        clock.advance(1_001)
+        #expect(admitted([try other.admit(request())]).count == 1)
+    }
+
+    /// Script calls Redis has run so far (`EVALSHA` and `EVAL`, from `INFO commandstats`).
+    static func scriptCalls(_ server: RedisServerProcess) throws -> Int {
+        try server.info("commandstats").split(whereSeparator: \.isNewline).reduce(0) { sum, line in
+            guard line.hasPrefix("cmdstat_evalsha:") || line.hasPrefix("cmdstat_eval:"),
+                  let calls = line.split(separator: ",").first?.split(separator: "=").last, let n = Int(calls) else { return sum }
+            return sum + n
+        }
+    }
+
     /// After SCRIPT FLUSH, and after a restart of Redis (empty script cache, the connection lost), admissions go
     /// on without restarting the store.
     @Test func scriptCacheLossIsRecovered() throws {

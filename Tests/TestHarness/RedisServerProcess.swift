@@ -103,6 +103,25 @@ package final class RedisServerProcess: @unchecked Sendable {
         try Self.command(inline, port: port, password: Self.password(in: extraArguments), timeout: timeout)
     }
 
+    /// `INFO section`'s text (a bulk reply), on a new connection; no password support (the tests that read it set none).
+    package func info(_ section: String, timeout: Double = 5) throws -> String {
+        let deadline = HarnessDeadline(seconds: timeout)
+        let socket = try HarnessSocket.connect(port: port, deadline: deadline)
+        defer { socket.close(reset: false) }
+        try socket.sendAll(Array("INFO \(section)\r\n".utf8), deadline: deadline)
+        var received: [UInt8] = []
+        while true {
+            if let lf = received.firstIndex(of: 10), received.first == UInt8(ascii: "$"),
+               let length = Int(String(decoding: received[1..<(lf - 1)], as: UTF8.self)), received.count >= lf + 1 + length + 2 {
+                return String(decoding: received[(lf + 1)..<(lf + 1 + length)], as: UTF8.self)
+            }
+            switch try socket.receive(deadline: deadline) {
+            case .bytes(let bytes): received += bytes
+            case .closed: throw HarnessError.connectionClosed
+            }
+        }
+    }
+
     private static func password(in arguments: [String]) -> String? {
         guard let i = arguments.firstIndex(of: "--requirepass"), i + 1 < arguments.count else { return nil }
         return arguments[i + 1]
