@@ -78,6 +78,10 @@ package struct RelayError: Error, Equatable, Sendable {
         status: 503, type: "server_error", code: "too_many_connections",
         message: "The relay is at its connection limit; retry later.")
 
+    package static let tooManyConnectionsFromAddress = RelayError(
+        status: 429, type: "rate_limit_error", code: "too_many_connections",
+        message: "Too many open connections from this address; close some and retry.")
+
     package static func methodNotAllowed(allowed: [String]) -> RelayError {
         RelayError(status: 405, type: "invalid_request_error", code: "method_not_allowed",
                    message: "This method is not allowed on this path.", extraHeaders: [("Allow", allowed.joined(separator: ", "))])

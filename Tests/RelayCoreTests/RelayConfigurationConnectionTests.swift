@@ -82,6 +82,12 @@ private func environmentProblems(
         #expect(c.limits.request == RequestLimits(), "the request limits keep their defaults")
     }
 
+    @Test func maxConnectionsPerAddressIsOffUnlessSet() throws {
+        #expect(try load(minimal(root: "")).limits.maxConnectionsPerAddress == 0)
+        #expect(try load(minimal(root: #", "limits": { "maxConnectionsPerAddress": 64 }"#)).limits.maxConnectionsPerAddress == 64)
+        #expect(problems(minimal(root: #", "limits": { "maxConnectionsPerAddress": -1 }"#)).first?.hasPrefix("limits.maxConnectionsPerAddress") == true)
+    }
+
     @Test func maxConnectionsSitsBesideTheRequestLimits() throws {
         let c = try load(minimal(root: #", "limits": { "maxBodyBytes": 2048, "maxConnections": 64 }"#))
         #expect(c.limits.maxConnections == 64)

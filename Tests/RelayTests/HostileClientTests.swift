@@ -6,6 +6,7 @@ import RelayDev
 import RelayState
 import RelayTestSupport
 import TestHarness
+import TestSupportCore
 import Testing
 
 /// Hostile or broken clients get a clear answer (or a closed connection), within the configured limits, and
@@ -142,19 +143,56 @@ struct HostileClientTests {
     @Test("over maxConnections: new connections get 503 and close; existing ones are untouched")
     func connectionLimit() throws {
         let relay = try RelayFixture(upstream: try Self.okUpstream()) { $0.limits.maxConnections = 2 }
+        let (first, _) = try Self.twoOpenThenOneRefused(relay, status: 503)
+        try first.sendRequest(method: "GET", path: "/v1/models")
+        #expect(try first.readHead().status == 200)
+    }
+
+    /// Two connections, each accepted (a request round trip on each) before a third connects, which gets `status`
+    /// and `too_many_connections`; the two are returned open.
+    static func twoOpenThenOneRefused(_ relay: RelayFixture, status: Int) throws -> (TestClient, TestClient) {
         let first = try relay.client()
         let second = try relay.client()
-        // Make sure both are accepted (a request round trip on each) before the third connects.
         for client in [first, second] {
             try client.sendRequest(method: "GET", path: "/v1/models")
             _ = try client.readBody(head: try client.readHead())
         }
         let third = try relay.client()
         let head = try third.readHead(timeout: 3)
-        #expect(head.status == 503)
+        #expect(head.status == status)
         #expect(String(decoding: try third.readBody(head: head), as: UTF8.self).contains(#""code":"too_many_connections""#))
+        return (first, second)
+    }
+
+    @Test("over maxConnectionsPerAddress: that address's next connection gets 429 and closes; a closed one frees its place")
+    func connectionLimitPerAddress() throws {
+        let relay = try RelayFixture(upstream: try Self.okUpstream()) { $0.limits.maxConnectionsPerAddress = 2 }
+        let (first, second) = try Self.twoOpenThenOneRefused(relay, status: 429)
+        // The first two go on; once one closes, the address may connect again.
         try first.sendRequest(method: "GET", path: "/v1/models")
         #expect(try first.readHead().status == 200)
+        second.close()
+        try eventually("the relay saw the close", timeout: 5) { relay.server.liveCounts().connections == 1 }
+        let fourth = try relay.client()
+        try fourth.sendRequest(method: "GET", path: "/v1/models")
+        #expect(try fourth.readHead().status == 200)
+        first.close()
+        fourth.close()
+        try eventually("every connection closed", timeout: 5) { relay.server.liveCounts().connections == 0 }
+        #expect(relay.server.connectionsPerAddressOpen == 0, "no count left behind")
+    }
+
+    @Test("a trusted proxy's connections carry many clients: maxConnectionsPerAddress does not count them")
+    func connectionLimitPerAddressSparesTrustedProxies() throws {
+        let relay = try RelayFixture(upstream: try Self.okUpstream()) {
+            $0.limits.maxConnectionsPerAddress = 1
+            $0.trustedProxies = [CIDR("127.0.0.1/32")!]
+        }
+        let clients = try (0..<3).map { _ in try relay.client() }
+        for client in clients {
+            try client.sendRequest(method: "GET", path: "/v1/models", headers: [("X-Forwarded-For", "203.0.113.9")])
+            #expect(try client.readHead().status == 200)
+        }
     }
 
     @Test("a method the route does not allow: 405 with Allow, the provider is not called")

@@ -51,6 +51,8 @@ package final class RelayServer: @unchecked Sendable {
         var jwksRefresher: JWKSRefresher?
     }
     private let lifecycle = Locked(Lifecycle())
+    /// `limits.maxConnectionsPerAddress`; nil when there is none.
+    private let connectionsPerAddress: ConnectionsPerAddress?
     private let draining = Locked(false)
     private let openConnections = Locked(0)
 
@@ -75,6 +77,9 @@ package final class RelayServer: @unchecked Sendable {
         self.wallClock = wallClock
         authenticator = try ClientAuthenticator(configuration: configuration.clients)
         authFailureLimiter = RateLimiter(limits: configuration.rateLimits.authFailuresPerAddress)
+        connectionsPerAddress = configuration.limits.maxConnectionsPerAddress > 0
+            ? ConnectionsPerAddress(limit: configuration.limits.maxConnectionsPerAddress,
+                                    trusted: ClientAddressResolver(trustedProxies: configuration.trustedProxies)) : nil
         rejectionLog = RejectionLog(logger: logger, clock: clock)
         let workers = configuration.workers > 0 ? configuration.workers : max(1, System.coreCount)
         group = EventLoopGroup(count: workers, clock: clock)
@@ -177,9 +182,17 @@ package final class RelayServer: @unchecked Sendable {
             proxyProtocol: listen.proxyProtocol)
         let states = loopStates
         let maxConnections = configuration.limits.maxConnections
+        let perAddress = connectionsPerAddress
         return try serve(host: listen.host, port: listen.port, group: group, settings: settings, handler: handler, logger: logger,
-                         admit: { [self] _, _ in
-            guard openConnections.wrappingAdd(1, ordering: .relaxed).newValue > maxConnections else { return .accept }
+                         admit: { [self] peer, _ in
+            guard openConnections.wrappingAdd(1, ordering: .relaxed).newValue > maxConnections else {
+                guard perAddress?.open(peer) ?? true else {
+                    openConnections.wrappingSubtract(1, ordering: .relaxed)
+                    metrics.rejected(reason: "too_many_connections_per_address")
+                    return .refuse(RelayError.tooManyConnectionsFromAddress.response)
+                }
+                return .accept
+            }
             // Over the limit: a short answer, then close. Existing streams are not touched.
             openConnections.wrappingSubtract(1, ordering: .relaxed)
             metrics.rejected(reason: "too_many_connections")
@@ -190,6 +203,7 @@ package final class RelayServer: @unchecked Sendable {
             states[server.loop.index].connections[ObjectIdentifier(server)] = server
         }, onClose: { [self] closed in
             states[closed.loop.index].connections[ObjectIdentifier(closed)] = nil
+            perAddress?.closed(closed.connection.peerAddress)   // the socket's peer, as at accept (not a PROXY header's source)
             openConnections.wrappingSubtract(1, ordering: .relaxed)
             metrics.activeConnections.wrappingSubtract(1, ordering: .relaxed)
             if isDraining { drainEvent() }
@@ -336,6 +350,9 @@ package final class RelayServer: @unchecked Sendable {
         store.shutdown()
     }
 
+    /// Addresses `limits.maxConnectionsPerAddress` counts a connection for now (tests: none once all closed).
+    package var connectionsPerAddressOpen: Int { connectionsPerAddress?.addresses ?? 0 }
+
     /// The largest pending-write buffer any open connection has had (what slow readers cost, at most).
     package func maxPendingBytesObserved() -> Int {
         var result = 0
@@ -426,4 +443,44 @@ enum System {
     static var coreCount: Int {
         Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
     }
+}
+
+/// Open connections per client address (`limits.maxConnectionsPerAddress`), counted at accept and close: one client
+/// cannot hold the whole `maxConnections`. Counted on `ClientAddress.limitKey` of the socket's peer (an IPv6 client's
+/// /64); a trusted proxy's connections carry many clients and are not counted. Accepts and closes run on every loop:
+/// the counts are behind a lock.
+final class ConnectionsPerAddress: Sendable {
+    let limit: Int
+    let trusted: ClientAddressResolver
+    private let counts = Locked<[String: Int]>([:])
+
+    init(limit: Int, trusted: ClientAddressResolver) {
+        self.limit = limit
+        self.trusted = trusted
+    }
+
+    /// Counts a new connection from `peer`; false (and nothing counted) when its address is at the limit.
+    func open(_ peer: String) -> Bool {
+        guard !trusted.isTrusted(peer) else { return true }
+        let key = ClientAddress.limitKey(of: peer)
+        return counts.withLock { counts in
+            let n = counts[key, default: 0]
+            guard n < limit else { return false }
+            counts[key] = n + 1
+            return true
+        }
+    }
+
+    /// A connection `open` counted has closed.
+    func closed(_ peer: String) {
+        guard !trusted.isTrusted(peer) else { return }
+        let key = ClientAddress.limitKey(of: peer)
+        counts.withLock { counts in
+            guard let n = counts[key] else { return }
+            counts[key] = n > 1 ? n - 1 : nil
+        }
+    }
+
+    /// Addresses with a connection open (tests: the counts go back to nothing).
+    var addresses: Int { counts.withLock { $0.count } }
 }

@@ -175,6 +175,9 @@ package struct RelayConfiguration: Sendable {
         package var request = RequestLimits()
         /// Open client connections; a new one over the limit gets 503 and is closed.
         package var maxConnections: Int = 10_000
+        /// Open connections from one client address (an IPv6 one's /64) when it connects directly, not through a
+        /// trusted proxy; a new one over it gets 429 and is closed. 0: no limit (the default).
+        package var maxConnectionsPerAddress: Int = 0
         /// Identities (or addresses) the memory backend remembers budgets and buckets for (`MemoryAdmissionStore`).
         package var maxTrackedIdentities: Int = BudgetLedger.defaultMaxKeys
         /// All replay buffers of resumable streams together (`RelayConfiguration+Resume.swift`).
@@ -467,14 +470,17 @@ struct ConfigReader {
     /// `limits`.
     mutating func readLimits(_ object: [String: Any], into config: inout RelayConfiguration) {
         if let limits = object["limits"] as? [String: Any] {
-            checkKnown(limits, ["maxHeadBytes", "maxHeaderCount", "maxURIBytes", "maxBodyBytes", "maxConnections", "maxTrackedIdentities",
-                               "resumeBufferBytes"], "limits")
+            checkKnown(limits, ["maxHeadBytes", "maxHeaderCount", "maxURIBytes", "maxBodyBytes", "maxConnections", "maxConnectionsPerAddress",
+                               "maxTrackedIdentities", "resumeBufferBytes"], "limits")
             resumeLimits(limits, into: &config)
             if let v = int(limits, "maxHeadBytes", "limits.maxHeadBytes", min: 1024, max: 1 << 24) { config.limits.maxHeadBytes = v }
             if let v = int(limits, "maxHeaderCount", "limits.maxHeaderCount", min: 1, max: 10_000) { config.limits.maxHeaderCount = v }
             if let v = int(limits, "maxURIBytes", "limits.maxURIBytes", min: 64, max: 1 << 20) { config.limits.maxURIBytes = v }
             if let v = int(limits, "maxBodyBytes", "limits.maxBodyBytes", min: 0, max: 1 << 30) { config.limits.maxBodyBytes = v }
             if let v = int(limits, "maxConnections", "limits.maxConnections", min: 1, max: 1_000_000) { config.limits.maxConnections = v }
+            if let v = int(limits, "maxConnectionsPerAddress", "limits.maxConnectionsPerAddress", min: 0, max: 1_000_000) {
+                config.limits.maxConnectionsPerAddress = v
+            }
             if let v = int(limits, "maxTrackedIdentities", "limits.maxTrackedIdentities", min: 1, max: 100_000_000) {
                 config.limits.maxTrackedIdentities = v
             }
