@@ -107,7 +107,10 @@ package enum WarmUp {
         c.listen = .init(host: "127.0.0.1", port: 0)
         c.workers = 1
         c.logLevel = real.logLevel
-        c.limits = real.limits
+        // The parser's limits and the replay buffers' bound; not the connection caps (its client connects three
+        // times in a row, and a cap of one per address could refuse a connection before the last one's close is seen).
+        c.limits.request = real.limits.request
+        c.limits.resumeBufferBytes = real.limits.resumeBufferBytes
         c.buffers = real.buffers
         c.upstreams["openai"] = .init(name: "openai", baseURL: providerURL, key: Secret(FakeProvider.devKey))
         c.upstreams["anthropic"] = .init(name: "anthropic", baseURL: providerURL, key: Secret(FakeProvider.devKey),

@@ -15,6 +15,9 @@ struct WarmUpTests {
         real.listen = .init(host: "0.0.0.0", port: 8080)
         real.admin = .init(host: "127.0.0.1", port: 9090)
         real.workers = 4
+        real.limits.maxConnections = 1
+        real.limits.maxConnectionsPerAddress = 1
+        real.limits.maxBodyBytes = 4096
         real.upstreams["prod"] = .init(name: "prod", baseURL: "https://api.openai.com", key: Secret("sk-real-provider-key"))
         var route = RelayConfiguration.Route(prefix: "/v1/", upstream: "prod", auth: .token)
         route.heartbeatSeconds = 5
@@ -37,6 +40,8 @@ struct WarmUpTests {
         #expect(c.listen.host == "127.0.0.1" && c.listen.port == 0)
         #expect(c.admin == nil)
         #expect(c.workers == 1)
+        #expect(c.limits.maxBodyBytes == 4096, "the parser's limits are the real ones")
+        #expect(c.limits.maxConnections == RelayConfiguration.Limits().maxConnections && c.limits.maxConnectionsPerAddress == 0)
         #expect(c.state.backend == .memory)
         #expect(Set(c.upstreams.keys) == ["openai", "anthropic"])
         for upstream in c.upstreams.values {
