@@ -113,6 +113,8 @@ private func problems(_ json: String, files: [String: String] = [:], sourceLocat
               path: "attestation.firebase.projectNumber"),
         .init(name: "firebase app ids", json: config(attestation: #"{"firebase": {"projectNumber": "1", "appIds": []}}"#), path: "attestation.firebase.appIds"),
         .init(name: "jwks URL", json: config(attestation: #"{"firebase": {"projectNumber": "1", "appIds": ["a"], "jwksURL": "ftp://x"}}"#), path: "attestation.firebase.jwksURL"),
+        .init(name: "jwks URL in clear text", json: config(attestation: #"{"firebase": {"projectNumber": "1", "appIds": ["a"], "jwksURL": "http://firebaseappcheck.googleapis.com/v1/jwks"}}"#),
+              path: "attestation.firebase.jwksURL"),
         .init(name: "jwks file missing", json: config(attestation: #"{"firebase": {"projectNumber": "1", "appIds": ["a"], "jwksFile": "/none"}}"#), path: "attestation.firebase.jwksFile"),
         .init(name: "jwks file garbage", json: config(attestation: #"{"firebase": {"projectNumber": "1", "appIds": ["a"], "jwksFile": "/g"}}"#),
               path: "attestation.firebase.jwksFile", files: ["/g": "{}"]),

@@ -34,6 +34,12 @@ import Testing
         c.listen.host = "10.0.0.5"
         #expect(!c.publicListenerServesMetrics)
         c.listen.host = "127.0.0.1"
+        c.trustedProxies = [CIDR("127.0.0.1/32")!]
+        #expect(!c.publicListenerServesMetrics, "behind a proxy on this host, a loopback listener serves everyone the proxy does")
+        c.trustedProxies = [CIDR("10.0.0.0/8")!]
+        #expect(!c.publicListenerServesMetrics, "a listener with trusted proxies is one that sits behind a proxy")
+        c.trustedProxies = []
+        #expect(c.publicListenerServesMetrics)
         c.admin = .init(host: "127.0.0.1", port: 9090)
         #expect(!c.publicListenerServesMetrics, "with an admin listener, /metrics lives only there")
     }

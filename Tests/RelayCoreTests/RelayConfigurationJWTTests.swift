@@ -49,6 +49,21 @@ private func problems(_ json: String, sourceLocation: SourceLocation = #_sourceL
         #expect(p.first?.hasPrefix("clients.jwt.maxLifetimeSeconds: ") == true, "\(p)")
     }
 
+    /// Whoever can change the JWKS on its way can sign any token: keys travel over TLS, or stay on this host.
+    @Test(arguments: ["http://keys.example/jwks.json", "http://10.0.0.7:8080/jwks", "http://user@127.0.0.1/jwks",
+                      "http://127.0.0.1.example.com/jwks", "http://[fe80::1]/jwks", "ftp://keys.example/jwks", "https:/x"])
+    func aJWKSURLThatAnyoneOnThePathCouldAnswerIsRefused(_ url: String) {
+        let p = problems(jwtConfig(#", "jwksURL": "\#(url)""#))
+        #expect(p.count == 1)
+        #expect(p.first?.hasPrefix("clients.jwt.jwksURL: ") == true, "\(p)")
+    }
+
+    @Test(arguments: ["https://keys.example/jwks.json", "http://127.0.0.1:8080/jwks", "http://localhost/jwks", "http://[::1]:9000/jwks",
+                      "http://127.0.0.2"])
+    func aJWKSURLOverTLSOrToThisHostIsAccepted(_ url: String) throws {
+        #expect(try load(jwtConfig(#", "jwksURL": "\#(url)""#)).clients.jwt?.jwksURL == url)
+    }
+
     @Test func severalIssuersAreAList() throws {
         let jwt = try #require(try load(jwtConfig(issuers: #"["https://a.example", "https://b.example"]"#)).clients.jwt)
         #expect(jwt.settings.issuers == ["https://a.example", "https://b.example"])

@@ -49,6 +49,23 @@ struct AdminExposureTests {
         #expect(relay.logs.lines.contains { $0.contains("/metrics is not served") })
     }
 
+    @Test("a loopback public listener behind a trusted proxy serves no /metrics, /usage or /upstreams")
+    func loopbackBehindAProxyServesNoOperatorEndpoints() throws {
+        // nginx (or a sidecar) on this host in front of a relay on 127.0.0.1: every client on the internet reaches
+        // the loopback port through it, so loopback says nothing about who asks.
+        let upstream = try ScriptedUpstream { _ in }
+        let relay = try RelayFixture(upstream: upstream) { $0.trustedProxies = [CIDR("127.0.0.1/32")!] }
+        #expect(!relay.server.configuration.publicListenerServesMetrics)
+        for path in ["/metrics", "/usage?identity=static:app", "/upstreams"] {
+            let answer = try TestClient.get(port: relay.port, path: path, headers: [("X-Forwarded-For", "203.0.113.9")])
+            #expect(answer.status == 404, "\(path) answered \(answer.status) on the public port")
+            #expect(!answer.body.contains("sse_relay_") && !answer.body.contains("windows") && !answer.body.contains("upstreams"), "\(path)")
+        }
+        #expect(try TestClient.get(port: relay.port, path: "/healthz").status == 200)
+        #expect(relay.logs.lines.contains { $0.contains("/metrics is not served") })
+        #expect(upstream.acceptedConnections == 0)
+    }
+
     @Test("a loopback public listener without an admin block still serves /metrics")
     func loopbackPublicListenerServesMetrics() throws {
         let relay = try RelayFixture(upstream: try ScriptedUpstream { _ in })

@@ -12,8 +12,8 @@ import Upstream
 struct RelayHandler: RequestHandler {
     /// Which endpoints a listener serves.
     enum Mode: Sendable {
-        /// The public port when it is loopback and there is no admin port: provider routes plus every built-in
-        /// endpoint (`RelayConfiguration.publicListenerServesMetrics`).
+        /// The public port when it is loopback, trusts no proxy and there is no admin port: provider routes plus
+        /// every built-in endpoint (`RelayConfiguration.publicListenerServesMetrics`).
         case everything
         /// The public port otherwise: /metrics is not exposed here (an admin port serves it, or nothing does).
         case publicWithoutMetrics
@@ -31,7 +31,7 @@ struct RelayHandler: RequestHandler {
         // target, and a new String when there is a query. Most requests are POSTs to a provider route.
         let ownEndpoints = admin != .adminOnly && (server.streams != nil || server.attestation != nil)
         let path: String? = head.method == "GET" || head.method == "HEAD" || ownEndpoints ? head.path : nil
-        // Where /metrics is served, so is /usage (the admin port, or a loopback public port without one).
+        // Where /metrics is served, so is /usage (the admin port, or without one a loopback public port trusting no proxy).
         if head.method == "GET", admin != .publicWithoutMetrics, path == "/usage" {
             return UsageEndpoint(head: head, writer: writer, store: server.store, wallClockSeconds: Int64(server.wallClock()))
         }

@@ -165,7 +165,8 @@ package final class RelayServer: @unchecked Sendable {
         if let admin { fields.append(("admin_port", .int(admin.port))) }
         logger.info("relay listening", fields)
         if admin == nil && !configuration.publicListenerServesMetrics {
-            logger.info("/metrics is not served: the public listener is not loopback and no admin listener is configured",
+            let why = configuration.listen.isLoopback ? "the public listener is behind trusted proxies" : "the public listener is not loopback"
+            logger.info("/metrics is not served: \(why) and no admin listener is configured",
                         [("host", .string(configuration.listen.host))])
         }
     }

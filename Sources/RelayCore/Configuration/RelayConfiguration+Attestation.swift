@@ -181,7 +181,7 @@ extension ConfigReader {
         }
         // The default URL applies unless a key file is given alone (a private set, or tests).
         var url = string(f, "jwksURL", "\(path).jwksURL")
-        if let url, !(url.hasPrefix("https://") || url.hasPrefix("http://")) { problem("\(path).jwksURL", "must be an http(s) URL") }
+        if let url { checkJWKSURL(url, "\(path).jwksURL") }
         if url == nil && file == nil { url = AttestationConfiguration.Firebase.defaultJWKSURL }
         var refresh = 3600.0
         if let v = seconds(f, "jwksRefreshSeconds", "\(path).jwksRefreshSeconds") {

@@ -144,6 +144,24 @@ extension ConfigReader {
         }
     }
 
+    /// A JWKS URL decides who may sign tokens: anyone who can answer for it on the way mints any identity. So it
+    /// is `https://`, or `http://` to this host only (a local key server, tests): a loopback address or
+    /// `localhost`, with no user info.
+    mutating func checkJWKSURL(_ url: String, _ path: String) {
+        if url.hasPrefix("https://") && url.utf8.count > 8 { return }
+        if url.hasPrefix("http://") {
+            let authority = url.dropFirst(7).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            var host = Substring(authority)
+            if host.hasPrefix("["), let close = host.firstIndex(of: "]") {
+                host = host[host.index(after: host.startIndex)..<close]
+            } else if let colon = host.lastIndex(of: ":") {
+                host = host[..<colon]
+            }
+            if !authority.contains("@"), RelayConfiguration.Listen(host: String(host), port: 0).isLoopback { return }
+        }
+        problem(path, "must be an https:// URL (http:// only to this host: 127.0.0.1, ::1 or localhost), since whoever answers it can sign any token")
+    }
+
     mutating func readJWT(_ value: Any) -> ClientsConfiguration.JWT? {
         guard let j = value as? [String: Any] else { problem("clients.jwt", "must be an object"); return nil }
         checkKnown(j, ["algorithms", "issuers", "audiences", "skewSeconds", "maxLifetimeSeconds", "hmacSecret", "jwksFile", "jwksURL",
@@ -181,7 +199,7 @@ extension ConfigReader {
             } else { problem("clients.jwt.jwksFile", "cannot read \(file)") }
         }
         let url = string(j, "jwksURL", "clients.jwt.jwksURL")
-        if let url, !(url.hasPrefix("https://") || url.hasPrefix("http://")) { problem("clients.jwt.jwksURL", "must be an http(s) URL") }
+        if let url { checkJWKSURL(url, "clients.jwt.jwksURL") }
         var refresh = 3600.0
         if let v = seconds(j, "jwksRefreshSeconds", "clients.jwt.jwksRefreshSeconds") { refresh = v }
         let needsKeys = algorithms.contains(.rs256) || algorithms.contains(.es256)

@@ -1,12 +1,15 @@
 import HTTP1
 
 /// Where the operational endpoints may be reached. `/metrics` tells anyone who can fetch it the routes, the
-/// traffic and the error rates, so it is only served where the operator chose to expose it: on the `admin`
-/// listener when there is one, else on the public listener only while that one is loopback.
+/// traffic and the error rates (and `/usage`, `/upstreams` each identity's spend and the key pools), so it is only
+/// served where the operator chose to expose it: on the `admin` listener when there is one, else on the public
+/// listener only while that one is loopback and no proxy stands in front of it.
 extension RelayConfiguration {
-    /// The public listener answers `/metrics`: there is no admin listener and the public one is loopback, so
-    /// nothing beyond this host can read it. A relay on 0.0.0.0 without an `admin` block serves no metrics.
-    package var publicListenerServesMetrics: Bool { admin == nil && listen.isLoopback }
+    /// The public listener answers `/metrics`: there is no admin listener, the public one is loopback, and
+    /// `trustedProxies` is empty, so nothing beyond this host can read it. A relay on 0.0.0.0 without an `admin`
+    /// block serves no metrics; nor does a loopback one with trusted proxies: a proxy on this host (nginx, a
+    /// sidecar) hands it every client the proxy serves, and loopback then says nothing about who asks.
+    package var publicListenerServesMetrics: Bool { admin == nil && listen.isLoopback && trustedProxies.isEmpty }
 
     /// The admin listener `SSE_RELAY_ADMIN_PORT` creates when the file has no `admin` block: on the public
     /// listener's host if that is loopback, else on 127.0.0.1. A port alone never opens an interface the
