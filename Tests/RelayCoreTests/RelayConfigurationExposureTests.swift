@@ -4,6 +4,7 @@ import Relay
 import RelayCore
 import RelayDev
 import RelayState
+import Support
 import Testing
 
 @Suite struct RelayConfigurationExposureTests {
@@ -19,6 +20,25 @@ import Testing
     ])
     func loopbackHosts(host: String, loopback: Bool) {
         #expect(RelayConfiguration.Listen(host: host, port: 8080).isLoopback == loopback)
+    }
+
+    @Test(arguments: [
+        ("http://10.0.0.5:8000/v1", true), ("http://vllm.internal", true), ("HTTP://api.example.com", true),
+        ("http://user@127.0.0.1/", true), ("http://127.0.0.1.example.com/", true), ("http://[fe80::1]:80/", true),
+        ("http://127.0.0.1:8000", false), ("http://localhost/v1", false), ("http://[::1]:9000/", false),
+        ("https://api.openai.com", false), ("https://10.0.0.5", false),
+    ])
+    func clearTextBeyondThisHost(url: String, clear: Bool) {
+        #expect(RelayConfiguration.isClearTextBeyondThisHost(url) == clear)
+    }
+
+    @Test func upstreamsWithAKeyOverHTTPToAnotherHostAreNamed() {
+        var c = RelayConfiguration()
+        c.upstreams["tls"] = .init(name: "tls", baseURL: "https://api.openai.com", key: Secret("k"))
+        c.upstreams["local"] = .init(name: "local", baseURL: "http://127.0.0.1:8000", key: Secret("k"))
+        c.upstreams["cluster"] = .init(name: "cluster", baseURL: "http://vllm.internal:8000", key: Secret("k"))
+        c.upstreams["keyless"] = .init(name: "keyless", baseURL: "http://ollama.internal:11434", key: nil)
+        #expect(c.upstreamsSendingKeysInClearText == ["cluster"])
     }
 
     @Test func metricsOnThePublicListenerOnlyWhenItIsLoopbackAndNoAdminExists() {

@@ -153,6 +153,10 @@ package final class RelayServer: @unchecked Sendable {
                 }
             }
         }
+        for name in configuration.upstreamsSendingKeysInClearText {
+            logger.warning("upstream \(name) is http:// to another host: its key crosses the network in clear text (use https:// unless that path is private)",
+                           [("upstream", .string(name))])
+        }
         for block in configuration.trustedProxies where block.prefixLength == 0 {
             logger.warning("trustedProxies has \(block): any client can choose its address with X-Forwarded-For",
                            [("block", .string(block.description))])

@@ -149,16 +149,7 @@ extension ConfigReader {
     /// `localhost`, with no user info.
     mutating func checkJWKSURL(_ url: String, _ path: String) {
         if url.hasPrefix("https://") && url.utf8.count > 8 { return }
-        if url.hasPrefix("http://") {
-            let authority = url.dropFirst(7).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-            var host = Substring(authority)
-            if host.hasPrefix("["), let close = host.firstIndex(of: "]") {
-                host = host[host.index(after: host.startIndex)..<close]
-            } else if let colon = host.lastIndex(of: ":") {
-                host = host[..<colon]
-            }
-            if !authority.contains("@"), RelayConfiguration.Listen(host: String(host), port: 0).isLoopback { return }
-        }
+        if url.hasPrefix("http://") && !RelayConfiguration.isClearTextBeyondThisHost(url) { return }
         problem(path, "must be an https:// URL (http:// only to this host: 127.0.0.1, ::1 or localhost), since whoever answers it can sign any token")
     }
 

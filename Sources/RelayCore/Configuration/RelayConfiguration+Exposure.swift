@@ -35,3 +35,28 @@ extension RelayConfiguration.Listen {
         }
     }
 }
+
+extension RelayConfiguration {
+    /// `url` is `http://` to a host other than this one (a loopback address or `localhost`, with no user info):
+    /// what it sends, anyone on the network path can read, and what it receives, anyone there can write.
+    package static func isClearTextBeyondThisHost(_ url: String) -> Bool {
+        guard url.lowercased().hasPrefix("http://") else { return false }
+        let authority = url.dropFirst(7).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        var host = Substring(authority)
+        if host.hasPrefix("["), let close = host.firstIndex(of: "]") {
+            host = host[host.index(after: host.startIndex)..<close]
+        } else if let colon = host.lastIndex(of: ":") {
+            host = host[..<colon]
+        }
+        return authority.contains("@") || !Listen(host: String(host), port: 0).isLoopback
+    }
+
+    /// Upstreams whose key would cross the network in clear text (`http://` to another host), by name: warned
+    /// about at start-up. A provider on a private network may be reached so on purpose (a self-hosted model server
+    /// inside the cluster), so it is not refused.
+    package var upstreamsSendingKeysInClearText: [String] {
+        upstreams.values.filter { upstream in
+            (upstream.key != nil || !upstream.keys.isEmpty) && Self.isClearTextBeyondThisHost(upstream.baseURL)
+        }.map(\.name).sorted()
+    }
+}
