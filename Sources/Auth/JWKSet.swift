@@ -64,6 +64,11 @@ package struct JWKSet: Sendable, CustomStringConvertible {
 
     package var isEmpty: Bool { keys.isEmpty }
 
+    /// These keys and `other`'s: a key file's set with the set its URL serves (`jwksFile` and `jwksURL` together).
+    package func adding(_ other: JWKSet) -> JWKSet {
+        other.isEmpty ? self : JWKSet(keys: keys + other.keys, skipped: skipped + other.skipped)
+    }
+
     init(keys: [JWK], skipped: [SkippedKey]) {
         self.keys = keys
         self.skipped = skipped

@@ -267,6 +267,33 @@ struct ClientAuthTests {
         #expect(requests.count == 1)
     }
 
+    @Test("jwksFile and jwksURL together: a refresh adds the URL's keys to the file's, never drops the file's")
+    func jwksFileKeysOutliveARefresh() throws {
+        let all = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: Self.fixtures.appendingPathComponent("jwks.json"))) as? [String: Any])
+        let keys = try #require(all["keys"] as? [[String: Any]])
+        func set(_ kid: String) throws -> Data {
+            try JSONSerialization.data(withJSONObject: ["keys": keys.filter { $0["kid"] as? String == kid }])
+        }
+        let served = try set("rsa-2")
+        let keyServer = try ScriptedUpstream { connection in
+            while true {
+                _ = try connection.readRequest(timeout: 10)
+                try connection.writeHead(status: 200, headers: [("Content-Type", "application/json"), ("Content-Length", "\(served.count)")])
+                try connection.write(Array(served))
+            }
+        }
+        let requests = Mailbox<RecordedRequest>()
+        let relay = try Self.relay(try Self.upstream(requests)) { config in
+            config.clients.jwt = .init(settings: .init(algorithms: [.rs256], issuers: [Self.issuer], audiences: [Self.audience]),
+                                       keys: try! JWKSet(json: try! set("rsa-1")), jwksURL: keyServer.baseURL + "/jwks.json",
+                                       jwksRefreshSeconds: 3600)
+        }
+        try eventually("the URL's keys arrived", timeout: 10) { relay.logs.lines.contains { $0.contains(#""message":"JWKS refreshed""#) } }
+        #expect(try Self.post(relay, path: "/jwt/v1/chat/completions", bearer: Self.jwt(kid: "rsa-2", key: "rsa-2.pem")).head.status == 200)
+        #expect(try Self.post(relay, path: "/jwt/v1/chat/completions", bearer: Self.jwt(kid: "rsa-1", key: "rsa-1.pem")).head.status == 200,
+                "the file's key still verifies after the refresh")
+    }
+
     @Test("a JWKS refresh that fails keeps serving with the last good keys")
     func jwksRefreshKeepsLastGoodKeys() throws {
         let fetches = Mailbox<Int>()

@@ -25,9 +25,13 @@ final class JWKSRefresher: TransferDelegate, @unchecked Sendable {
     private var timer: LoopTimer?
     private var stopped = false
     static let maxDocumentBytes = 1 << 20
+    private let fileKeys: JWKSet
 
-    init(url: String, refreshSeconds: Double, loop: EventLoop, driver: CurlDriver, authenticator: any JWKSKeySink, logger: Logger) {
+    /// `fileKeys`: the keys read from a `jwksFile` given with the URL; each refresh installs them with the URL's.
+    init(url: String, refreshSeconds: Double, loop: EventLoop, driver: CurlDriver, authenticator: any JWKSKeySink,
+         fileKeys: JWKSet = .empty, logger: Logger) {
         self.url = url
+        self.fileKeys = fileKeys
         self.loop = loop
         self.driver = driver
         self.authenticator = authenticator
@@ -114,7 +118,7 @@ final class JWKSRefresher: TransferDelegate, @unchecked Sendable {
         if ok {
             switch cache.receive(document: Data(body), maxAge: maxAge, now: now) {
             case .replaced(let summary):
-                authenticator.replaceKeys(cache.currentKeys)
+                authenticator.replaceKeys(fileKeys.adding(cache.currentKeys))
                 logger.info("JWKS refreshed", [("keys", .int(summary.keyIDs.count)), ("skipped", .int(summary.skipped.count))])
             case .rejected(let error):
                 logger.warning("JWKS refresh rejected; keeping the last good keys", [("reason", .string("\(error)"))])

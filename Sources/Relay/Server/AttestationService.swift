@@ -73,7 +73,7 @@ final class AttestationService: Sendable {
     func start(loop: EventLoop, driver: CurlDriver) {
         guard let appCheck, let firebase = configuration.firebase, let url = firebase.jwksURL else { return }
         let refresher = JWKSRefresher(url: url, refreshSeconds: firebase.jwksRefreshSeconds, loop: loop, driver: driver,
-                                      authenticator: appCheck, logger: logger)
+                                      authenticator: appCheck, fileKeys: firebase.keys, logger: logger)
         self.refresher.withLock { $0 = refresher }
         refresher.start()
     }

@@ -132,7 +132,7 @@ package final class RelayServer: @unchecked Sendable {
         var refresher: JWKSRefresher?
         if let jwt = configuration.clients.jwt, let url = jwt.jwksURL {
             refresher = JWKSRefresher(url: url, refreshSeconds: jwt.jwksRefreshSeconds, loop: group.loops[0],
-                                      driver: loopStates[0].driver, authenticator: authenticator, logger: logger)
+                                      driver: loopStates[0].driver, authenticator: authenticator, fileKeys: jwt.keys, logger: logger)
         }
         lifecycle.withLock { $0 = Lifecycle(listener: listener, admin: admin, jwksRefresher: refresher) }
         refresher?.start()
