@@ -247,8 +247,12 @@ package final class RedisStreamMirror: @unchecked Sendable {
     }
 
     /// KEYS[1] the body, KEYS[2] the record. ARGV: the bytes, the record's text before and after its count, the
-    /// expiry in ms. Appends, refreshes both expiries, sets the record to the body's new length; returns the length.
+    /// expiry in ms, the body's length before these bytes. Appends, refreshes both expiries, sets the record to the
+    /// body's new length; returns the length. A body of another length lost bytes (or has bytes it should not): the
+    /// script writes nothing and returns -1, so no reader ever gets bytes at an offset they do not have in the stream
+    /// in the round trip before the owner deletes the copy.
     package static let appendScript = Array("""
+        if redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[5]) then return -1 end
         local n = redis.call('APPEND', KEYS[1], ARGV[1])
         redis.call('PEXPIRE', KEYS[1], ARGV[4])
         redis.call('SET', KEYS[2], ARGV[2] .. n .. ARGV[3], 'PX', ARGV[4])
@@ -329,10 +333,11 @@ package final class MirroredStream: @unchecked Sendable {
         guard !pending.isEmpty, meta.state == .running else { return }
         let bytes = pending
         pending = []
+        let before = Array(String(meta.written).utf8)
         meta.written += bytes.count
         let expected = meta.written
         let a = appendArguments
-        mirror.send([Self.eval, RedisStreamMirror.appendScript, Self.two, a[0], a[1], bytes, a[2], a[3], a[4]], on: loop) { reply in
+        mirror.send([Self.eval, RedisStreamMirror.appendScript, Self.two, a[0], a[1], bytes, a[2], a[3], a[4], before], on: loop) { reply in
             // A body shorter than what was written (Redis restarted, or the key expired) has a hole: lost.
             self.check(reply?.integer == Int64(expected) ? reply : nil)
         }

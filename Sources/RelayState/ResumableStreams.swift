@@ -66,6 +66,18 @@ package final class ResumableStream: @unchecked Sendable {
         /// Resumes that attached before the end (here or, through Redis, at another replica).
         var resumes = 0
         weak var owner: (any StreamOwner)?
+        /// The registry forgot the stream (`ResumableStreams.remove`): no resume attaches, no byte is kept any more.
+        var forgotten = false
+        /// Its bytes no longer count toward the registry's total: forgotten, and no resume reads them.
+        var released = false
+
+        /// Forgotten and read by nobody here: the bytes it holds are freed, and leave the registry's total (once).
+        mutating func release() -> Int {
+            guard forgotten, !released else { return 0 }
+            if case .resumer = reader { return 0 }
+            released = true
+            return buffer.free()
+        }
     }
 
     private let locked: Locked<State>
@@ -92,10 +104,12 @@ package final class ResumableStream: @unchecked Sendable {
 
     /// Body bytes the owner wrote. Wakes a resumed reader; on the append that outgrows the buffer, cuts it (the
     /// bytes it has not read are gone). True when the stream outgrew its buffer and nobody reads it: nobody ever
-    /// can again, so the owner cancels the upstream.
+    /// can again, so the owner cancels the upstream. A forgotten stream (stopped: the owner cancels a loop turn
+    /// later) keeps nothing more: no resume can read it, and its registry no longer counts it.
     package func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let (delta, unread, wake, cut, overflowed) = locked.withLock {
             s -> (Int, Bool, (any StreamReader)?, (any StreamReader)?, Bool) in
+            if s.forgotten { return (0, false, nil, nil, true) }
             let delta = s.buffer.append(bytes)
             var wake: (any StreamReader)?, cut: (any StreamReader)?
             if case .resumer(let reader) = s.reader {
@@ -174,7 +188,7 @@ package final class ResumableStream: @unchecked Sendable {
     /// A resume at `offset`: `reader` takes the stream over from whoever read it (told to close).
     package func attach(_ reader: any StreamReader, offset: Int) -> Attach {
         let result = locked.withLock { s -> (Attach, previous: Reader, owner: (any StreamOwner)?) in
-            if s.end == .stopped { return (.gone, .none, nil) }
+            if s.end == .stopped || s.forgotten { return (.gone, .none, nil) }
             let position = s.buffer.position(offset)
             guard case .replay(let at) = position else { return (.failed(position), .none, nil) }
             if s.end == .broken && at == s.buffer.written { return (.brokenAtEnd, .none, nil) }
@@ -207,14 +221,25 @@ package final class ResumableStream: @unchecked Sendable {
         }
     }
 
-    /// The reader's connection ended (or it read the end). Starts the owner's detach window if the stream runs on.
+    /// The reader's connection ended (or it read the end). Starts the owner's detach window if the stream runs on;
+    /// a stream forgotten while it read stops counting toward the registry's total now.
     package func readerLeft(_ reader: any StreamReader) {
-        let owner = locked.withLock { s -> (any StreamOwner)? in
-            guard case .resumer(let r) = s.reader, r === reader else { return nil }
+        let (owner, freed) = locked.withLock { s -> ((any StreamOwner)?, Int) in
+            guard case .resumer(let r) = s.reader, r === reader else { return (nil, 0) }
             s.reader = .none
-            return s.end == nil ? s.owner : nil
+            return (s.end == nil ? s.owner : nil, s.release())
         }
+        registry?.held(-freed)
         notify(owner) { $0.readerLeft() }
+    }
+
+    /// The registry forgets the stream: the bytes to take off its total now (none while a resume still reads them:
+    /// they are taken off when it leaves, so a slow reader far behind cannot hold buffers past the cap).
+    fileprivate func forget() -> Int {
+        locked.withLock { s in
+            s.forgotten = true
+            return s.release()
+        }
     }
 
     /// `DELETE`: the stream ends now; its reader is closed, its owner cancels the upstream.
@@ -333,7 +358,7 @@ package final class ResumableStreams: @unchecked Sendable {
             s[stream.id] = nil
             return true
         }
-        if removed { held(-stream.heldBytes) }
+        if removed { held(-stream.forget()) }
     }
 
     /// Bytes held by every buffer together.

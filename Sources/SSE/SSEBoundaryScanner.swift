@@ -60,6 +60,10 @@ public struct SSEBoundaryScanner: Sendable {
 
     /// The last delivery ended with a CR: an LF first in the next one completes that line end.
     private var pendingCR = false
+    /// That CR came right after an LF (or first in the stream): `LF CR` may yet be `LF CRLF` (`atSettledEventBoundary`).
+    private var pendingCRAfterLF = false
+    /// The last byte scanned (an LF before the first: the stream's start counts as after a line end).
+    private var lastByte: UInt8 = 0x0A
     /// Bytes came since the last line end (the current line is not empty).
     private var lineHasBytes = false
     /// The last line end ended an event (true at the start: nothing is under way).
@@ -75,6 +79,12 @@ public struct SSEBoundaryScanner: Sendable {
     /// The bytes so far end with a whole event, or nothing came yet: bytes of our own (a comment, a closing event)
     /// can go in here without splitting an event. O(1).
     public var atEventBoundary: Bool { !lineHasBytes && lastLineEndedEvent }
+
+    /// `atEventBoundary`, and no later byte can change where that boundary is: not a lone CR after a line end
+    /// (`…\n\r`, `…\r\n\r`), which may be the start of a CRLF whose LF comes next. Bytes of our own written between
+    /// the two would read, to parsers that split lines on LF alone, as a line starting with CR (README,
+    /// "Heartbeats"; `WrittenTail.atSettledBoundary` is the same rule on the client's bytes). O(1).
+    public var atSettledEventBoundary: Bool { atEventBoundary && !(pendingCR && pendingCRAfterLF) }
 
     /// Finds the line and event ends of the next delivery, exactly as received.
     public mutating func scan(_ bytes: UnsafeRawBufferPointer) -> Scan {
@@ -105,6 +115,7 @@ public struct SSEBoundaryScanner: Sendable {
                     if bytes[next] == 0x0A { next += 1 }
                 } else {
                     pendingCR = true
+                    pendingCRAfterLF = (at > 0 ? bytes[at - 1] : lastByte) == 0x0A
                 }
             }
             lineEnds.append(LineEnd(end: at, next: next, endsEvent: empty))
@@ -114,6 +125,7 @@ public struct SSEBoundaryScanner: Sendable {
             i = next
         }
         if lineStart < n { lineHasBytes = true }
+        lastByte = bytes[n - 1]
         result.endsWithCR = pendingCR
         result.lineEnds = lineEnds
         return result
@@ -128,6 +140,7 @@ public struct SSEBoundaryScanner: Sendable {
         pendingCR = false
         lineHasBytes = false
         lastLineEndedEvent = true
+        lastByte = 0x0A
     }
 
     /// The index of the next CR or LF at or after `from`. Eight bytes at a time (a word has a CR or LF byte when

@@ -178,6 +178,32 @@ extension RelayExchangeTests {
         #expect(h.writer.events.last == .finish(keepAlive: true))
     }
 
+    /// A CRLF stream whose delivery ends inside the blank line's CRLF (`…\r\n\r`, its LF first in the next
+    /// delivery): the event has ended, but a closing event written right after that CR reads, to a parser that
+    /// splits lines on LF alone, as a line `\rdata: {…}`, an unknown field: the error is lost and the stream ends
+    /// cleanly, a truncated answer that looks whole. The cut waits for the LF, as a heartbeat does; the refusal
+    /// may come at that point (`refusedThere`) or mid-event, before the delivery that ends with the CR.
+    @Test(arguments: [false, true])
+    func aCutAfterALoneCRWaitsForItsLF(refusedThere: Bool) {
+        let store = RecordingAdmissionStore(.byHand)
+        let h = Self.admitting(store)
+        let world = Array(ChatStream.world.replacingOccurrences(of: "\n", with: "\r\n").utf8)
+        Self.streamAdmitted(h, store, hellos: 8)
+        h.run {
+            h.call.body(String(decoding: world[..<20], as: UTF8.self))
+            if !refusedThere { store.extensions[0].answer(false) }
+            h.call.body(String(decoding: world[20..<(world.count - 1)], as: UTF8.self))
+            if refusedThere { store.extensions[0].answer(false) }
+        }
+        #expect(h.call.cancelled == 0, "cut between the CR and its LF")
+        _ = h.run { h.call.body("\n" + ChatStream.hello) }
+        let expected = String(repeating: ChatStream.hello, count: 8) + String(decoding: world, as: UTF8.self)
+            + #"data: {"error":{"message":"The token budget is used up; the answer was cut short.","type":"budget_exhausted","code":"budget_exhausted"}}"# + "\n\n"
+        #expect(String(decoding: h.writer.body, as: UTF8.self).debugDescription == expected.debugDescription)
+        #expect(h.call.cancelled == 1)
+        #expect(h.writer.events.last == .finish(keepAlive: true))
+    }
+
     @Test func finishLetsTheStreamRunAndChargesIt() {
         let store = RecordingAdmissionStore(.byHand)
         var budgets = Self.budgets

@@ -193,6 +193,41 @@ private extension ReplayBuffer {
         #expect(owner.seen == ["originalTakenOver", "attached", "stop"])
     }
 
+    /// A `DELETE` on another loop forgets the stream at once; the owner learns of it a loop turn later and may write
+    /// a delivery meanwhile. Those bytes can never be read: kept, they stayed counted toward the cap for good (or,
+    /// when they overflowed the buffer, were taken off the total a second time).
+    @Test(arguments: [1024, 12])
+    func bytesWrittenAfterAStopAreNeitherKeptNorCounted(maxBytes: Int) {
+        let (registry, stream, owner) = Self.stream(maxBytes: maxBytes)
+        _ = Self.append(stream, "data: a\n\n")
+        stream.stop()
+        registry.remove(stream)
+        #expect(registry.totalHeldBytes == 0)
+        _ = Self.append(stream, "data: b\n\n")   // the owner's delivery before the stop's notice
+        #expect(registry.totalHeldBytes == 0)
+        #expect(stream.heldBytes == 0)
+        #expect(owner.seen == ["stop"])
+    }
+
+    /// Its window passed while a resume still reads it (a slow client far behind): the reader goes on, and the
+    /// bytes it holds count toward `resumeBufferBytes` until it leaves, so slow readers cannot pin buffers past the
+    /// cap. A resume that looked the stream up before it was forgotten and attaches after gets 404.
+    @Test func aForgottenStreamStillReadCountsUntilItsReaderLeaves() {
+        let (registry, stream, _) = Self.stream()
+        _ = Self.append(stream, "data: a\n\n")
+        stream.finish(.completed)
+        let reader = Reader()
+        guard case .attached = stream.attach(reader, offset: 0) else { Issue.record("attach"); return }
+        registry.remove(stream)
+        #expect(registry.lookup(stream.id) == nil)
+        #expect(registry.totalHeldBytes == 9, "the reader still holds them")
+        #expect(stream.read(reader, from: 0, limit: 100).bytes == Array("data: a\n\n".utf8))
+        guard case .gone = stream.attach(Reader(), offset: 0) else { Issue.record("gone expected"); return }
+        #expect(reader.takenOvers == 0)
+        stream.readerLeft(reader)
+        #expect(registry.totalHeldBytes == 0)
+    }
+
     @Test func theDetachWindowEndsOnlyWhenNobodyReads() {
         let (_, stream, _) = Self.stream()
         #expect(stream.originalLeft() == .detached)

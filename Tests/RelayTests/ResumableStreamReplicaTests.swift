@@ -375,6 +375,27 @@ struct ResumableStreamReplicaTests {
         #expect(upstream.requests.count == 1)
     }
 
+    /// The owner learns of a hole from its append's reply and deletes the copy a round trip later; meanwhile the
+    /// append must not have written. An `APPEND` after the hole made a body of the new bytes alone and set the record
+    /// to its length, so a reader elsewhere got bytes at offsets they do not have in the stream (a new resume at 0
+    /// got the middle of the stream as its start). The script appends only onto the body it expects.
+    @Test("an append onto a body that lost bytes writes nothing, so no reader gets bytes at the wrong offset")
+    func appendAfterAHoleWritesNothing() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (body, meta) = ("\(Self.prefix)stream:x:body", "\(Self.prefix)stream:x:meta")
+        let script = String(decoding: RedisStreamMirror.appendScript, as: UTF8.self).replacingOccurrences(of: "\n", with: " ")
+        func append(_ bytes: String, after written: Int) throws -> String {
+            try redis.command("EVAL \"\(script)\" 2 \(body) \(meta) \(bytes) \"v1 o h 0 \" \" running\" 20000 \(written)")
+        }
+        #expect(try append("abc", after: 0) == ":3")
+        #expect(try append("de", after: 3) == ":5")
+        _ = try redis.command("DEL \(body)")
+        #expect(try append("fg", after: 5) == ":-1")
+        #expect(try redis.command("EXISTS \(body)") == ":0", "a body of the bytes after the hole")
+        #expect(try Self.writtenInRedis(redis, "x") == 5, "the record names what the owner wrote before the hole")
+    }
+
     @Test("Redis going away does not cut the stream; a resume on the owner replica still works, and it is logged")
     func redisOutage() throws {
         let redis = try RedisServerProcess()

@@ -80,6 +80,24 @@ struct SSEBoundaryScannerTests {
         #expect(scanner.scans == 3 && scanner.bytesScanned == 12)
     }
 
+    /// A boundary is settled unless the bytes end with a lone CR right after an LF (or as the stream's first byte):
+    /// that CR's LF may come next. The same answer for every prefix of each stream, however the prefix was split.
+    @Test func aSettledBoundaryIsNeverALoneCRAfterAnLF() {
+        for stream in ["data: a\r\n\r\ndata: b\r\n\r\n", "data: a\n\r\ndata: b\n\r", "data: a\r\rdata: b\r\r", "\r\n: c\r\n\r\n"] {
+            let bytes = Array(stream.utf8)
+            for length in 0...bytes.count {
+                for cut in 0...length {
+                    var scanner = SSEBoundaryScanner()
+                    _ = scanner.scan(Array(bytes[..<cut]))
+                    _ = scanner.scan(Array(bytes[cut..<length]))
+                    let loneCR = length > 0 && bytes[length - 1] == 0x0D && (length == 1 || bytes[length - 2] == 0x0A)
+                    #expect(scanner.atSettledEventBoundary == (scanner.atEventBoundary && !loneCR),
+                            "\(stream.debugDescription) to \(length), cut at \(cut)")
+                }
+            }
+        }
+    }
+
     @Test func splitAtEveryPositionFindsTheSameEnds() {
         let streams = ["data: {\"a\":1}\n\n", ": ping\r\n\r\ndata: x\r\rdata: y\n\r\n", "\n\n\r\r\r\n\r\n", "event: e\rdata: 0123456789abcdef\r\n\r\nid: 7\n\n"]
         for stream in streams {

@@ -250,8 +250,10 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         case .forward:
             streamDelivered(now: now)
             if record.firstBodyAt == nil { record.firstBodyAt = now }
+            // A cut waiting at a boundary not yet settled (a lone CR whose LF may come now): it goes in first here.
+            let cutWaiting = budgetGuard?.state == .exhausted && meter.atEventBoundary
             let scan = meter.scan(bytes)
-            if budgetGuard != nil { return forwardGuarded(bytes, scan, now: now) }
+            if budgetGuard != nil { return forwardGuarded(bytes, scan, cutWaiting: cutWaiting, now: now) }
             if masker != nil {
                 meter.observe(bytes, scan)
                 let masked = masker!.feed(bytes)
@@ -309,11 +311,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     /// A delivery of a guarded stream: forwarded, counted, and the reservation kept ahead of the count. Once the
-    /// budget is exhausted, bytes pass only up to the end of the event under way; the stream ends there.
-    private func forwardGuarded(_ bytes: UnsafeRawBufferPointer, _ scan: SSEBoundaryScanner.Scan, now: Instant) -> Bool {
-        if budgetGuard?.state == .exhausted, let end = scan.firstEventEnd {
-            let head = UnsafeRawBufferPointer(rebasing: bytes[0..<end])
-            forwardThenObserve(head, scan.prefix(end))
+    /// budget is exhausted, bytes pass only up to the end of the event under way (`cutWaiting`: it ended with the
+    /// last delivery, in a lone CR, so only that CR's LF, if it comes first here); the stream ends there, once no
+    /// later byte can move that end (`atSettledEventBoundary`).
+    private func forwardGuarded(_ bytes: UnsafeRawBufferPointer, _ scan: SSEBoundaryScanner.Scan, cutWaiting: Bool,
+                                now: Instant) -> Bool {
+        if budgetGuard?.state == .exhausted, let end = cutWaiting ? scan.start : scan.firstEventEnd,
+           end < bytes.count || meter.atSettledEventBoundary {
+            if end > 0 { forwardThenObserve(UnsafeRawBufferPointer(rebasing: bytes[0..<end]), scan.prefix(end)) }
             closeIfClosedDuringWrite()
             cut()
             return true
@@ -341,7 +346,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             admission.store.extend(grant, by: .step(tokens, price: admittedPrice), on: writer.scheduler) { granted in self.extensionAnswered(granted) }
         case .cut:
             metrics.budgetCut(route: record.route)
-            if meter.atEventBoundary { cut() }   // else the next delivery ends the event under way, then the cut
+            if meter.atSettledEventBoundary { cut() }   // else the next delivery ends the event under way, then the cut
         }
     }
 

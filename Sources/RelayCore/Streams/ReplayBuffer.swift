@@ -52,6 +52,13 @@ package struct ReplayBuffer: Sendable, Equatable {
         return bytes[offset..<min(bytes.count, offset + limit)]
     }
 
+    /// Nobody can read the stream any more: frees what is kept; returns how many bytes that was.
+    package mutating func free() -> Int {
+        let held = bytes.count
+        bytes = []
+        return held
+    }
+
     /// Bytes held (what the registry's total counts).
     package var heldBytes: Int { bytes.count }
 }

@@ -103,6 +103,10 @@ package struct UsageMeter: Sendable {
     /// relay's own can go to the client here.
     package var atEventBoundary: Bool { events?.atEventBoundary ?? true }
 
+    /// `atEventBoundary`, and not a lone CR after a line end whose LF may come next
+    /// (`SSEBoundaryScanner.atSettledEventBoundary`): where the budget cut's closing event may go.
+    package var atSettledEventBoundary: Bool { events?.atSettledEventBoundary ?? true }
+
     /// A copy of a response body delivery, exactly as received, with its `scan(_:)`.
     package mutating func observe(_ bytes: UnsafeRawBufferPointer, _ scan: SSEBoundaryScanner.Scan) {
         tap?.feed(bytes, scan: events == nil ? nil : scan)
