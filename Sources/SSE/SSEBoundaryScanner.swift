@@ -61,9 +61,8 @@ public struct SSEBoundaryScanner: Sendable {
     /// The last delivery ended with a CR: an LF first in the next one completes that line end.
     private var pendingCR = false
     /// That CR came right after an LF (or first in the stream): `LF CR` may yet be `LF CRLF` (`atSettledEventBoundary`).
+    /// Set only when a delivery ends in a CR (no per-delivery bookkeeping for it).
     private var pendingCRAfterLF = false
-    /// The last byte scanned (an LF before the first: the stream's start counts as after a line end).
-    private var lastByte: UInt8 = 0x0A
     /// Bytes came since the last line end (the current line is not empty).
     private var lineHasBytes = false
     /// The last line end ended an event (true at the start: nothing is under way).
@@ -98,6 +97,7 @@ public struct SSEBoundaryScanner: Sendable {
             return result
         }
         var i = 0
+        let enteredAfterCR = pendingCR
         if pendingCR {
             pendingCR = false
             if bytes[0] == 0x0A {
@@ -115,7 +115,9 @@ public struct SSEBoundaryScanner: Sendable {
                     if bytes[next] == 0x0A { next += 1 }
                 } else {
                     pendingCR = true
-                    pendingCRAfterLF = (at > 0 ? bytes[at - 1] : lastByte) == 0x0A
+                    // The byte before: in this delivery, or (first here) the last one's, which ended a line with
+                    // an LF unless it ended with a CR (then `CR CR`: not a CR after an LF).
+                    pendingCRAfterLF = at > 0 ? bytes[at - 1] == 0x0A : empty && !enteredAfterCR
                 }
             }
             lineEnds.append(LineEnd(end: at, next: next, endsEvent: empty))
@@ -125,7 +127,6 @@ public struct SSEBoundaryScanner: Sendable {
             i = next
         }
         if lineStart < n { lineHasBytes = true }
-        lastByte = bytes[n - 1]
         result.endsWithCR = pendingCR
         result.lineEnds = lineEnds
         return result
@@ -140,7 +141,6 @@ public struct SSEBoundaryScanner: Sendable {
         pendingCR = false
         lineHasBytes = false
         lastLineEndedEvent = true
-        lastByte = 0x0A
     }
 
     /// The index of the next CR or LF at or after `from`. Eight bytes at a time (a word has a CR or LF byte when
