@@ -152,6 +152,24 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
         #expect(escaped.reportedModel == nil, "an escaped name is not read (the request's model prices it)")
     }
 
+    /// The client names the model, the provider reports its dated snapshot, and the table prices the two by
+    /// different entries: `o1` exactly, the snapshot only by the cheap default. 1 000 prompt and 1 000 completion
+    /// at o1's 15 / 60 = 75 000 $/M = 75 000 000 n$; at the default's 0.10 / 0.40 it would be 500 000 n$. The
+    /// higher applies, whichever name it belongs to; a reported model priced above the request still wins.
+    @Test func aReportedModelPricedLowerThanTheRequestedOneNeverLowersTheCost() throws {
+        let t = try table(#"{"o1": {"input": 15, "output": 60}, "*": {"input": 0.10, "output": 0.40}}"#)
+        let usage = Usage(prompt: 1_000, completion: 1_000, source: .provider)
+        let book = PriceBook(table: t)
+        #expect(ExchangeCost(usage, reported: "o1-2024-12-17", requested: "o1", prices: book)
+                == ExchangeCost(nanoUSD: 75_000_000, source: .provider, model: "o1"))
+        #expect(ExchangeCost(usage, reported: "o1-2024-12-17", requested: "gpt-4o-mini", prices: book)
+                == ExchangeCost(nanoUSD: 500_000, source: .provider, model: "o1-2024-12-17"))
+        #expect(ExchangeCost(usage, reported: "o1", requested: "o1-mini", prices: book)
+                == ExchangeCost(nanoUSD: 75_000_000, source: .provider, model: "o1"))
+        #expect(BudgetAmount.settled(usage, cost: ExchangeCost(usage, reported: "o1-2024-12-17", requested: "o1", prices: book),
+                                     admittedPrice: t.price(for: "o1")).nanoUSD == 75_000_000)
+    }
+
     @Test func anUnknownPriceIsUnknownNeverFreeAndCostsRoundUp() throws {
         let t = try table(#"{"cheap": {"input": 0.000001, "output": 0.000001}}"#)
         let usage = Usage(prompt: 3, completion: 0, source: .estimate)
