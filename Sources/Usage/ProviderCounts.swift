@@ -6,6 +6,8 @@ struct ProviderCounts: Sendable, Equatable {
     var cached: Int?
     var reasoning: Int?
     var cacheCreation: Int?
+    /// Anthropic's `cache_creation.ephemeral_1h_input_tokens`: the part of `cacheCreation` written for an hour.
+    var cacheCreationOneHour: Int?
     /// Anthropic's `input_tokens` (uncached input only), kept so a later event can update one part of `prompt`.
     var uncachedInput: Int?
     /// The provider's final counts arrived (the usage chunk, `response.completed`, `message_delta`, the last
@@ -59,10 +61,13 @@ enum UsageReaders {
         let input = int(p, u, "input_tokens")
         let cacheRead = int(p, u, "cache_read_input_tokens")
         let cacheWrite = int(p, u, "cache_creation_input_tokens")
-        if input != nil || cacheRead != nil || cacheWrite != nil {
+        // The writes by lifetime: a one-hour write is billed above a five-minute one, and the client chooses it.
+        let oneHour = p.path("cache_creation", "ephemeral_1h_input_tokens", from: u).flatMap { p.integer(at: $0) }
+        if input != nil || cacheRead != nil || cacheWrite != nil || oneHour != nil {
             c.uncachedInput = input ?? c.uncachedInput
             c.cached = cacheRead ?? c.cached
             c.cacheCreation = cacheWrite ?? c.cacheCreation
+            c.cacheCreationOneHour = oneHour ?? c.cacheCreationOneHour
             c.prompt = (c.uncachedInput ?? 0).addingSaturated(c.cached ?? 0).addingSaturated(c.cacheCreation ?? 0)
         }
         if let output = int(p, u, "output_tokens") {

@@ -10,6 +10,8 @@
 ///   `cache_read_input_tokens`, `cachedContentTokenCount`), when the provider said.
 /// - `reasoning`: the part of `completion` spent on reasoning (`reasoning_tokens`, `thoughtsTokenCount`), when said.
 /// - `cacheCreation`: Anthropic only, the part of `prompt` written to the cache (billed above the base rate).
+/// - `cacheCreationOneHour`: Anthropic only, the part of `cacheCreation` written for an hour
+///   (`cache_creation.ephemeral_1h_input_tokens`), billed above the five-minute rate.
 public struct Usage: Sendable, Equatable, CustomStringConvertible {
     /// Where the counts come from, as `usage_source` in the access log and `source` in metrics.
     public enum Source: String, Sendable, Equatable {
@@ -27,15 +29,17 @@ public struct Usage: Sendable, Equatable, CustomStringConvertible {
     public var cached: Int?
     public var reasoning: Int?
     public var cacheCreation: Int?
+    public var cacheCreationOneHour: Int?
     public var source: Source
 
     public init(prompt: Int, completion: Int, cached: Int? = nil, reasoning: Int? = nil, cacheCreation: Int? = nil,
-                source: Source) {
+                cacheCreationOneHour: Int? = nil, source: Source) {
         self.prompt = prompt
         self.completion = completion
         self.cached = cached
         self.reasoning = reasoning
         self.cacheCreation = cacheCreation
+        self.cacheCreationOneHour = cacheCreationOneHour
         self.source = source
     }
 

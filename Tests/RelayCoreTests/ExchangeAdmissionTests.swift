@@ -101,6 +101,26 @@ import Usage
         #expect(Self.plan(Self.body(#""max_tokens":10,"max_completion_tokens":20"#)).failure == nil)
     }
 
+    /// Gemini runs the model its path names, whatever the body says. A generate path whose model the relay cannot
+    /// read (a tuned model, a Vertex endpoint) once fell back to the body's `model`: a client wrote the cheapest
+    /// priced name there and was reserved and charged at its price for whatever the path ran. Such a request names
+    /// no model, so a dollar budget refuses it (403 `model_not_priced`).
+    @Test func aGeminiPathWithoutAReadableModelIsNeverPricedByTheBody() throws {
+        let body = Array(#"{"model":"gemini-2.0-flash-lite","contents":[{"parts":[{"text":"hi"}]}]}"#.utf8)
+        var table = PriceTable()
+        table.add("gemini-2.0-flash-lite", ModelPrice(input: 75_000_000, output: 300_000_000))
+        let budgets = BudgetConfiguration(perIdentity: BudgetLimits(nanoUSDPerDay: 1_000_000_000))
+        for path in ["/v1beta/tunedModels/my-tune:generateContent",
+                     "/v1/projects/p/locations/us-central1/endpoints/123:streamGenerateContent"] {
+            let plan = try Self.plan(body, path: path).get()
+            #expect(plan.model == nil, "\(path)")
+            let charge = BudgetCharge.of(plan.reservation, budgetKey: "k", budgets: budgets, model: plan.model,
+                                         prices: PriceBook(table: table))
+            #expect(charge.failure == .modelNotPriced, "\(path)")
+        }
+        #expect(try Self.plan(body, path: "/v1beta/models/gemini-2.5-pro:generateContent").get().model == "gemini-2.5-pro")
+    }
+
     /// The body's bytes ÷ 4 is the least a request reserves: images, files and audio the estimate cannot count.
     @Test func theReservationNeverGoesBelowTheBodysBytesOverFour() {
         let image = String(repeating: "A", count: 40_000)

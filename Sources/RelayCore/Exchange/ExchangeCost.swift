@@ -4,8 +4,8 @@ import Usage
 /// What one exchange cost in dollars, as the access log (`cost_usd`, `cost_source`) and the metrics
 /// (`sse_relay_cost_usd_total`) say it, and what its dollar budget is charged. A plain value (README, "Usage and cost").
 ///
-/// The price is the reported model's (the one the provider says answered), else the requested model's; with
-/// neither priced the cost is unknown (`none`), never zero.
+/// The price is the higher of the reported model's (the one the provider says answered) and the requested
+/// model's, or the one of them that is priced; with neither priced the cost is unknown (`none`), never zero.
 package struct ExchangeCost: Sendable, Equatable, LogFields {
     package enum Source: String, Sendable {
         /// Priced from the provider's own counts.
@@ -28,21 +28,28 @@ package struct ExchangeCost: Sendable, Equatable, LogFields {
         self.model = model
     }
 
-    /// `usage` priced by `prices`, for the model the provider reported (`reported`), else the request's.
+    /// `usage` priced by `prices`, for the model the provider reported (`reported`) and the request's: the higher
+    /// of the two costs when both are priced. The client writes the requested name and the table's patterns may
+    /// price the reported one (a dated snapshot) by a cheaper entry (`*`, a shorter pattern) than the exact name
+    /// the request was admitted at: the cost is never below either.
     package init(_ usage: Usage, reported: String?, requested: String?, prices: PriceBook?) {
         let model = reported ?? requested
         guard usage.source != .none else {
             self.init(nanoUSD: nil, source: .none, model: model)
             return
         }
+        var priced: (nanoUSD: Int, model: String)?
         for candidate in [reported, requested] {
             if let name = candidate, let price = prices?.price(for: name) {
-                self.init(nanoUSD: Cost.nanoUSD(usage, price: price), source: usage.source == .provider ? .provider : .estimate,
-                          model: name)
-                return
+                let nano = Cost.nanoUSD(usage, price: price)
+                if nano > priced?.nanoUSD ?? -1 { priced = (nano, name) }
             }
         }
-        self.init(nanoUSD: nil, source: .none, model: model)
+        guard let priced else {
+            self.init(nanoUSD: nil, source: .none, model: model)
+            return
+        }
+        self.init(nanoUSD: priced.nanoUSD, source: usage.source == .provider ? .provider : .estimate, model: priced.model)
     }
 
     /// `cost_usd` (only when known) and `cost_source`.

@@ -133,9 +133,11 @@ package struct RequestBodyPlan: Sendable {
         case .failure(let error): return .failure(error)
         }
         plan.document = d
-        // Gemini runs the model its path names, whatever the body says: that one is checked, priced and reserved.
+        // Gemini runs the model its path names, whatever the body says: that one is checked, priced and reserved. A
+        // path whose model cannot be read (a tuned model, a Vertex endpoint) names none, never the body's, which a
+        // client would fill with the cheapest priced name: a dollar budget refuses it (`model_not_priced`).
         let pathModel: String?? = settings.endpoint == .geminiGenerate ? .some(Endpoint.geminiModel(path)) : nil
-        plan.model = pathModel.flatMap { $0 } ?? modelName(d)
+        plan.model = pathModel ?? modelName(d)
         let ceiling = OutputCeiling(endpoint: settings.endpoint, path: path)
         var edits = JSONEdits()
         if let error = settings.policy.check(d, ceiling: ceiling, pathModel: pathModel, into: &edits) { return .failure(error) }

@@ -8,14 +8,16 @@ import Usage
 /// zero one). The result saturates at `Int.max`.
 package enum Cost {
     /// What `usage` costs at `price`: fresh input at `input`, cache reads at `cachedInput`, cache writes at
-    /// `cacheWrite`, output (reasoning included: `Usage.completion` holds it) at `output`. Fresh input is the prompt
-    /// less its cached and cache-written parts (`Usage`'s counting rules, the same for every provider).
+    /// `cacheWrite` (those for an hour at `cacheWriteOneHour`), output (reasoning included: `Usage.completion` holds
+    /// it) at `output`. Fresh input is the prompt less its cached and cache-written parts (`Usage`'s counting rules,
+    /// the same for every provider).
     package static func nanoUSD(_ usage: Usage, price: ModelPrice) -> Int {
         let cached = max(0, usage.cached ?? 0)
         let written = max(0, usage.cacheCreation ?? 0)
+        let oneHour = min(written, max(0, usage.cacheCreationOneHour ?? 0))
         let fresh = max(0, usage.prompt - cached - written)
-        return nanoUSD([(fresh, price.input), (cached, price.cachedInput), (written, price.cacheWrite),
-                        (max(0, usage.completion), price.output)])
+        return nanoUSD([(fresh, price.input), (cached, price.cachedInput), (written - oneHour, price.cacheWrite),
+                        (oneHour, price.cacheWriteOneHour), (max(0, usage.completion), price.output)])
     }
 
     /// A reservation's price: the prompt estimate at the input price, the output ceiling at the output price.

@@ -11,12 +11,16 @@ package struct ModelPrice: Sendable, Equatable {
     package var output: Int
     /// Input written to the cache (Anthropic's cache creation); the input price when the table gives none.
     package var cacheWrite: Int
+    /// Input written to the cache for an hour (Anthropic's `"ttl": "1h"`, which the client chooses); when the table
+    /// gives none, twice the input price (Anthropic's rate), and never below `cacheWrite`.
+    package var cacheWriteOneHour: Int
 
-    package init(input: Int, cachedInput: Int? = nil, output: Int, cacheWrite: Int? = nil) {
+    package init(input: Int, cachedInput: Int? = nil, output: Int, cacheWrite: Int? = nil, cacheWriteOneHour: Int? = nil) {
         self.input = input
         self.cachedInput = cachedInput ?? input
         self.output = output
         self.cacheWrite = cacheWrite ?? input
+        self.cacheWriteOneHour = cacheWriteOneHour ?? max(self.cacheWrite, 2 * input)
     }
 
     /// Nano-dollars per million tokens of a price written in US dollars per million (`0.15` → 150 000 000).
@@ -68,10 +72,10 @@ package struct PriceTable: Sendable, Equatable {
     package static let maxUSDPerMillion = 100_000
     /// The longest model name or pattern.
     package static let maxNameBytes = 256
-    static let fields = ["input", "cachedInput", "output", "cacheWrite"]
+    static let fields = ["input", "cachedInput", "output", "cacheWrite", "cacheWriteOneHour"]
 
     /// Reads the table at `node` of `document` (an object: model or pattern → `{"input", "cachedInput", "output",
-    /// "cacheWrite"}`), each price from the number's own text, so no binary floating point ever rounds it. Every
+    /// "cacheWrite", "cacheWriteOneHour"}`), each price from the number's own text, so no binary floating point ever rounds it. Every
     /// problem is named by its key path under `path` (`pricing.gpt-4o.input`); nil with problems when any.
     package static func read(_ document: JSONDocument, at node: Int, path: String) -> (table: PriceTable?, problems: [String]) {
         var problems: [String] = []
@@ -92,7 +96,7 @@ package struct PriceTable: Sendable, Equatable {
             for field in document.children(of: member) {
                 let key = document.key(of: field) ?? ""
                 guard fields.contains(key) else {
-                    problems.append("\(at).\(key): unknown key (prices are input, cachedInput, output, cacheWrite)")
+                    problems.append("\(at).\(key): unknown key (prices are input, cachedInput, output, cacheWrite, cacheWriteOneHour)")
                     fieldProblem = true
                     continue
                 }
@@ -109,7 +113,8 @@ package struct PriceTable: Sendable, Equatable {
                 fieldProblem = true
             }
             guard !fieldProblem, let input = values["input"], let output = values["output"] else { continue }
-            table.add(name, ModelPrice(input: input, cachedInput: values["cachedInput"], output: output, cacheWrite: values["cacheWrite"]))
+            table.add(name, ModelPrice(input: input, cachedInput: values["cachedInput"], output: output, cacheWrite: values["cacheWrite"],
+                                       cacheWriteOneHour: values["cacheWriteOneHour"]))
         }
         return problems.isEmpty ? (table, []) : (nil, problems)
     }

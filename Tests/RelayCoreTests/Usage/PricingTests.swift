@@ -116,6 +116,25 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
         #expect(cost.source == .provider)
     }
 
+    /// A client chooses the cache's lifetime (`"cache_control": {"type": "ephemeral", "ttl": "1h"}`), and Anthropic
+    /// bills a one-hour write at twice the input price, against 1.25 times for five minutes. Of 2 000 tokens written,
+    /// 1 500 for an hour: 100 × 3 + 4 000 × 0.30 + 500 × 3.75 + 1 500 × 6 + 500 × 15 = 300 + 1 200 + 1 875 + 9 000
+    /// + 7 500 = 19 875 $/M. At the five-minute price for all of them it was 16 500 $/M. `cacheWriteOneHour` sets
+    /// the price; without it, twice the input price (Anthropic's rate, and never below `cacheWrite`).
+    @Test func anthropicOneHourCacheWritesArePricedAtTheirOwnRate() throws {
+        let t = try table(#"{"claude-sonnet-4*": {"input": 3, "cachedInput": 0.30, "output": 15, "cacheWrite": 3.75}, "# +
+                          #""claude-opus-4*": {"input": 3, "cachedInput": 0.30, "output": 15, "cacheWrite": 3.75, "cacheWriteOneHour": 7}}"#)
+        let usage = #"{"input_tokens":100,"cache_read_input_tokens":4000,"cache_creation_input_tokens":2000,"# +
+            #""cache_creation":{"ephemeral_5m_input_tokens":500,"ephemeral_1h_input_tokens":1500},"output_tokens":"#
+        let tap = tapped(.anthropic, "event: message_start\n" + #"data: {"type":"message_start","message":{"id":"m","model":"claude-sonnet-4-20250514","usage":"# + usage + #"1}}}"# + "\n\n"
+                         + "event: message_delta\n" + #"data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":500}}"# + "\n\n")
+        #expect(tap.usage().cacheCreationOneHour == 1_500)
+        #expect(ExchangeCost(tap.usage(), reported: tap.reportedModel, requested: nil, prices: PriceBook(table: t)).nanoUSD == 19_875_000)
+        let body = tapped(.anthropic, contentType: "application/json", #"{"model":"claude-opus-4-1","usage":"# + usage + "500}}")
+        // 300 + 1 200 + 1 875 + 1 500 × 7 + 7 500 = 21 375 $/M.
+        #expect(ExchangeCost(body.usage(), reported: body.reportedModel, requested: nil, prices: PriceBook(table: t)).nanoUSD == 21_375_000)
+    }
+
     /// Gemini: 1 000 prompt (200 cached), 300 candidates + 100 thoughts, at 0.30 / 0.075 / 2.50:
     /// 800 × 0.30 + 200 × 0.075 + 400 × 2.50 = 240 + 15 + 1 000 = 1 255 $/M = 1 255 000 n$.
     @Test func gemini() throws {
@@ -150,6 +169,24 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
         #expect(azure.reportedModel == "gpt-4o-2024-11-20")
         let escaped = tapped(.openai, contentType: "application/json", #"{"model":"gpt\u002d4o","usage":{"prompt_tokens":1,"completion_tokens":1}}"#)
         #expect(escaped.reportedModel == nil, "an escaped name is not read (the request's model prices it)")
+    }
+
+    /// The client names the model, the provider reports its dated snapshot, and the table prices the two by
+    /// different entries: `o1` exactly, the snapshot only by the cheap default. 1 000 prompt and 1 000 completion
+    /// at o1's 15 / 60 = 75 000 $/M = 75 000 000 n$; at the default's 0.10 / 0.40 it would be 500 000 n$. The
+    /// higher applies, whichever name it belongs to; a reported model priced above the request still wins.
+    @Test func aReportedModelPricedLowerThanTheRequestedOneNeverLowersTheCost() throws {
+        let t = try table(#"{"o1": {"input": 15, "output": 60}, "*": {"input": 0.10, "output": 0.40}}"#)
+        let usage = Usage(prompt: 1_000, completion: 1_000, source: .provider)
+        let book = PriceBook(table: t)
+        #expect(ExchangeCost(usage, reported: "o1-2024-12-17", requested: "o1", prices: book)
+                == ExchangeCost(nanoUSD: 75_000_000, source: .provider, model: "o1"))
+        #expect(ExchangeCost(usage, reported: "o1-2024-12-17", requested: "gpt-4o-mini", prices: book)
+                == ExchangeCost(nanoUSD: 500_000, source: .provider, model: "o1-2024-12-17"))
+        #expect(ExchangeCost(usage, reported: "o1", requested: "o1-mini", prices: book)
+                == ExchangeCost(nanoUSD: 75_000_000, source: .provider, model: "o1"))
+        #expect(BudgetAmount.settled(usage, cost: ExchangeCost(usage, reported: "o1-2024-12-17", requested: "o1", prices: book),
+                                     admittedPrice: t.price(for: "o1")).nanoUSD == 75_000_000)
     }
 
     @Test func anUnknownPriceIsUnknownNeverFreeAndCostsRoundUp() throws {
