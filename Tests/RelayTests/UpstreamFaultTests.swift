@@ -120,11 +120,18 @@ struct UpstreamFaultTests {
         #expect(try Self.errorJSON(try client.readBody(head: head))["code"] as? String == "upstream_connection_reset")
     }
 
-    @Test("the upstream sends garbage instead of HTTP → 502")
-    func malformedHead() throws {
+    /// Garbage, or a 101 to a request that asked for no upgrade (RFC 9110 15.2.2: a server switches only to a
+    /// protocol the client named in `Upgrade`, and the relay sends none upstream). After a 101 curl stops reading
+    /// heads and takes what follows for a body; passed on, the client would get an interim status as its answer, on
+    /// a connection kept open for its next request.
+    @Test("the upstream sends garbage or an unasked 101 instead of an answer → 502", arguments: [
+        "SMTP ready\r\n\r\n",
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
+    ])
+    func malformedHead(_ wire: String) throws {
         let upstream = try ScriptedUpstream { connection in
             _ = try connection.readRequest()
-            try connection.write("SMTP ready\r\n\r\n")
+            try connection.write(wire)
             connection.close()
         }
         let relay = try RelayFixture(upstream: upstream)
