@@ -184,9 +184,37 @@ public enum HopByHop {
 
     /// Removes the standard hop-by-hop fields and every field named in `Connection` tokens.
     public static func strip(_ headers: inout HTTPHeaders) {
-        let named = headers.tokens("connection")
-        headers.removeAll { field in
-            isStandard(field.name) || named.contains { asciiCaseInsensitiveEqual(field.name, $0) }
+        let named = ConnectionNamed(headers)
+        headers.removeAll { field in isStandard(field.name) || named.contains(field.name) }
+    }
+}
+
+/// The field names a head's `Connection` lists (RFC 9110 §7.6.1), to be dropped with it. A head usually names one
+/// or two, compared in place; a provider's head may name tens of thousands (curl takes 300 KiB of head, one line of
+/// up to 100 KiB), and compared with each of as many fields that was a billion comparisons on the loop serving
+/// every other stream, so a long list is looked up in a set instead.
+public struct ConnectionNamed: Sendable {
+    private let few: [String]
+    private let many: Set<String>
+
+    /// The longest list compared in place.
+    static let compared = 8
+
+    public init(_ headers: HTTPHeaders) {
+        let tokens = headers.contains("Connection") ? headers.tokens("connection") : []
+        if tokens.count > Self.compared {
+            few = []
+            many = Set(tokens)
+        } else {
+            few = tokens
+            many = []
         }
+    }
+
+    public var isEmpty: Bool { few.isEmpty && many.isEmpty }
+
+    public func contains(_ name: String) -> Bool {
+        if !few.isEmpty { return few.contains { asciiCaseInsensitiveEqual(name, $0) } }
+        return !many.isEmpty && many.contains(String(decoding: name.utf8.lazy.map(asciiLower), as: UTF8.self))
     }
 }

@@ -52,6 +52,8 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
     private var headStatus = 0
     private var headFields = HTTPHeaders()
     private var headDelivered = false
+    /// Body bytes came before a final head: the transfer was aborted (`onBody`).
+    private var noFinalHead = false
     private var cleanedUp = false
 
     /// The response status once the head arrived, else 0.
@@ -279,6 +281,7 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
         if resendRefused {
             return .failure(.connectionReset("the connection died before an answer; the request is not sent again"))
         }
+        if noFinalHead { return .failure(.brokenResponse("a body came without a final status (200 to 999)")) }
         let detail = errorBuffer.pointee == 0 ? String(cString: curl_easy_strerror(code)) : String(cString: errorBuffer)
         if !sawResponseBytes && (code == CURLE_GOT_NOTHING || code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR) {
             return .failure(.connectionReset(detail))
@@ -346,6 +349,12 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
         respondedAtAll()
         guard state == .running, let delegate else { return 0 }   // 0 aborts the transfer
         if !headDelivered {
+            // No final head was read: a 101, which the relay never asks for (no Upgrade goes upstream), after which
+            // curl takes what follows for a body. An interim status is never the client's answer.
+            guard headStatus >= 200 else {
+                noFinalHead = true
+                return 0
+            }
             headDelivered = true
             status = headStatus
             delegate.transfer(self, didReceiveHead: headStatus, headers: headFields)

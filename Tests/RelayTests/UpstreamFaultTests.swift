@@ -120,11 +120,18 @@ struct UpstreamFaultTests {
         #expect(try Self.errorJSON(try client.readBody(head: head))["code"] as? String == "upstream_connection_reset")
     }
 
-    @Test("the upstream sends garbage instead of HTTP → 502")
-    func malformedHead() throws {
+    /// Garbage, or a 101 to a request that asked for no upgrade (RFC 9110 15.2.2: a server switches only to a
+    /// protocol the client named in `Upgrade`, and the relay sends none upstream). After a 101 curl stops reading
+    /// heads and takes what follows for a body; passed on, the client would get an interim status as its answer, on
+    /// a connection kept open for its next request.
+    @Test("the upstream sends garbage or an unasked 101 instead of an answer → 502", arguments: [
+        "SMTP ready\r\n\r\n",
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
+    ])
+    func malformedHead(_ wire: String) throws {
         let upstream = try ScriptedUpstream { connection in
             _ = try connection.readRequest()
-            try connection.write("SMTP ready\r\n\r\n")
+            try connection.write(wire)
             connection.close()
         }
         let relay = try RelayFixture(upstream: upstream)
@@ -132,6 +139,32 @@ struct UpstreamFaultTests {
         try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
         let head = try client.readHead()
         #expect(head.status == 502)
+    }
+
+    /// curl takes a head of up to 300 KiB, each line up to 100 KiB: here a `Connection` line naming 30 001 fields,
+    /// the last one the name of 30 000 fields that follow, about 240 KiB. Compared pairwise, that is 900 million
+    /// name comparisons on the loop that also serves every other stream it holds (it held it for minutes).
+    @Test("a head whose Connection names thousands of fields costs the loop no more than its size")
+    func connectionNamingThousands() throws {
+        let count = 30_000
+        var wire = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: "
+        wire += String(repeating: "a,", count: count) + "b\r\n" + String(repeating: "b: 1\r\n", count: count) + "\r\nok"
+        let head = wire
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.write(head)
+            _ = try? connection.waitForPeerClose(timeout: 10)
+        }
+        let relay = try RelayFixture(upstream: upstream)
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
+        let started = ContinuousClock.now
+        let answer = try client.readHead(timeout: 20)
+        let took = ContinuousClock.now - started
+        #expect(answer.status == 200)
+        #expect(answer.headerValues("b").isEmpty)
+        #expect(try client.readBody(head: answer) == Array("ok".utf8))
+        #expect(took < .seconds(3), "the relay spent \(took) on one head")
     }
 
     struct Framing: Sendable, CustomTestStringConvertible {

@@ -146,7 +146,7 @@ package enum ResponseRewriter {
         // fields to drop, whether a transfer coding frames the body, then the fields that pass, in order. The content type and the length are read from what
         // passes: `Connection` can name either (a length it drops cannot frame the client's body, which would then
         // carry no length at all).
-        let named = upstreamHeaders.contains("Connection") ? upstreamHeaders.tokens("connection") : []
+        let named = ConnectionNamed(upstreamHeaders)
         // A body curl reads by its transfer coding is not framed by a length sent beside it (RFC 9112, 6.3): such a
         // length is dropped, whatever it says.
         let codedBody = upstreamHeaders.contains("Transfer-Encoding")
@@ -158,7 +158,7 @@ package enum ResponseRewriter {
         for field in upstreamHeaders {
             let name = field.name
             if HopByHop.isStandard(name) || asciiCaseInsensitiveEqual(name, "X-Request-Id")
-                || (!named.isEmpty && named.contains { asciiCaseInsensitiveEqual(name, $0) }) { continue }
+                || (!named.isEmpty && named.contains(name)) { continue }
             if contentType == nil, asciiCaseInsensitiveEqual(name, "Content-Type") {
                 contentType = field.value
             } else if asciiCaseInsensitiveEqual(name, "Content-Length") {
@@ -219,9 +219,9 @@ package enum ResponseRewriter {
     /// The provider's content type as `clientHead` reads it: the first `Content-Type` that `Connection` does not
     /// name. What reads the body (the usage meter) must take the body for what the client's head says it is.
     package static func contentType(_ upstreamHeaders: HTTPHeaders) -> String? {
-        let named = upstreamHeaders.contains("Connection") ? upstreamHeaders.tokens("connection") : []
+        let named = ConnectionNamed(upstreamHeaders)
         return upstreamHeaders.first { field in
-            asciiCaseInsensitiveEqual(field.name, "Content-Type") && !named.contains { asciiCaseInsensitiveEqual(field.name, $0) }
+            asciiCaseInsensitiveEqual(field.name, "Content-Type") && !named.contains(field.name)
         }?.value
     }
 
