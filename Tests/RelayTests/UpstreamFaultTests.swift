@@ -254,3 +254,50 @@ struct UpstreamFaultTests {
         #expect(try client.readHead().status == c.status)
     }
 }
+
+/// A plain-HTTP provider that writes a second answer after the first (or more than its Content-Length): the bytes
+/// are left on the connection curl would keep for reuse. libcurl 7.88 does not reuse it (bytes read with the first
+/// answer: "excess found", the connection closed; bytes waiting in the socket: an idle connection that is readable
+/// counts as dead), so the next request gets its own answer. This keeps it so (a newer libcurl, a change in how
+/// connections are kept): the stale answer is never the next request's.
+@Suite("Upstream faults: bytes left on a kept connection")
+struct StaleConnectionBytesTests {
+    @Test("bytes an earlier answer left on its connection never become the next request's answer",
+          arguments: [false, true])
+    func staleBytesAreNotTheNextAnswer(separateWrite: Bool) throws {
+        let requests = HarnessMonitor(0)
+        let staleWritten = Gate()
+        let upstream = try ScriptedUpstream { connection in
+            while true {
+                _ = try connection.readRequest(timeout: 10)
+                let n = requests.withLock { value -> Int in value += 1; return value }
+                let answer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(n == 1 ? 2 : 5)\r\n\r\n"
+                    + (n == 1 ? "ok" : "fresh")
+                let stale = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\nstale"
+                if n > 1 {
+                    try connection.write(answer)
+                } else if separateWrite {
+                    try connection.write(answer)
+                    try connection.write(stale)
+                } else {
+                    try connection.write(answer + stale)
+                }
+                if n == 1 { staleWritten.signal() }
+            }
+        }
+        let relay = try RelayFixture(upstream: upstream)
+        func post() throws -> (Int, String) {
+            let client = try relay.client()
+            defer { client.close() }
+            try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
+            let head = try client.readHead()
+            return (head.status, String(decoding: try client.readBody(head: head), as: UTF8.self))
+        }
+        #expect(try post() == (200, "ok"))
+        try staleWritten.wait(timeout: 5)
+        try relay.waitUntilIdle()
+        #expect(try post() == (200, "fresh"))
+        #expect(requests.withLock { $0 } == 2)
+        #expect(upstream.acceptedConnections >= 2, "the connection holding the stale answer was not used again")
+    }
+}
