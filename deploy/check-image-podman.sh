@@ -7,7 +7,7 @@
 #   - the image is run as Compose would run it: config and key mounted read-only, read-only root, tmpfs /tmp,
 #     cap-drop ALL, no-new-privileges; host network, listening on 127.0.0.1 only, a fake provider on 127.0.0.1.
 # Checks: ldd inside the image, image metadata, the image's HEALTHCHECK (podman healthcheck run), deploy/smoke.sh,
-# and `podman stop` with a stream in flight (drained, exit code 0).
+# the start-up warm-up's log line, and `podman stop` with a stream in flight (drained, exit code 0).
 #
 # Usage: deploy/check-image-podman.sh   (root; installs podman, runc, debootstrap if missing; ~3 min the first time)
 # Environment: SSE_RELAY_BIN (default: the binary check-image-steps.sh built), WORK (/tmp/build-deploy-podman),
@@ -130,6 +130,9 @@ smoke=$("$ROOT/deploy/smoke.sh" "http://127.0.0.1:$PORT" "$CLIENT_TOKEN" 2>&1) &
   || fail "deploy/smoke.sh against the container" "$smoke"
 logs=$(pm logs "$NAME" 2>&1)
 grep -qF -e "$SECRET" -e "$CLIENT_TOKEN" <<<"$logs" && fail "the key never appears in the container's logs" || ok "the key never appears in the container's logs"
+grep -q '"message":"warmed up[^"]*","exchanges":3,"succeeded":3' <<<"$logs" \
+  && ok "the start-up warm-up served its three exchanges inside the container (read-only root, no capabilities)" \
+  || fail "the start-up warm-up inside the container" "$(grep -i 'warm' <<<"$logs" | head -n 2)"
 
 curl -sS -N --max-time 20 "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' -H "Authorization: Bearer $CLIENT_TOKEN" \
   -d '{"model":"slow","stream":true,"messages":[]}' >"$WORK/inflight.txt" 2>&1 &
