@@ -492,7 +492,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                                                                 reservedOutput: reservedOutput)
             record.usage = usage
             record.modelLabel = meter.modelLabel
-            record.cost = ExchangeCost(usage, reported: reported, requested: meter.requestedModel, prices: prices)
+            record.cost = ExchangeCost(usage, reported: reported, requested: meter.requestedModel, prices: prices, admitted: admittedPrice)
         }
         if let grant, let admission {
             admission.store.settle(grant, used: .settled(record.usage, cost: record.cost, admittedPrice: admittedPrice))

@@ -31,8 +31,10 @@ package struct ExchangeCost: Sendable, Equatable, LogFields {
     /// `usage` priced by `prices`, for the model the provider reported (`reported`) and the request's: the higher
     /// of the two costs when both are priced. The client writes the requested name and the table's patterns may
     /// price the reported one (a dated snapshot) by a cheaper entry (`*`, a shorter pattern) than the exact name
-    /// the request was admitted at: the cost is never below either.
-    package init(_ usage: Usage, reported: String?, requested: String?, prices: PriceBook?) {
+    /// the request was admitted at: the cost is never below either. With neither priced now (a price reload removed
+    /// the model while the request ran), `admitted`, the price it was admitted at, prices it: what its dollar budget
+    /// is charged (`BudgetAmount.settled`), so the log and the metrics say the same.
+    package init(_ usage: Usage, reported: String?, requested: String?, prices: PriceBook?, admitted: ModelPrice? = nil) {
         let model = reported ?? requested
         guard usage.source != .none else {
             self.init(nanoUSD: nil, source: .none, model: model)
@@ -45,6 +47,7 @@ package struct ExchangeCost: Sendable, Equatable, LogFields {
                 if nano > priced?.nanoUSD ?? -1 { priced = (nano, name) }
             }
         }
+        if priced == nil, let admitted, let name = requested ?? reported { priced = (Cost.nanoUSD(usage, price: admitted), name) }
         guard let priced else {
             self.init(nanoUSD: nil, source: .none, model: model)
             return

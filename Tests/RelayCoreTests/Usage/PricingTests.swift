@@ -247,6 +247,19 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
         guard case .failure = book.reload() else { Issue.record("a missing file was accepted"); return }
         #expect(book.price(for: "n-2")?.input == 5_000_000_000)
     }
+
+    /// A price reload removed the model while its request ran: the budget is charged at the admitted price
+    /// (`BudgetAmount.settled`), and the cost the log and metrics show is that same amount, not "none".
+    @Test func aModelRemovedByAReloadIsPricedAtItsAdmittedPrice() {
+        let usage = Usage(prompt: 1_000, completion: 500, source: .provider)
+        let admitted = ModelPrice(input: 2_500_000_000, output: 10_000_000_000)   // $2.50 and $10 per million
+        let empty = PriceBook(table: PriceTable())
+        let cost = ExchangeCost(usage, reported: "gpt-4o-2024-08-06", requested: "gpt-4o", prices: empty, admitted: admitted)
+        #expect(cost == ExchangeCost(nanoUSD: 7_500_000, source: .provider, model: "gpt-4o"))
+        #expect(BudgetAmount.settled(usage, cost: cost, admittedPrice: admitted).nanoUSD == 7_500_000)
+        #expect(ExchangeCost(usage, reported: "gpt-4o", requested: "gpt-4o", prices: empty).source == .none,
+                "without an admitted price, still unknown: never free")
+    }
 }
 
 /// A file system of a few files, changed between reloads.
