@@ -1,4 +1,9 @@
 import CCurl
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// One-shot blocking requests outside the event loops: `sse-relay --probe URL` (a container health check without
 /// curl in the image) and the warm-up's client (`WarmUp`).
@@ -11,6 +16,7 @@ public enum Probe {
         _ = ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         _ = ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(timeoutSeconds * 1000)))
         _ = ccurl_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        if LoopbackURL.bypassesProxy(url) { _ = ccurl_easy_setopt_str(easy, CURLOPT_NOPROXY, "*") }
         _ = ccurl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION) { _, size, count, _ in size * count }
         guard curl_easy_perform(easy) == CURLE_OK else { return nil }
         var status = 0
@@ -46,6 +52,7 @@ public enum Probe {
         _ = ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         _ = ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(timeoutSeconds * 1000)))
         _ = ccurl_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        if LoopbackURL.bypassesProxy(url) { _ = ccurl_easy_setopt_str(easy, CURLOPT_NOPROXY, "*") }
         _ = ccurl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, list)
         _ = ccurl_easy_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
         _ = ccurl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, sink.toOpaque())
@@ -78,5 +85,41 @@ public enum Probe {
         let limit: Int
         var bytes: [UInt8] = []
         init(limit: Int) { self.limit = limit }
+    }
+}
+
+/// A URL to this host: a loopback IPv4 address, `[::1]` or `localhost`. libcurl 7.88 sends even those through a
+/// proxy named in the environment (`http_proxy`, `ALL_PROXY`, unless `NO_PROXY` lists them), where they cannot
+/// mean this host: a container's health check (`--probe`), the start-up warm-up and a model server beside the
+/// relay would fail. Such a URL goes direct (`CURLOPT_NOPROXY` "*"). Read from the URL's text, no parsing
+/// library: `http(s)://` then the host up to a port, path, query or fragment; user info is not expected and makes
+/// it not match.
+public enum LoopbackURL {
+    /// `url` must go direct: a proxy is named in the environment and `url` is this host's. Without a proxy
+    /// variable nothing is set (setting `CURLOPT_NOPROXY` cost a loopback request 35 k instructions in curl).
+    public static func bypassesProxy(_ url: String) -> Bool { proxyInEnvironment && matches(url) }
+
+    /// A proxy variable libcurl reads is set (read once: the environment does not change under a running relay).
+    static let proxyInEnvironment: Bool = {
+        let names: [String] = ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
+        return names.contains { name in
+            guard let value = getenv(name) else { return false }
+            return value.pointee != 0
+        }
+    }()
+
+    public static func matches(_ url: String) -> Bool {
+        var rest = Substring(url)
+        if rest.lowercased().hasPrefix("http://") { rest = rest.dropFirst(7) } else if rest.lowercased().hasPrefix("https://") {
+            rest = rest.dropFirst(8)
+        } else { return false }
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        if authority.contains("@") { return false }
+        if authority.hasPrefix("[") { return authority.hasPrefix("[::1]") }
+        let host = authority.prefix { $0 != ":" }.lowercased()
+        if host == "localhost" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127"
+            && parts.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) && Int($0)! <= 255 }
     }
 }

@@ -180,6 +180,8 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
         check(ccurl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, me))
         // Only http and https, and never follow redirects: the client sees the provider's answer as it is.
         check(ccurl_easy_setopt_str(easy, CURLOPT_PROTOCOLS_STR, "http,https"))
+        // A provider on this host is reached directly, whatever proxy the environment names (`LoopbackURL`).
+        if LoopbackURL.bypassesProxy(request.url) { check(ccurl_easy_setopt_str(easy, CURLOPT_NOPROXY, "*")) }
         check(ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0))
         // The path the relay routed and checked is the path sent: curl would otherwise resolve "/./" and "/../".
         check(ccurl_easy_setopt_long(easy, CURLOPT_PATH_AS_IS, 1))

@@ -129,3 +129,18 @@ struct WarmUpTests {
         #expect(WarmUp.check(cut, contentType: "text/event-stream", marker: "data: [DONE]\n\n")?.contains("lacks") == true)
     }
 }
+
+/// What goes direct whatever proxy the environment names: this host only (`LoopbackURL`).
+@Suite("Loopback URLs")
+struct LoopbackURLTests {
+    @Test(arguments: [
+        ("http://127.0.0.1:8080/v1", true), ("https://127.0.0.1", true), ("http://127.8.9.10/", true),
+        ("http://localhost:9000/healthz", true), ("HTTP://LocalHost", true), ("http://[::1]:8000/x", true),
+        ("http://10.0.0.5/", false), ("https://api.openai.com/v1", false), ("http://127.0.0.1.example.com/", false),
+        ("http://user@127.0.0.1/", false), ("http://127.1/", false), ("http://127.0.0.256/", false),
+        ("http://[::2]/", false), ("ftp://127.0.0.1/", false), ("http://localhost.example/", false),
+    ])
+    func matches(_ url: String, _ loopback: Bool) {
+        #expect(LoopbackURL.matches(url) == loopback)
+    }
+}

@@ -31,8 +31,11 @@ out=$(env -u OPENAI_API_KEY ANTHROPIC_API_KEY=sk-ant-blackbox-check ANTHROPIC_AP
 [ $rc -eq 1 ] && grep -q 'upstreams.openai.key.env' <<<"$out" && ok "--check-config names the unset key variable" \
   || fail "--check-config names the unset key variable" "rc=$rc out=$out"
 
-# Dev mode on a free port.
-"$BIN" --dev --port 0 --dev-pace-ms 40 >"$WORK/relay.log" 2>&1 &
+# Dev mode on a free port. A proxy named in the environment (nothing listens on port 9) must not catch the relay's
+# loopback traffic: the warm-up, the fake provider and --probe go direct (Sources/Upstream/Probe.swift, LoopbackURL).
+DEAD_PROXY=http://127.0.0.1:9
+http_proxy=$DEAD_PROXY HTTP_PROXY=$DEAD_PROXY https_proxy=$DEAD_PROXY ALL_PROXY=$DEAD_PROXY \
+  "$BIN" --dev --port 0 --dev-pace-ms 40 >"$WORK/relay.log" 2>&1 &
 PID=$!
 port=""
 for _ in $(seq 1 100); do
@@ -78,6 +81,8 @@ if grep -q 'dev-key-not-secret' "$WORK/relay.log"; then fail "the provider key r
 
 # Built-in endpoints and the probe a container health check uses.
 "$BIN" --probe "http://127.0.0.1:$port/healthz" >/dev/null && ok "--probe /healthz exits 0" || fail "--probe /healthz"
+http_proxy=$DEAD_PROXY ALL_PROXY=$DEAD_PROXY "$BIN" --probe "http://127.0.0.1:$port/healthz" >/dev/null \
+  && ok "--probe /healthz exits 0 with a proxy in the environment" || fail "--probe /healthz with a proxy in the environment"
 "$BIN" --probe "http://127.0.0.1:$port/nowhere" >/dev/null; [ $? -eq 1 ] && ok "--probe on a 404 exits 1" || fail "--probe on a 404"
 curl -sS "http://127.0.0.1:$port/metrics" | grep -q '^sse_relay_requests_total{route="/v1/",status="200",outcome="completed"}' \
   && ok "/metrics counts the completed exchanges" || fail "/metrics"
