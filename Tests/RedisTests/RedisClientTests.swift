@@ -118,4 +118,15 @@ import Transport
         #expect(sink.lines.allSatisfy { !$0.contains("wrong-pw") })
         _ = try onLoop(loop) { wrong.close() }
     }
+
+    /// The harness: a test's server that could not bind its port (another test's server took it first) must not
+    /// pass for ready because the other one answers PING there. Two tests would then share one Redis and see each
+    /// other's keys (a budget test failed in CI so, once).
+    @Test func aPortAnotherServerHoldsIsNeverTakenForOurs() throws {
+        let first = try RedisServerProcess()
+        #expect(throws: HarnessError.self) { _ = try RedisServerProcess(port: first.port) }
+        #expect(try first.command("PING") == "+PONG")
+        let password = try RedisServerProcess(extraArguments: ["--requirepass", "pw"])
+        #expect(try password.info("server").contains("process_id:\(password.processIdentifier)\r\n"))
+    }
 }

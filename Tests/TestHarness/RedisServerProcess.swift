@@ -26,14 +26,23 @@ package final class RedisServerProcess: @unchecked Sendable {
 
     /// Starts a server and waits (bounded) until it answers PING. `extraArguments` go to the command line
     /// (e.g. `["--requirepass", "secret"]`).
-    package init(extraArguments: [String] = []) throws {
+    package convenience init(extraArguments: [String] = []) throws {
+        try self.init(ports: { try closedPort() }, attempts: 5, extraArguments: extraArguments)
+    }
+
+    /// A server on exactly `port`; throws if it cannot be this process that answers there.
+    package convenience init(port: Int) throws {
+        try self.init(ports: { port }, attempts: 1, extraArguments: [])
+    }
+
+    private init(ports: () throws -> Int, attempts: Int, extraArguments: [String]) throws {
         guard FileManager.default.isExecutableFile(atPath: Self.executable) else {
             throw HarnessError.socket("\(Self.executable) is missing (make deps installs redis-server)")
         }
         self.extraArguments = extraArguments
         var lastError: Error = HarnessError.timeout
-        for _ in 0..<5 {
-            let port = try closedPort()
+        for _ in 0..<attempts {
+            let port = try ports()
             let logFile = NSTemporaryDirectory() + "redis-test-\(port)-\(UUID().uuidString).log"
             do {
                 let process = try Self.launch(port: port, extraArguments: extraArguments, logFile: logFile)
@@ -103,23 +112,37 @@ package final class RedisServerProcess: @unchecked Sendable {
         try Self.command(inline, port: port, password: Self.password(in: extraArguments), timeout: timeout)
     }
 
-    /// `INFO section`'s text (a bulk reply), on a new connection; no password support (the tests that read it set none).
+    /// `INFO section`'s text (a bulk reply), on a new connection.
     package func info(_ section: String, timeout: Double = 5) throws -> String {
+        try Self.info(section, port: port, password: Self.password(in: extraArguments), timeout: timeout)
+    }
+
+    private static func info(_ section: String, port: Int, password: String?, timeout: Double) throws -> String {
         let deadline = HarnessDeadline(seconds: timeout)
         let socket = try HarnessSocket.connect(port: port, deadline: deadline)
         defer { socket.close(reset: false) }
-        try socket.sendAll(Array("INFO \(section)\r\n".utf8), deadline: deadline)
+        try socket.sendAll(Array(((password.map { "AUTH \($0)\r\n" } ?? "") + "INFO \(section)\r\n").utf8), deadline: deadline)
         var received: [UInt8] = []
         while true {
-            if let lf = received.firstIndex(of: 10), received.first == UInt8(ascii: "$"),
-               let length = Int(String(decoding: received[1..<(lf - 1)], as: UTF8.self)), received.count >= lf + 1 + length + 2 {
-                return String(decoding: received[(lf + 1)..<(lf + 1 + length)], as: UTF8.self)
-            }
+            if let text = bulkReply(in: received, after: password == nil ? 0 : 1) { return text }
             switch try socket.receive(deadline: deadline) {
             case .bytes(let bytes): received += bytes
             case .closed: throw HarnessError.connectionClosed
             }
         }
+    }
+
+    /// The text of a whole bulk reply (`$N\r\n…\r\n`) that follows `lines` single-line replies in `bytes`, or nil
+    /// while it is incomplete.
+    private static func bulkReply(in bytes: [UInt8], after lines: Int) -> String? {
+        var start = 0
+        for _ in 0..<lines {
+            guard let lf = bytes[start...].firstIndex(of: 10) else { return nil }
+            start = lf + 1
+        }
+        guard start < bytes.count, bytes[start] == UInt8(ascii: "$"), let lf = bytes[start...].firstIndex(of: 10), lf > start + 1,
+              let length = Int(String(decoding: bytes[(start + 1)..<(lf - 1)], as: UTF8.self)), bytes.count >= lf + 1 + length + 2 else { return nil }
+        return String(decoding: bytes[(lf + 1)..<(lf + 1 + length)], as: UTF8.self)
     }
 
     private static func password(in arguments: [String]) -> String? {
@@ -144,7 +167,17 @@ package final class RedisServerProcess: @unchecked Sendable {
         let deadline = HarnessDeadline(seconds: 10)
         while true {
             if !process.isRunning { throw HarnessError.socket("redis-server exited (status \(process.terminationStatus))") }
-            if let reply = try? command("PING", port: port, password: password, timeout: 1), reply == "+PONG" { return }
+            if let reply = try? command("PING", port: port, password: password, timeout: 1), reply == "+PONG" {
+                // Another test's server may hold the port (it took the same free port first; ours then exits):
+                // answering PING is not enough, the server must be this process.
+                let server = try? info("server", port: port, password: password, timeout: 1)
+                if server?.contains("\r\nprocess_id:\(process.processIdentifier)\r\n") == true { return }
+                if server != nil {
+                    Glibc_kill(process.processIdentifier, SIGKILL)
+                    process.waitForExit()
+                    throw HarnessError.socket("port \(port) answers for another redis-server")
+                }
+            }
             if deadline.isExpired {
                 Glibc_kill(process.processIdentifier, SIGKILL)
                 process.waitForExit()
