@@ -208,6 +208,8 @@ package enum RelayCommand {
 /// SIGINT and SIGTERM through Dispatch signal sources, registered before anything can arrive. The first
 /// signal starts a drain; a second one exits at once.
 enum SignalHandling {
+    /// Keeps the sources alive for the process's life. Written once, by `install` on the main thread at start-up;
+    /// never read.
     nonisolated(unsafe) static var sources: [any DispatchSourceSignal] = []
 
     static func install(logger: Logger, onSignal: @escaping @Sendable (_ second: Bool) -> Void) {

@@ -7,6 +7,8 @@ import Support
 /// SIGHUP through a Dispatch signal source: reloads the price file (README, "Usage and cost"). Installed by the
 /// command once the server runs; the handler runs on its own serial queue.
 package enum ReloadSignal {
+    /// Keeps the source alive for the process's life. Written once, by `install` on the main thread at start-up;
+    /// never read.
     nonisolated(unsafe) static var source: (any DispatchSourceSignal)?
 
     package static func install(prices: PriceBook, logger: Logger) {
