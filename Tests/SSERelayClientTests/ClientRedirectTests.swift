@@ -118,3 +118,34 @@ struct ClientRedirectTests {
         #expect(other.requests.count == 0, "followed, with \(Self.credentials(other.requests))")
     }
 }
+
+/// `events(for:)` takes any request: one to another origin than the relay's goes out as the app built it, without
+/// the token, the proof of the genuine app, or a resume (a stream named by a stranger is not the relay's).
+@Suite("Client: credentials only to the relay", .serialized)
+struct ClientOriginTests {
+    @Test("a request to another origin gets neither the token nor the proof")
+    func otherOriginGetsNoCredentials() async throws {
+        let relay = try ClientRedirectTests.elsewhere()
+        let other = try ClientRedirectTests.elsewhere()
+        let client = ClientRedirectTests.client(relay) { $0.additionalHeaders = ["X-App-Key": "app-key-secret"] }
+        var events = 0
+        for try await _ in client.events(for: URLRequest(url: URL(string: other.baseURL + "/feed")!)) { events += 1 }
+        #expect(events == 2)
+        #expect(other.requests.count == 1)
+        #expect(ClientRedirectTests.credentials(other.requests).isEmpty)
+        #expect(other.requests.first?.header("X-App-Key") == nil)
+        // The relay's own origin still gets them, whatever the path.
+        for try await _ in client.events(for: URLRequest(url: URL(string: relay.baseURL + "/v1/other")!)) {}
+        #expect(ClientRedirectTests.credentials(relay.requests).count == 2)
+        #expect(relay.requests.first?.header("X-App-Key") == "app-key-secret")
+    }
+
+    @Test("the same host on another port or scheme is another origin",
+          arguments: [("http://127.0.0.1:1", "http://127.0.0.1:2/x", false), ("http://127.0.0.1", "http://127.0.0.1:80/x", true),
+                      ("https://Relay.example.com/base", "https://relay.example.com:443/v1", true),
+                      ("https://relay.example.com", "http://relay.example.com/v1", false),
+                      ("https://relay.example.com", "https://relay.example.com.evil.example/v1", false)])
+    func origins(base: String, url: String, same: Bool) {
+        #expect(SSERelayClient.isRelayOrigin(URL(string: url)!, base: URL(string: base)!) == same)
+    }
+}
