@@ -64,7 +64,7 @@ public final class SSERelayClient: Sendable {
         /// A new `X-Request-Id` per attempt: 1–64 of `[A-Za-z0-9._-]`, so the relay keeps it and logs it.
         public var makeRequestID: @Sendable () -> String = { "app-" + UUID().uuidString.lowercased() }
         /// On a route where the relay keeps streams resumable (`X-Relay-Stream`), how long after the last byte (or
-        /// the head) a dropped answer is still asked for again (the relay's `resume.windowSeconds`, 30 by default);
+        /// the first head) a dropped answer is still asked for again (the relay's `resume.windowSeconds`, 30 by default);
         /// 0 turns resuming off, and a dropped connection then ends the stream with its `URLError`.
         public var resumeWindow: TimeInterval = 30
         /// On a resumable stream, the longest silence after the response head before the connection is taken for
