@@ -34,9 +34,9 @@ import FoundationNetworking
 /// arrives (`SSERelayClient` bounds what waits for the app).
 final class EventStreamTask: @unchecked Sendable {
     // Invariant for `@unchecked Sendable`: `parser`, `response`, `status`, `errorBody`, `started`, `leg`,
-    // `received`, `streamID`, `lastHeard`, `reconnects`, `eventsSeen` and `droppedLeg` are read and written only
-    // inside `received`, `completed` and `check`, which the session's serial delegate queue runs one at a time
-    // (maxConcurrentOperationCount = 1), and in `init` before the first task starts. `shared` is behind its own
+    // `received`, `streamID`, `lastHeard`, `lastProgress`, `reconnects`, `eventsSeen` and `droppedLeg` are read and
+    // written only inside `received`, `completed` and `check`, which the session's serial delegate queue runs one at
+    // a time (maxConcurrentOperationCount = 1), and in `init` before the first task starts. `shared` is behind its own
     // lock; `continuation` is Sendable; the other stored properties are immutable.
     private let continuation: AsyncThrowingStream<SSEEvent, any Error>.Continuation
     private let requestID: String?
@@ -53,9 +53,12 @@ final class EventStreamTask: @unchecked Sendable {
     /// Body bytes of 2xx answers parsed so far, over every leg: the offset of a resume.
     private var received = 0
     private var streamID: String?
-    /// When the relay was last heard from: a body byte, or a 2xx head. The resume window and the stall
-    /// watchdog count from here.
+    /// When the relay was last heard from: a body byte, or a 2xx head. The stall watchdog counts from here.
     private var lastHeard = Date()
+    /// When the answer last moved: a body byte, or the first leg's 2xx head. The resume window counts from here: a
+    /// resume answered with a head and nothing more is no news of the stream, or a relay (or anything in between)
+    /// that keeps doing so would be asked again every 2 s for ever.
+    private var lastProgress = Date()
     private var reconnects = 0
     private var eventsSeen = 0
     /// The leg `dropAfterEvents` or the stall watchdog closed: bytes of it still in flight are not the stream's
@@ -233,6 +236,7 @@ final class EventStreamTask: @unchecked Sendable {
         }
         if droppedLeg == task.taskIdentifier { return }
         lastHeard = Date()
+        lastProgress = lastHeard
         reconnects = 0
         do {
             try data.withUnsafeBytes { buffer in
@@ -309,7 +313,7 @@ final class EventStreamTask: @unchecked Sendable {
     /// has gone. Returns false when the failure must end the stream.
     private func reconnect() -> Bool {
         guard let resume, let id = streamID else { return false }
-        let waited = Date().timeIntervalSince(lastHeard)
+        let waited = Date().timeIntervalSince(lastProgress)
         let delay = reconnects == 0 ? 0 : min(2.0, 0.25 * Double(1 << min(reconnects - 1, 3)))
         guard waited + delay < resume.window, !shared.withLock({ $0.finished }) else { return false }
         reconnects += 1
@@ -345,6 +349,7 @@ final class EventStreamTask: @unchecked Sendable {
         status = response?.statusCode ?? 0
         if (200..<300).contains(status) {
             lastHeard = Date()
+            if first { lastProgress = lastHeard }
             shared.withLock { $0.answered = true }
             let contentType = response.flatMap { RelayAPIError.header("Content-Type", in: $0.allHeaderFields) }
             if !(contentType?.lowercased().hasPrefix("text/event-stream") ?? false) {

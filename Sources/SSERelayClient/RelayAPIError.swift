@@ -38,8 +38,13 @@ public struct RelayAPIError: Error, Sendable, Equatable, CustomStringConvertible
     public var type: String?
     public var code: String?
     public var message: String
-    /// `Retry-After` in seconds (delta-seconds or an HTTP date, RFC 9110 §10.2.3), when the answer had one.
+    /// `Retry-After` in seconds (delta-seconds or an HTTP date, RFC 9110 §10.2.3), when the answer had one; at most
+    /// `maxRetryAfter`.
     public var retryAfter: TimeInterval?
+    /// The longest `Retry-After` kept: a day. The header's digits have no bound (`99999999999999999999999`, or
+    /// 400 nines, which is infinity), and such a value traps wherever it becomes an integer (`Int(…)`, a
+    /// `Task.sleep` in nanoseconds); an answer asking for more than a day means "not today" all the same.
+    public static let maxRetryAfter: TimeInterval = 24 * 3600
     /// The `X-Request-Id` of the attempt (the relay logs it), for support requests.
     public var requestID: String?
 
@@ -73,7 +78,9 @@ public struct RelayAPIError: Error, Sendable, Equatable, CustomStringConvertible
     public var description: String {
         let where_ = status.map { "HTTP \($0)" } ?? "stream error"
         var text = "\(where_) \(code ?? type ?? "error"): \(message)"
-        if let retryAfter { text += " (retry after \(Int(retryAfter.rounded(.up))) s)" }
+        if let retryAfter, retryAfter >= 0 {
+            text += " (retry after \(Int(min(retryAfter, Self.maxRetryAfter).rounded(.up))) s)"
+        }
         return text
     }
 
@@ -81,7 +88,7 @@ public struct RelayAPIError: Error, Sendable, Equatable, CustomStringConvertible
     /// the JSON shape still gives a typed error; its text is kept short.
     static func response(status: Int, headers: [AnyHashable: Any], body: [UInt8], requestID: String?,
                          now: Date = Date()) -> RelayAPIError {
-        let retryAfter = header("Retry-After", in: headers).flatMap { parseRetryAfter($0, now: now) }
+        let retryAfter = header("Retry-After", in: headers).flatMap { parseRetryAfter($0, now: now) }.map { min($0, maxRetryAfter) }
         let replyID = header("X-Request-Id", in: headers) ?? requestID
         if let payload = ErrorPayload.decode(body) {
             return RelayAPIError(status: status, type: payload.type, code: payload.code,

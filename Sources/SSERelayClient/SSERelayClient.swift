@@ -46,7 +46,8 @@ public final class SSERelayClient: Sendable {
         public var idleTimeout: TimeInterval = 310
         /// The longest a whole stream may take (`timeoutIntervalForResource`).
         public var resourceTimeout: TimeInterval = 24 * 3600
-        /// Sent with every request (an app version, an `OpenAI-Beta` value). The client's own headers win.
+        /// Sent with every request to the relay (an app version, an `OpenAI-Beta` value). The client's own headers
+        /// win.
         public var additionalHeaders: [String: String] = [:]
         /// How much of a non-2xx body is read to build the error.
         public var maxErrorBodyBytes = 64 * 1024
@@ -63,7 +64,7 @@ public final class SSERelayClient: Sendable {
         /// A new `X-Request-Id` per attempt: 1–64 of `[A-Za-z0-9._-]`, so the relay keeps it and logs it.
         public var makeRequestID: @Sendable () -> String = { "app-" + UUID().uuidString.lowercased() }
         /// On a route where the relay keeps streams resumable (`X-Relay-Stream`), how long after the last byte (or
-        /// the head) a dropped answer is still asked for again (the relay's `resume.windowSeconds`, 30 by default);
+        /// the first head) a dropped answer is still asked for again (the relay's `resume.windowSeconds`, 30 by default);
         /// 0 turns resuming off, and a dropped connection then ends the stream with its `URLError`.
         public var resumeWindow: TimeInterval = 30
         /// On a resumable stream, the longest silence after the response head before the connection is taken for
@@ -136,6 +137,10 @@ public final class SSERelayClient: Sendable {
     /// the request has no `Authorization` and a token provider is set), an `X-Request-Id`, the idle timeout, and
     /// the token-expired retry. Non-2xx answers throw `RelayAPIError`. Holds at most
     /// `Configuration.maxBufferedEvents` events the app has not taken (see the type's summary).
+    ///
+    /// Only a request to the relay's origin (`baseURL`'s scheme, host and port) gets the token, the proof of the
+    /// genuine app, `additionalHeaders` and resumes: one to any other origin goes out as the app built it (with a
+    /// request id and the idle timeout), so the user's token never reaches a third party.
     public func events(for request: URLRequest) -> AsyncThrowingStream<SSEEvent, any Error> {
         makeEvents(for: request).stream
     }
@@ -258,15 +263,16 @@ public final class SSERelayClient: Sendable {
     /// route goes on across dropped connections (`EventStreamTask`).
     func runAttempts(_ base: URLRequest,
                      _ consume: (AsyncThrowingStream<SSEEvent, any Error>, String) async throws -> Void) async throws {
-        let provider = base.value(forHTTPHeaderField: "Authorization") == nil ? configuration.tokenProvider : nil
+        let toRelay = base.url.map { Self.isRelayOrigin($0, base: configuration.baseURL) } ?? false
+        let provider = toRelay && base.value(forHTTPHeaderField: "Authorization") == nil ? configuration.tokenProvider : nil
         var refreshed = false
         var reattested = false
         while true {
             try Task.checkCancellation()
-            let request = try await prepared(base, provider: provider, refreshed: refreshed)
+            let request = try await prepared(base, provider: provider, refreshed: refreshed, toRelay: toRelay)
             try Task.checkCancellation()
             let attempt = EventStreamTask.start(request, in: session, settings: configuration,
-                                                resume: resumption(of: base, provider: provider))
+                                                resume: toRelay ? resumption(of: base, provider: provider) : nil)
             AttemptStopper.current?.register(attempt.cancel)
             do {
                 defer { attempt.cancel() }
@@ -289,11 +295,13 @@ public final class SSERelayClient: Sendable {
     }
 
     /// `request` as it goes out: a new request id, the additional headers, the bearer token (unless the caller
-    /// set `Authorization`), the proof of the genuine app over exactly these bytes, and the idle timeout.
-    private func prepared(_ request: URLRequest, provider: TokenProvider?, refreshed: Bool) async throws -> URLRequest {
+    /// set `Authorization`), the proof of the genuine app over exactly these bytes, and the idle timeout; to
+    /// another origin than the relay's (`toRelay` false), only the request id and the timeout.
+    private func prepared(_ request: URLRequest, provider: TokenProvider?, refreshed: Bool,
+                          toRelay: Bool = true) async throws -> URLRequest {
         var request = request
         request.setValue(configuration.makeRequestID(), forHTTPHeaderField: "X-Request-Id")
-        for (name, value) in configuration.additionalHeaders where request.value(forHTTPHeaderField: name) == nil {
+        for (name, value) in configuration.additionalHeaders where toRelay && request.value(forHTTPHeaderField: name) == nil {
             request.setValue(value, forHTTPHeaderField: name)
         }
         if let provider, let token = try await provider(refreshed) {
@@ -301,7 +309,7 @@ public final class SSERelayClient: Sendable {
         }
         // A stream stopped while the token provider ran (a resume being built) asks for no proof.
         try Task.checkCancellation()
-        if let attestation = configuration.attestation {
+        if toRelay, let attestation = configuration.attestation {
             for (name, value) in try await attestation.headers(for: AttestedRequest(request)) {
                 request.setValue(value, forHTTPHeaderField: name)
             }
@@ -442,6 +450,17 @@ public final class SSERelayClient: Sendable {
             task.cancel()
             continuation.finish()
         })
+    }
+
+    /// Whether `url` has the origin of the relay's `base` (RFC 6454: scheme, host and port, the scheme's default
+    /// port when none is written; case-insensitive).
+    package static func isRelayOrigin(_ url: URL, base: URL) -> Bool {
+        func origin(_ url: URL) -> (scheme: String, host: String, port: Int?)? {
+            guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { return nil }
+            return (scheme, host, url.port ?? ["http": 80, "https": 443][scheme])
+        }
+        guard let a = origin(url), let b = origin(base) else { return false }
+        return a.scheme == b.scheme && a.host == b.host && a.port == b.port
     }
 
     private func url(for path: String) -> URL {

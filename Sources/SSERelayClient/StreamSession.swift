@@ -84,6 +84,18 @@ struct StreamSession: Sendable {
             attempt(for: dataTask, removing: false)?.received(data, on: dataTask)
         }
 
+        /// Redirects are never followed, for every task of the session (streams, resumes, stops): the 3xx is the
+        /// answer (a `RelayAPIError` for a stream). The relay never redirects, so one comes from something in
+        /// between (a captive portal, a proxy, an attacker on a plain-HTTP path), and following it would send the
+        /// request again, with its bearer token, App Check token or assertion, to wherever `Location` points:
+        /// swift-corelibs-foundation copies every header to any host, and a 301/302/303 would also turn the POST
+        /// into a GET without its body. The same policy on every platform, because this is the session's delegate.
+        /// (The handler is not `@Sendable` here: a witness taking any closure matches both SDKs' requirement.)
+        func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                        newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
+            completionHandler(nil)
+        }
+
         /// Terminal: the attempt is let go here, whatever ended the task.
         func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
             attempt(for: task, removing: true)?.completed(task, error: error)

@@ -84,6 +84,16 @@ struct ChatStreamDecoderTests {
         #expect(html.message == "<html>Bad gateway</html>" && html.code == nil && html.kind == .serverError)
     }
 
+    @Test("a Retry-After too large for any clock is capped: the error, its description and a sleep on it never trap",
+          arguments: ["99999999999999999999999", String(repeating: "9", count: 400), "Fri, 31 Dec 9999 23:59:59 GMT"])
+    func hugeRetryAfter(value: String) {
+        let error = RelayAPIError.response(status: 429, headers: ["Retry-After": value], body: [], requestID: nil,
+                                           now: Date(timeIntervalSince1970: 1_700_000_000))
+        #expect(error.retryAfter == 86400)
+        #expect(error.description.hasSuffix("(retry after 86400 s)"))
+        #expect(UInt64(error.retryAfter! * 1e9) > 0)
+    }
+
     @Test("snapshots replace, deltas append: the text is never duplicated")
     func accumulator() {
         var a = ChatTextAccumulator()

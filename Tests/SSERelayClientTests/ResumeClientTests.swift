@@ -252,6 +252,34 @@ extension ClientThroughRelayTests {
             #expect(requests.drain().map(\.target) == ["/v1/chat/completions", resume, resume])
         }
 
+        @Test("resumes answered with a head and nothing more stop when the window has passed since the last byte")
+        func emptyResumesEndAfterTheWindow() async throws {
+            let resumes = Mailbox<RecordedRequest>()
+            let cut = Array(ClientThroughRelayTests.chunk(Self.pieces[0]).utf8).count
+            let upstream = try ScriptedUpstream { connection in
+                let request = try connection.readRequest(timeout: 30)
+                if request.method == "POST" {
+                    try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
+                    try connection.writeChunk(Array(Self.body[0..<cut]))
+                    connection.close()
+                    return
+                }
+                resumes.put(request)
+                guard resumes.count < 8 else {
+                    // The bound of this test: a client still asking ends here.
+                    return try connection.writeHead(status: 410, headers: [("Content-Length", "0")])
+                }
+                // A head that names the stream, then the connection dies: no byte of the answer, ever.
+                try connection.writeHead(status: 200, headers: sseHead)
+                connection.close()
+            }
+            // Backoff 0, 0.25, 0.5, 1, then 2 s: a window above 2 s would be asked for again forever if each empty
+            // head counted as hearing from the relay.
+            let client = Self.client(upstream) { $0.resumeWindow = 2.5 }
+            await #expect(throws: URLError.self) { _ = try await Self.answer(client) }
+            #expect(resumes.count <= 5, "\(resumes.count) resumes brought nothing and went on past the window")
+        }
+
         @Test("heartbeats keep a quiet stream, and a slow head is not a stall: no resume")
         func heartbeatsAndSlowHeadAreNoStall() async throws {
             let requests = Mailbox<RecordedRequest>()
