@@ -307,6 +307,26 @@ public enum Syscall {
         return storage
     }
 
+    /// The port a socket is bound to (getsockname); 0 if the call fails.
+    public static func localPort(_ fd: Int32) -> Int { Listener.port(of: localAddress(fd)) }
+
+    /// Whether bytes wait to be read on `fd`: a peek that takes nothing and never blocks (the end of the stream
+    /// and errors count as none).
+    public static func hasUnreadBytes(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        while true {
+            let n = Glibc_recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+            if n >= 0 { return n > 0 }
+            if errno != EINTR { return false }
+        }
+    }
+
+    /// Ends both directions of a connection whose descriptor stays open for its owner to close: its next send
+    /// fails at once.
+    public static func shutdownBoth(_ fd: Int32) {
+        _ = shutdown(fd, Int32(SHUT_RDWR))
+    }
+
     /// A pipe for waking a blocked poller: (read end, write end), or nil.
     static func wakePipe() -> (read: Int32, write: Int32)? {
         var fds: [Int32] = [-1, -1]

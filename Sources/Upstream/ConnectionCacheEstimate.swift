@@ -131,3 +131,11 @@ struct ConnectionCacheEstimate {
         runningByShard[shard] -= 1
     }
 }
+
+/// Where a connection runs, as curl's pre-request callback names it: one connection at a time has these.
+struct ConnectionAddress: Hashable {
+    var primaryIP: String
+    var primaryPort: Int
+    var localIP: String
+    var localPort: Int
+}

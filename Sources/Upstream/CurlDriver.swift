@@ -47,6 +47,10 @@ public final class CurlDriver: @unchecked Sendable {
     private var connections = ConnectionCacheEstimate()
     /// Idle connections a shard's curl may keep (see `CurlShard.maxConnects`).
     static let idleConnectionsKept = 4096
+    /// The socket of each HTTP/1.1 connection, by its addresses as curl's pre-request callback names them, and
+    /// back (`dropsStaleConnection`). An entry leaves with its socket (`socketClosed`).
+    private var socketsByAddress = [ConnectionAddress: Int32](minimumCapacity: 16)
+    private var addressesBySocket = [Int32: ConnectionAddress](minimumCapacity: 16)
 
     public var activeTransferCount: Int { transfers.count }
 
@@ -188,8 +192,34 @@ public final class CurlDriver: @unchecked Sendable {
     /// curl is done with `fd`: it is closed here (curl's close-socket callback).
     fileprivate func socketClosed(_ fd: Int32) {
         connections.closed(fd)
+        if let address = addressesBySocket.removeValue(forKey: fd) { socketsByAddress[address] = nil }
         Syscall.close(fd)
     }
+
+    /// curl is about to send `transfer`'s request on the HTTP/1.1 connection at `address` (its pre-request
+    /// callback). A connection the transfer opened itself is noted by its address. A reused one is checked
+    /// first: bytes waiting on it came after its last answer ended (a provider that wrote more than that answer),
+    /// and libcurl 7.88 reuses such a connection (lib/cf-socket.c `cf_socket_conn_is_alive`: readable and not at
+    /// its end counts as alive), so those bytes would be read as this request's answer. That connection is shut
+    /// down instead: curl's send fails on it before a byte leaves, and curl sends the request on a fresh
+    /// connection (lib/multi.c, MSTATE_DO: `Curl_retry_request`). Returns true then.
+    func dropsStaleConnection(at address: ConnectionAddress, for transfer: Transfer) -> Bool {
+        if let fd = socketsByAddress[address], !transfer.opened(fd) {
+            guard Syscall.hasUnreadBytes(fd) else { return false }
+            Syscall.shutdownBoth(fd)
+            staleConnectionsDropped += 1
+            return true
+        }
+        for fd in [transfer.openedSockets.0, transfer.openedSockets.1]
+        where fd >= 0 && addressesBySocket[fd] == nil && Syscall.localPort(fd) == address.localPort {
+            socketsByAddress[address] = fd
+            addressesBySocket[fd] = address
+        }
+        return false
+    }
+
+    /// Reused connections shut down for the bytes waiting on them (tests).
+    private(set) var staleConnectionsDropped = 0
 
     /// Transfers told to connect afresh (tests).
     private(set) var freshStarts = 0

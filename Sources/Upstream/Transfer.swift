@@ -399,8 +399,24 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
         return n
     }
 
-    /// curl is about to send the request (again, if this is not the first attempt).
-    fileprivate func onPrerequest() -> Bool {
+    /// The sockets this transfer opened (curl's open-socket callback; two when it raced two addresses), -1 for
+    /// none.
+    private(set) var openedSockets: (Int32, Int32) = (-1, -1)
+
+    fileprivate func noteOpened(_ fd: Int32) {
+        if openedSockets.0 < 0 { openedSockets.0 = fd } else { openedSockets.1 = fd }
+    }
+
+    func opened(_ fd: Int32) -> Bool { openedSockets.0 == fd || openedSockets.1 == fd }
+
+    /// curl is about to send the request (again, if this is not the first attempt) on the connection at
+    /// `address`. A reused HTTP/1.1 connection with bytes waiting is dropped first (`dropsStaleConnection`):
+    /// nothing is sent on it, so that is no attempt.
+    fileprivate func onPrerequest(_ address: ConnectionAddress?) -> Bool {
+        if state == .running, request.httpVersion != .http2, let address,
+           driver.dropsStaleConnection(at: address, for: self) {
+            return true
+        }
         attempts += 1
         guard state == .running, attempts == 1 || (attempts == 2 && replayable) else {
             resendRefused = true
@@ -510,10 +526,16 @@ private let transferSeek: ccurl_seek_callback = { userdata, offset, origin in
     return transfer.onRewind() ? Int32(CURL_SEEKFUNC_OK) : Int32(CURL_SEEKFUNC_CANTSEEK)
 }
 
-private let transferPrerequest: ccurl_prereq_callback = { userdata, _, _, _, _ in
+private let transferPrerequest: ccurl_prereq_callback = { userdata, primaryIP, localIP, primaryPort, localPort in
     guard let userdata else { return Int32(CURL_PREREQFUNC_ABORT) }
     let transfer = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
-    return transfer.onPrerequest() ? Int32(CURL_PREREQFUNC_OK) : Int32(CURL_PREREQFUNC_ABORT)
+    let address = primaryIP.flatMap { primary in
+        localIP.map {
+            ConnectionAddress(primaryIP: String(cString: primary), primaryPort: Int(primaryPort),
+                              localIP: String(cString: $0), localPort: Int(localPort))
+        }
+    }
+    return transfer.onPrerequest(address) ? Int32(CURL_PREREQFUNC_OK) : Int32(CURL_PREREQFUNC_ABORT)
 }
 
 private let transferRead: ccurl_data_callback = { pointer, size, count, userdata in
@@ -529,6 +551,7 @@ private let transferOpenSocket: ccurl_opensocket_callback = { clientp, _, addres
                                 protocol: address.pointee.protocol)
     guard fd >= 0 else { return CURL_SOCKET_BAD }
     let transfer = Unmanaged<Transfer>.fromOpaque(clientp).takeUnretainedValue()
+    transfer.noteOpened(fd)
     transfer.driver.socketOpened(fd, origin: transfer.originID, shard: transfer.shard?.index ?? 0)
     return fd
 }

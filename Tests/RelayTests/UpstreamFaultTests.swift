@@ -1,6 +1,7 @@
 import Foundation
 import RelayTestSupport
 import TestHarness
+import TestSupportCore
 import Testing
 
 /// Provider faults become clear answers before the head (502, 504 with an OpenAI-style JSON body), and a
@@ -256,16 +257,18 @@ struct UpstreamFaultTests {
 }
 
 /// A plain-HTTP provider that writes a second answer after the first (or more than its Content-Length): the bytes
-/// are left on the connection curl would keep for reuse. libcurl 7.88 does not reuse it (bytes read with the first
-/// answer: "excess found", the connection closed; bytes waiting in the socket: an idle connection that is readable
-/// counts as dead), so the next request gets its own answer. This keeps it so (a newer libcurl, a change in how
-/// connections are kept): the stale answer is never the next request's.
+/// are left on the connection curl would keep for reuse. Read with the first answer, curl finds them in excess and
+/// closes the connection. Arriving after it, they wait in the socket, and libcurl 7.88 reuses a connection with bytes
+/// waiting (only one at its end counts as dead): the relay drops it before sending (`dropsStaleConnection`). Either
+/// way the next request gets its own answer, never the stale one. One worker, so that both requests go through the
+/// same curl connection cache.
 @Suite("Upstream faults: bytes left on a kept connection")
 struct StaleConnectionBytesTests {
     @Test("bytes an earlier answer left on its connection never become the next request's answer",
           arguments: [false, true])
     func staleBytesAreNotTheNextAnswer(separateWrite: Bool) throws {
         let requests = HarnessMonitor(0)
+        let firstAnswerRelayed = Gate()
         let staleWritten = Gate()
         let upstream = try ScriptedUpstream { connection in
             while true {
@@ -277,15 +280,20 @@ struct StaleConnectionBytesTests {
                 if n > 1 {
                     try connection.write(answer)
                 } else if separateWrite {
+                    // The stale answer comes once curl has read the first one: it waits in the kept connection.
                     try connection.write(answer)
+                    try firstAnswerRelayed.wait(timeout: 30)
                     try connection.write(stale)
                 } else {
                     try connection.write(answer + stale)
                 }
-                if n == 1 { staleWritten.signal() }
+                if n == 1 {
+                    try eventually("every byte in the relay's socket", timeout: 30) { try connection.unacknowledgedBytes() == 0 }
+                    staleWritten.signal()
+                }
             }
         }
-        let relay = try RelayFixture(upstream: upstream)
+        let relay = try RelayFixture(upstream: upstream) { $0.workers = 1 }
         func post() throws -> (Int, String) {
             let client = try relay.client()
             defer { client.close() }
@@ -294,7 +302,8 @@ struct StaleConnectionBytesTests {
             return (head.status, String(decoding: try client.readBody(head: head), as: UTF8.self))
         }
         #expect(try post() == (200, "ok"))
-        try staleWritten.wait(timeout: 5)
+        firstAnswerRelayed.signal()
+        try staleWritten.wait(timeout: 30)
         try relay.waitUntilIdle()
         #expect(try post() == (200, "fresh"))
         #expect(requests.withLock { $0 } == 2)

@@ -109,6 +109,9 @@ package final class UpstreamConnection: Sendable {
         try write(Array(string.utf8), timeout: timeout)
     }
 
+    /// Bytes written that the relay has not acknowledged yet: at 0 all of them wait in its socket (or were read).
+    package func unacknowledgedBytes() throws -> Int { try socket.unacknowledgedBytes() }
+
     /// `size CRLF bytes CRLF` in one write. An empty chunk would be the last chunk, so it throws `.malformed`.
     package func writeChunk(_ bytes: [UInt8]) throws {
         guard !bytes.isEmpty else { throw HarnessError.malformed("writeChunk([]): use writeLastChunk()") }

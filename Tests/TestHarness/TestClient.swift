@@ -295,6 +295,23 @@ final class HarnessSocket: Sendable {
         }
     }
 
+    /// Bytes sent on this socket that the peer has not acknowledged yet (Linux SIOCOUTQ, Darwin SO_NWRITE). At 0
+    /// every byte sent is in the peer's receive queue (or already read): a send() that returned has only queued
+    /// them here.
+    func unacknowledgedBytes() throws -> Int {
+        try withFD { fd in
+            var count: Int32 = 0
+            #if canImport(Glibc)
+            let result = ioctl(fd, UInt(TIOCOUTQ), &count)
+            #else
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            let result = getsockopt(fd, SOL_SOCKET, SO_NWRITE, &count, &length)
+            #endif
+            if result != 0 { throw HarnessError.socket(HarnessPOSIX.errorString("unacknowledged bytes")) }
+            return Int(count)
+        }
+    }
+
     /// Half-close: sends FIN, keeps the read side open.
     func shutdownWrite() {
         _ = try? withFD { HarnessPOSIX.shutdownFD($0, HarnessPOSIX.shutWrite) }
