@@ -50,8 +50,8 @@ package struct AppAttestKey: Sendable, Equatable {
 /// without attested credential data), `app_id` (rpIdHash is not SHA-256 of a configured app id), `counter`
 /// (not 0 in an attestation), `aaguid` (not the configured environment's), `credential_id` (not the key id),
 /// `credential_public_key` (the COSE key is not the leaf's key), `receipt` (the receipt's CMS signature does not
-/// chain to the receipt root at the given time, or its app id, certificate or client data hash fields are not
-/// this attestation's), `public_key` (an assertion's stored key is not
+/// chain to the receipt root at the given time, its signer lacks Apple's receipt-signer extension, or its app id,
+/// certificate or client data hash fields are not this attestation's), `public_key` (an assertion's stored key is not
 /// a P-256 point), `signature` (the assertion's signature does not hold). From `init`: `configuration` (no app
 /// id, or an empty one) and `root_ca` (the PEM holds no certificate).
 package struct AppAttestFailure: Error, Equatable, Sendable {
@@ -88,6 +88,8 @@ package struct AppAttestVerifier: Sendable {
     package static let maxAssertionBytes = 1024
     /// Apple's nonce: the leaf certificate's extension whose value is SEQUENCE { [1] EXPLICIT OCTET STRING }.
     package static let nonceExtensionOID = "1.2.840.113635.100.8.2"
+    /// The extension Apple's receipt signing certificate ("Application Attestation Fraud Receipt Signing") carries.
+    package static let receiptSignerExtensionOID = "1.2.840.113635.100.12.15"
 
     package let appIds: [String]
     package let environment: AppAttestEnvironment
@@ -198,8 +200,11 @@ package struct AppAttestVerifier: Sendable {
         }
 
         // Beyond Apple's list: the receipt is Apple's signed statement about this attestation (fields 2, 3, 4), so
-        // the bytes stored for fraud-risk queries are Apple's, not the sender's.
-        guard let content = AttestationCrypto.verifiedCMSContent(receipt, roots: receiptRoots, atUnixSeconds: atUnixSeconds),
+        // the bytes stored for fraud-risk queries are Apple's, not the sender's. Its signer must be a receipt signer
+        // (the extension Apple's carries): Apple Root CA - G3 also anchors certificates whose keys others hold
+        // (Apple Pay merchant and payment processing certificates, for one).
+        guard let content = AttestationCrypto.verifiedCMSContent(receipt, roots: receiptRoots, signerExtensionOID: Self.receiptSignerExtensionOID,
+                                                                 atUnixSeconds: atUnixSeconds),
               let fields = AppAttestReceiptFields(content: content),
               fields.fields[AppAttestReceiptFields.appId] == Array(appId.utf8),
               fields.fields[AppAttestReceiptFields.attestedCertificate] == leaf,

@@ -89,8 +89,9 @@ enum AttestationCrypto {
         }
     }
 
-    /// The content of a CMS SignedData whose signer chains to one of `roots` at `atUnixSeconds`; nil otherwise.
-    static func verifiedCMSContent(_ message: [UInt8], roots: [[UInt8]], atUnixSeconds: Int64) -> [UInt8]? {
+    /// The content of a CMS SignedData whose signer chains to one of `roots` at `atUnixSeconds` and carries the
+    /// extension `signerExtensionOID` (dotted); nil otherwise.
+    static func verifiedCMSContent(_ message: [UInt8], roots: [[UInt8]], signerExtensionOID: String, atUnixSeconds: Int64) -> [UInt8]? {
         let rootBytes = Array(roots.joined())
         let rootLengths = roots.map(\.count)
         var content = [UInt8](repeating: 0, count: max(message.count, 1))
@@ -99,7 +100,8 @@ enum AttestationCrypto {
             rootBytes.withUnsafeBufferPointer { r in
                 rootLengths.withUnsafeBufferPointer { rl in
                     content.withUnsafeMutableBufferPointer { c in
-                        cossl_cms_verify(m.baseAddress, m.count, r.baseAddress, rl.baseAddress, rl.count, atUnixSeconds, c.baseAddress, c.count, &length)
+                        cossl_cms_verify(m.baseAddress, m.count, r.baseAddress, rl.baseAddress, rl.count, signerExtensionOID, atUnixSeconds,
+                                         c.baseAddress, c.count, &length)
                     }
                 }
             }

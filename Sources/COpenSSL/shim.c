@@ -345,9 +345,11 @@ int cossl_x509_verify_chain(const uint8_t *leaf, size_t leaf_length,
 }
 
 int cossl_cms_verify(const uint8_t *der, size_t length, const uint8_t *roots, const size_t *root_lengths, size_t root_count,
-                     int64_t at_unix_seconds, uint8_t *content, size_t capacity, size_t *content_length) {
+                     const char *signer_extension_oid, int64_t at_unix_seconds, uint8_t *content, size_t capacity,
+                     size_t *content_length) {
     int result = 0;
     const unsigned char *cursor = der;
+    ASN1_OBJECT *marker = NULL;
     CMS_ContentInfo *cms = NULL;
     STACK_OF(X509) *signers = NULL, *carried = NULL;
     STACK_OF(X509) *trusted = x509_stack(roots, root_lengths, root_count);
@@ -366,6 +368,10 @@ int cossl_cms_verify(const uint8_t *der, size_t length, const uint8_t *roots, co
     carried = CMS_get1_certs(cms);
     if (signers == NULL || sk_X509_num(signers) != 1 || carried == NULL) goto done;
     if (verify_path(sk_X509_value(signers, 0), carried, trusted, at_unix_seconds) != COSSL_CHAIN_OK) goto done;
+    if (signer_extension_oid != NULL) {
+        marker = OBJ_txt2obj(signer_extension_oid, 1);
+        if (marker == NULL || X509_get_ext_by_OBJ(sk_X509_value(signers, 0), marker, -1) < 0) goto done;
+    }
     data_length = BIO_get_mem_data(out, &data);
     if (data_length < 0 || (size_t)data_length > capacity) goto done;
     if (data_length > 0) memcpy(content, data, (size_t)data_length);
@@ -373,6 +379,7 @@ int cossl_cms_verify(const uint8_t *der, size_t length, const uint8_t *roots, co
     result = 1;
 done:
     ERR_clear_error();
+    ASN1_OBJECT_free(marker);
     sk_X509_free(signers); // CMS_get0_signers: the certificates are the message's, the stack is ours
     sk_X509_pop_free(carried, X509_free);
     BIO_free(out);

@@ -42,6 +42,9 @@ package struct AttestationTampering: Sendable {
     package var intermediates: [[UInt8]]?
     /// The receipt sent; nil: one the CA signs over this attestation's app id, leaf and client data hash.
     package var receipt: [UInt8]?
+    /// Who signs the receipt over this attestation's fields (chained through the CA's intermediate); nil: the CA's
+    /// receipt signer.
+    package var receiptSigner: (key: TestP256Key, certificate: [UInt8])?
     /// Replaces the whole attestation object after it is built (for structural damage).
     package var rewrite: (@Sendable (CBORValue) -> CBORValue)?
 
@@ -118,7 +121,7 @@ package struct SoftwareAppAttestDevice: Sendable {
                            notBefore: validity.notBefore, notAfter: validity.notAfter)
         let x5c = [leaf] + (tampering.intermediates ?? [ca.intermediate])
         let receipt = tampering.receipt
-            ?? ca.receipt(fields: [(2, Array(appId.utf8)), (3, leaf), (4, clientDataHash), (6, Array("ATTEST".utf8))])
+            ?? ca.receipt(fields: [(2, Array(appId.utf8)), (3, leaf), (4, clientDataHash), (6, Array("ATTEST".utf8))], signer: tampering.receiptSigner)
         var object = CBORValue.textMap([
             ("fmt", .text(tampering.fmt)),
             ("attStmt", .textMap([("x5c", .array(x5c.map { .bytes($0) })), ("receipt", .bytes(receipt))])),

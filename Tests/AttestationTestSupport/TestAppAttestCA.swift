@@ -11,7 +11,8 @@ package struct TestAppAttestCA: Sendable {
     package let intermediateKey: TestP256Key
     package let root: [UInt8]
     package let intermediate: [UInt8]
-    /// Signs receipts, as Apple's "Application Attestation Fraud Receipt Signing" certificate does.
+    /// Signs receipts, as Apple's "Application Attestation Fraud Receipt Signing" certificate does, and carries its
+    /// receipt-signer extension.
     package let receiptKey: TestP256Key
     package let receiptSigner: [UInt8]
 
@@ -24,13 +25,14 @@ package struct TestAppAttestCA: Sendable {
                                                    notBefore: notBefore, notAfter: notAfter, isCA: true)
         receiptKey = TestP256Key()
         receiptSigner = receiptKey.certificate(subject: "Test Receipt Signing", issuer: intermediateKey, issuerName: Self.intermediateName, serial: 4,
-                                               notBefore: notBefore, notAfter: notAfter, isCA: false)
+                                               notBefore: notBefore, notAfter: notAfter, isCA: false,
+                                               extensionOID: AppAttestVerifier.receiptSignerExtensionOID, extensionValue: [0x05, 0x00])
     }
 
     /// A receipt as Apple's server makes it: CMS SignedData, signed by `receiptSigner` (carrying it and the
     /// intermediate), over a DER SET of SEQUENCE { type, version 1, OCTET STRING value } fields.
-    package func receipt(fields: [(Int, [UInt8])]) -> [UInt8] {
-        receiptKey.cmsSign(Self.receiptContent(fields), certificate: receiptSigner, chain: [intermediate])
+    package func receipt(fields: [(Int, [UInt8])], signer: (key: TestP256Key, certificate: [UInt8])? = nil) -> [UInt8] {
+        (signer?.key ?? receiptKey).cmsSign(Self.receiptContent(fields), certificate: signer?.certificate ?? receiptSigner, chain: [intermediate])
     }
 
     /// The receipt's content: fields 2 (app id), 3 (leaf), 4 (client data hash), 6 ("ATTEST") and the like.

@@ -124,6 +124,23 @@ import Testing
         // A receipt signed under another root.
         t = AttestationTampering(); t.receipt = otherCA.receipt(fields: [(2, Array(device.appId.utf8))])
         #expect(try verify(t) == failure("receipt"))
+        // A receipt about this attestation, signed by a certificate of the receipt root's PKI that is not a receipt
+        // signer (no 1.2.840.113635.100.12.15): under Apple Root CA - G3 that is any Apple Pay or other certificate
+        // whose key its holder has.
+        let merchantKey = TestP256Key()
+        let merchant = merchantKey.certificate(subject: "Merchant Identity", issuer: device.ca.intermediateKey,
+                                               issuerName: TestAppAttestCA.intermediateName, serial: 9,
+                                               notBefore: Self.now - 86_400, notAfter: Self.now + 86_400, isCA: false)
+        t = AttestationTampering(); t.receiptSigner = (merchantKey, merchant)
+        #expect(try verify(t) == failure("receipt"))
+        // The same certificate with the marker (the CA's own signer is one): accepted.
+        let markedKey = TestP256Key()
+        let marked = markedKey.certificate(subject: "Receipt Signing 2", issuer: device.ca.intermediateKey,
+                                           issuerName: TestAppAttestCA.intermediateName, serial: 10,
+                                           notBefore: Self.now - 86_400, notAfter: Self.now + 86_400, isCA: false,
+                                           extensionOID: AppAttestVerifier.receiptSignerExtensionOID, extensionValue: [0x05, 0x00])
+        t = AttestationTampering(); t.receiptSigner = (markedKey, marked)
+        #expect(try verify(t).map(\.keyId) == .success(device.keyId))
     }
 
     @Test func theRootMustBeTrusted() throws {

@@ -100,13 +100,20 @@ struct GenuineAppReplicaTests {
         #expect(try GenuineAppTests.register(h.relay.port, GenuineAppTests.device()).status == 201)
     }
 
+    /// A relay whose Redis replies time out after 300 ms; a real clock, since those timeouts are timers on the relay's
+    /// loops.
+    static func harness(timingOutOn redis: RedisServerProcess, configure: (inout RelayConfiguration) -> Void) throws -> GenuineAppTests.Harness {
+        try GenuineAppTests.Harness(realClock: true) { config in
+            Self.redisConfiguration(&config, redis, timeoutMs: 300)
+            configure(&config)
+        }
+    }
+
     @Test("Redis stalled: proofs and the endpoints get 503 state_unavailable, whatever onUnavailable says")
     func redisUnavailable() throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
-        // A real clock: Redis's reply timeouts are timers on the relay's loops.
-        let h = try GenuineAppTests.Harness(realClock: true) { config in
-            Self.redisConfiguration(&config, redis, timeoutMs: 300)
+        let h = try Self.harness(timingOutOn: redis) { config in
             if case .redis(var settings) = config.state.backend {
                 settings.onUnavailable = .allow
                 config.state.backend = .redis(settings)
@@ -126,6 +133,44 @@ struct GenuineAppReplicaTests {
         try eventually("Redis answers again", timeout: 10) {
             try GenuineAppTests.call(h.relay.port, path: Self.path, headers: GenuineAppTests.assertionHeaders(&device, path: Self.path, body: chatBody),
                                      body: chatBody).status == 200
+        }
+    }
+}
+
+extension GenuineAppReplicaTests {
+    /// A resume or a stop presents an App Attest proof like any request: while Redis does not answer, the proof
+    /// cannot be checked, so the answer is 503 `state_unavailable` (retry), not 404 (which tells the app its answer
+    /// is gone, and charges its address a failed authentication); the stream, held here, is still there after.
+    @Test("Redis stalled: a resume or a stop of an attested stream gets 503 state_unavailable, not 404, and the stream stays")
+    func resumeWhileRedisIsStalled() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let h = try Self.harness(timingOutOn: redis) { config in
+            config.routes[0].resume = RouteResume()
+            config.routes[0].heartbeatSeconds = 0
+            config.rateLimits.authFailuresPerAddress = RateLimits(requestsPerMinute: 1, burst: 2)
+        }
+        var device = GenuineAppTests.device()
+        #expect(try GenuineAppTests.register(h.relay.port, device).status == 201)
+        let started = try GenuineAppTests.call(h.relay.port, path: Self.path,
+                                               headers: GenuineAppTests.assertionHeaders(&device, path: Self.path, body: chatBody), body: chatBody)
+        #expect(started.status == 200)
+        let id = try #require(started.head.headerValues("X-Relay-Stream").first)
+        let resume = "/v1/relay/streams/\(id)?offset=0", stop = "/v1/relay/streams/\(id)"
+        redis.pause()
+        for _ in 0..<3 {
+            let resumed = try GenuineAppTests.call(h.relay.port, method: "GET", path: resume,
+                                                   headers: GenuineAppTests.assertionHeaders(&device, method: "GET", path: resume, body: []))
+            #expect(resumed.status == 503 && resumed.code == "state_unavailable", "\(resumed.status) \(resumed.body)")
+        }
+        let stopped = try GenuineAppTests.call(h.relay.port, method: "DELETE", path: stop,
+                                               headers: GenuineAppTests.assertionHeaders(&device, method: "DELETE", path: stop, body: []))
+        #expect(stopped.status == 503 && stopped.code == "state_unavailable", "\(stopped.status) \(stopped.body)")
+        redis.resume()
+        // The refusals above were the relay's, not the caller's: its failure bucket is whole, the stream still there.
+        try eventually("Redis answers again", timeout: 10) {
+            try GenuineAppTests.call(h.relay.port, method: "GET", path: resume,
+                                     headers: GenuineAppTests.assertionHeaders(&device, method: "GET", path: resume, body: [])).status == 200
         }
     }
 }

@@ -315,6 +315,31 @@ struct GenuineAppTests {
         #expect(h.relay.logs.lines.contains { $0.contains("spends the provider key") }, "optional leaves the route open: warned")
     }
 
+    @Test("a presented proof that fails costs the address a token of its failure bucket, as a bad credential does; no proof costs nothing")
+    func failedProofsCostTheFailureBucket() throws {
+        let h = try Harness { config in
+            config.rateLimits.authFailuresPerAddress = RateLimits(requestsPerMinute: 1, burst: 2)
+        }
+        var device = Self.device()
+        #expect(try Self.register(h.relay.port, device).status == 201)
+        // No proof on a required route: refused, and free (nothing was tried, the store was not asked).
+        for _ in 0..<3 {
+            #expect(try Self.call(h.relay.port, path: Self.path, body: chatBody).code == "attestation_required")
+        }
+        // A key this relay never registered: two refusals empty the bucket (the manual clock refills nothing), then the
+        // address gets 429 before its proof is looked up, whatever it presents.
+        var stranger = Self.device()
+        for _ in 0..<2 {
+            let bad = try Self.call(h.relay.port, path: Self.path, headers: Self.assertionHeaders(&stranger, path: Self.path, body: chatBody), body: chatBody)
+            #expect(bad.status == 401 && bad.code == "attestation_invalid")
+        }
+        let limited = try Self.call(h.relay.port, path: Self.path, headers: Self.assertionHeaders(&stranger, path: Self.path, body: chatBody), body: chatBody)
+        #expect(limited.status == 429 && limited.head.header("Retry-After") != nil, "\(limited.status) \(limited.body)")
+        let genuine = try Self.call(h.relay.port, path: Self.path, headers: Self.assertionHeaders(&device, path: Self.path, body: chatBody), body: chatBody)
+        #expect(genuine.status == 429, "the address's bucket, whatever it presents next")
+        #expect(h.requests.count == 0)
+    }
+
     @Test("auth none: limits are kept per device (appattest:<keyId>), not per address")
     func identityIsTheDevice() throws {
         let h = try Harness { config in

@@ -87,9 +87,12 @@ int cossl_x509_verify_chain(const uint8_t *leaf, size_t leaf_length,
 /// the certificates the message carries, to one of the `root_count` trusted roots (DER, laid end to end), each
 /// valid at `at_unix_seconds`. The signed content is copied to `content` (room for `capacity`) and its length to
 /// `content_length`. Exactly one signer; every certificate the message carries must be on the signer's verified
-/// path. 1 when valid, 0 otherwise (also when the content does not fit).
+/// path. With `signer_extension_oid` (dotted; NULL: none), the signer's certificate must carry that extension: a
+/// root trusted for one kind of signer also anchors every other certificate its CAs issued. 1 when valid, 0
+/// otherwise (also when the content does not fit).
 int cossl_cms_verify(const uint8_t *der, size_t length, const uint8_t *roots, const size_t *root_lengths, size_t root_count,
-                     int64_t at_unix_seconds, uint8_t *content, size_t capacity, size_t *content_length);
+                     const char *signer_extension_oid, int64_t at_unix_seconds, uint8_t *content, size_t capacity,
+                     size_t *content_length);
 
 /// The value (the bytes inside the extnValue OCTET STRING) of the certificate's extension with the dotted `oid`,
 /// copied to `out` (room for `capacity`). Returns its length, -1 when the certificate does not parse, carries

@@ -18,6 +18,9 @@ struct AttestationGate: Sendable {
     let method: String
     /// The request target as received (origin-form path and query): what the app signed.
     let target: String
+    /// The address's failure bucket (`rateLimits.authFailuresPerAddress`) a failed proof takes a token from, as a
+    /// refused credential does; nil where the caller charges its refusals itself (the stream endpoint's misses).
+    var failureBucket: (limiter: RateLimiter, address: String)?
 
     /// Calls `completion` on `loop` (possibly before returning) with the route policy's verdict.
     func check(body: [UInt8], on loop: any LoopScheduler, _ completion: @escaping @Sendable (AttestationVerdict) -> Void) {
@@ -25,6 +28,7 @@ struct AttestationGate: Sendable {
         let finish: @Sendable (ProofResult?) -> Void = { [self] appAttest in
             let verdict = AttestationVerdict.decide(mode, presented: presented, appAttest: appAttest, appCheck: appCheck)
             service.count(verdict)
+            if verdict.isFailedProof, let bucket = failureBucket { bucket.limiter.charge(key: bucket.address, now: loop.clock.now()) }
             completion(verdict)
         }
         guard presented.malformed == nil, let assertion = presented.appAttest, let apple = service.configuration.apple,

@@ -54,6 +54,7 @@ extension RelayHandler {
         exchange.providerKey = upstream.key
         exchange.prices = server.prices
         exchange.attestationGate = server.attestation?.gate(route: route, head: head)
+        exchange.attestationGate?.failureBucket = (server.authFailureLimiter, writer.client.limitKey)
         exchange.keeping = StreamKeeping(heartbeatSeconds: route.heartbeatSeconds, resume: route.resume, registry: server.streams,
                                          route: route)
         server.exchangeStarted(exchange, on: state)

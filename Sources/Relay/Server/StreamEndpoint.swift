@@ -100,10 +100,8 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
             }
         }
         guard let stream = local else { return notFound(address: address, now: now) }
-        prove(route: stream.route) { identity in
-            guard !self.done else { return }
-            guard case .some(let identity) = identity, identity == stream.identity else { return self.notFound(address: address, now: now) }
-            self.serve(stream, request: request)
+        prove(route: stream.route) { proof in
+            self.proven(proof, owns: { $0 == stream.identity }, address: address, now: now) { self.serve(stream, request: request) }
         }
     }
 
@@ -171,12 +169,10 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
             return notFound(address: address, now: now)
         }
         // Against the owner's record, which holds a hash of the identity's key.
-        prove(route: routes[meta.routeIndex]) { identity in
-            guard !self.done else { return }
-            guard case .some(let identity) = identity, StreamMeta.identityHash(identity) == meta.identityHash else {
-                return self.notFound(address: address, now: now)
+        prove(route: routes[meta.routeIndex]) { proof in
+            self.proven(proof, owns: { StreamMeta.identityHash($0) == meta.identityHash }, address: address, now: now) {
+                self.serveRemote(meta, resume: resume, id: id, request: request, mirror: mirror, address: address, now: now)
             }
-            self.serveRemote(meta, resume: resume, id: id, request: request, mirror: mirror, address: address, now: now)
         }
     }
 
@@ -270,17 +266,41 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         }
     }
 
-    /// The identity this request proves on the stream's `route`, as an exchange on that route would take it: its
+    /// What a resume or a stop proved on its stream's route.
+    enum Proof: Equatable, Sendable {
+        /// The identity it proves; nil: none (an open route).
+        case identity(String?)
+        /// Its credentials or its proof of the genuine app were refused.
+        case refused
+        /// The attestation store did not answer, so its App Attest proof could not be checked.
+        case unavailable
+    }
+
+    /// What this request proves on the stream's `route`, as an exchange on that route would take it: its
     /// credentials as the route checks them, then the route's proof of the genuine app over this request (its
-    /// method, target and empty body), whose App Attest key is the identity on `auth: "none"`. `.some(nil)`: no
-    /// identity (an open route); nil: refused. Calls `completion` on this connection's loop, possibly at once.
-    private func prove(route: RelayConfiguration.Route, _ completion: @escaping @Sendable (String??) -> Void) {
+    /// method, target and empty body), whose App Attest key is the identity on `auth: "none"`. Calls `completion`
+    /// on this connection's loop, possibly at once.
+    private func prove(route: RelayConfiguration.Route, _ completion: @escaping @Sendable (Proof) -> Void) {
         guard case .success(let identity) = server.authenticator.authenticate(route.auth, headers: head.headers,
-                                                                             now: server.wallClock()) else { return completion(nil) }
-        guard let gate = server.attestation?.gate(route: route, head: head) else { return completion(.some(identity?.key)) }
+                                                                             now: server.wallClock()) else { return completion(.refused) }
+        guard let gate = server.attestation?.gate(route: route, head: head) else { return completion(.identity(identity?.key)) }
         gate.check(body: [], on: writer.scheduler) { verdict in
-            guard case .pass(_, let keyID) = verdict else { return completion(nil) }
-            completion(.some(identity?.key ?? keyID.map { "appattest:" + $0 }))
+            switch verdict {
+            case .pass(_, let keyID): completion(.identity(identity?.key ?? keyID.map { "appattest:" + $0 }))
+            case .refuse(let error, _, _): completion(error.code == RelayError.stateUnavailable.code ? .unavailable : .refused)
+            }
+        }
+    }
+
+    /// Goes on with `serve` when `proof` names the identity that `owns` the stream. A store that could not check
+    /// the proof is 503 `state_unavailable` (README, "Genuine app": never a proof accepted without its store, and
+    /// never the caller's failure); anything else is the miss an unknown id gets, which costs a failure token.
+    private func proven(_ proof: Proof, owns: (String?) -> Bool, address: String, now: Instant, serve: () -> Void) {
+        guard !done else { return }
+        switch proof {
+        case .identity(let identity) where owns(identity): serve()
+        case .unavailable: refuse(.stateUnavailable, result: "unavailable")
+        case .identity, .refused: notFound(address: address, now: now)
         }
     }
 

@@ -158,6 +158,18 @@ package enum AttestationVerdict: Equatable, Sendable {
     }
 }
 
+extension AttestationVerdict {
+    /// A proof was presented and did not hold (invalid, replayed or unreadable): a failed authentication, which
+    /// costs the address a token of its failure bucket (`rateLimits.authFailuresPerAddress`) as a refused
+    /// credential does, so guessing at key ids and replaying assertions is paid for in time, not in store lookups.
+    /// No proof at all costs nothing (nothing was tried, the store was not asked), nor does a store that did not
+    /// answer (the relay's fault, not the caller's).
+    package var isFailedProof: Bool {
+        guard case .refuse(let error, _, _) = self else { return false }
+        return error.code != RelayError.attestationRequired.code && error.code != RelayError.stateUnavailable.code
+    }
+}
+
 extension RelayError {
     /// A route with `attestation: "required"` got neither an App Attest assertion nor an App Check token.
     package static let attestationRequired = RelayError(

@@ -260,6 +260,14 @@ package final class RateLimiter: Sendable {
         state.withLock { $0.retryAfterIfEmpty(key: key, now: now) }
     }
 
+    /// Takes one token from `key`'s bucket and gives no lease back: a failure bucket's charge (an empty bucket
+    /// stays empty; nothing is refused here, the next `retryAfterIfEmpty` says so).
+    package func charge(key: String, now: Instant) {
+        state.withLock { s in
+            if case .allowed(let lease) = s.acquire(key: key, now: now) { s.release(lease) }
+        }
+    }
+
     package func release(_ lease: RateLimiterState.Lease) {
         state.withLock { $0.release(lease) }
     }

@@ -126,6 +126,18 @@ import Testing
         #expect(Self.decide(mode, malformed, nil, nil) == .refuse(.attestationMalformed, .appCheck, step: "header_repeated"))
     }
 
+    @Test func onlyAPresentedProofThatFailedCostsAFailureToken() {
+        let malformed = AttestationPresentation(malformed: .init(kind: .appAttest, step: "key_id_encoding"))
+        #expect(Self.decide(.required, Self.attest, .invalid(step: "unknown_key"), nil).isFailedProof)
+        #expect(Self.decide(.optional, Self.attest, .replayed, nil).isFailedProof)
+        #expect(Self.decide(.required, Self.check, nil, .invalid(step: "token_expired")).isFailedProof)
+        #expect(Self.decide(.required, malformed, nil, nil).isFailedProof)
+        #expect(!Self.decide(.required, AttestationPresentation(), nil, nil).isFailedProof, "nothing presented")
+        #expect(!Self.decide(.required, Self.attest, .unavailable, nil).isFailedProof, "the store's fault")
+        #expect(!Self.decide(.required, Self.attest, .valid(identity: "K"), nil).isFailedProof)
+        #expect(!Self.decide(.optional, AttestationPresentation(), nil, nil).isFailedProof)
+    }
+
     @Test func statusesAndCodes() {
         #expect(RelayError.attestationRequired.status == 401 && RelayError.attestationRequired.code == "attestation_required")
         #expect(RelayError.attestationInvalid.status == 401 && RelayError.attestationInvalid.code == "attestation_invalid")
