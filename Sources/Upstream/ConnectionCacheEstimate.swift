@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// What the relay knows of curl's connection caches, per origin and per multi handle ("shard", see `CurlDriver`):
 /// whether a new HTTP/1.1 transfer can find an idle connection, and where.
 ///
@@ -132,10 +138,27 @@ struct ConnectionCacheEstimate {
     }
 }
 
-/// Where a connection runs, as curl's pre-request callback names it: one connection at a time has these.
-struct ConnectionAddress: Hashable {
-    var primaryIP: String
+/// Where a connection runs, as curl's pre-request callback names it (its C strings are curl's, valid during the
+/// callback only): one connection at a time has these.
+struct ConnectionAddress {
+    var primaryIP: UnsafePointer<CChar>
+    var localIP: UnsafePointer<CChar>
     var primaryPort: Int
-    var localIP: String
     var localPort: Int
+
+    /// Both ports in one integer: what connections are found by (an IP address pair rarely differs between two
+    /// connections with the same ports, and is compared after).
+    var ports: Int { localPort << 16 | primaryPort }
+}
+
+/// A connection's socket with the addresses it was first seen at (`CurlDriver.dropsStaleConnection`).
+struct KnownConnection {
+    var fd: Int32
+    var primaryIP: String
+    var localIP: String
+
+    /// Whether `address` names this connection (its ports already matched).
+    func isAt(_ address: ConnectionAddress) -> Bool {
+        primaryIP.withCString { strcmp($0, address.primaryIP) == 0 } && localIP.withCString { strcmp($0, address.localIP) == 0 }
+    }
 }

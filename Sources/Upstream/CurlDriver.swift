@@ -49,8 +49,9 @@ public final class CurlDriver: @unchecked Sendable {
     static let idleConnectionsKept = 4096
     /// The socket of each HTTP/1.1 connection, by its addresses as curl's pre-request callback names them, and
     /// back (`dropsStaleConnection`). An entry leaves with its socket (`socketClosed`).
-    private var socketsByAddress = [ConnectionAddress: Int32](minimumCapacity: 16)
-    private var addressesBySocket = [Int32: ConnectionAddress](minimumCapacity: 16)
+    /// Keyed by both ports (`ConnectionAddress.ports`), so a lookup per request hashes one integer.
+    private var connectionsByPorts = [Int: [KnownConnection]](minimumCapacity: 16)
+    private var portsBySocket = [Int32: Int](minimumCapacity: 16)
 
     public var activeTransferCount: Int { transfers.count }
 
@@ -192,7 +193,10 @@ public final class CurlDriver: @unchecked Sendable {
     /// curl is done with `fd`: it is closed here (curl's close-socket callback).
     fileprivate func socketClosed(_ fd: Int32) {
         connections.closed(fd)
-        if let address = addressesBySocket.removeValue(forKey: fd) { socketsByAddress[address] = nil }
+        if let ports = portsBySocket.removeValue(forKey: fd) {
+            connectionsByPorts[ports]?.removeAll { $0.fd == fd }
+            if connectionsByPorts[ports]?.isEmpty == true { connectionsByPorts[ports] = nil }
+        }
         Syscall.close(fd)
     }
 
@@ -204,16 +208,18 @@ public final class CurlDriver: @unchecked Sendable {
     /// down instead: curl's send fails on it before a byte leaves, and curl sends the request on a fresh
     /// connection (lib/multi.c, MSTATE_DO: `Curl_retry_request`). Returns true then.
     func dropsStaleConnection(at address: ConnectionAddress, for transfer: Transfer) -> Bool {
-        if let fd = socketsByAddress[address], !transfer.opened(fd) {
-            guard Syscall.hasUnreadBytes(fd) else { return false }
-            Syscall.shutdownBoth(fd)
+        let ports = address.ports
+        if let known = connectionsByPorts[ports]?.first(where: { $0.isAt(address) }), !transfer.opened(known.fd) {
+            guard Syscall.hasUnreadBytes(known.fd) else { return false }
+            Syscall.shutdownBoth(known.fd)
             staleConnectionsDropped += 1
             return true
         }
         for fd in [transfer.openedSockets.0, transfer.openedSockets.1]
-        where fd >= 0 && addressesBySocket[fd] == nil && Syscall.localPort(fd) == address.localPort {
-            socketsByAddress[address] = fd
-            addressesBySocket[fd] = address
+        where fd >= 0 && portsBySocket[fd] == nil && Syscall.localPort(fd) == address.localPort {
+            connectionsByPorts[ports, default: []].append(KnownConnection(fd: fd, primaryIP: String(cString: address.primaryIP),
+                                                                          localIP: String(cString: address.localIP)))
+            portsBySocket[fd] = ports
         }
         return false
     }

@@ -529,11 +529,9 @@ private let transferSeek: ccurl_seek_callback = { userdata, offset, origin in
 private let transferPrerequest: ccurl_prereq_callback = { userdata, primaryIP, localIP, primaryPort, localPort in
     guard let userdata else { return Int32(CURL_PREREQFUNC_ABORT) }
     let transfer = Unmanaged<Transfer>.fromOpaque(userdata).takeUnretainedValue()
-    let address = primaryIP.flatMap { primary in
-        localIP.map {
-            ConnectionAddress(primaryIP: String(cString: primary), primaryPort: Int(primaryPort),
-                              localIP: String(cString: $0), localPort: Int(localPort))
-        }
+    var address: ConnectionAddress?
+    if let primaryIP, let localIP {
+        address = ConnectionAddress(primaryIP: UnsafePointer(primaryIP), localIP: UnsafePointer(localIP), primaryPort: Int(primaryPort), localPort: Int(localPort))
     }
     return transfer.onPrerequest(address) ? Int32(CURL_PREREQFUNC_OK) : Int32(CURL_PREREQFUNC_ABORT)
 }
