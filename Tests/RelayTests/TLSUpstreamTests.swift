@@ -234,4 +234,33 @@ struct TLSUpstreamTests {
         #expect(sent.count == 1, "the POST reached the provider \(sent.count) times: \(upstream.allEvents)")
         relay.assertNoSecretLeaks(clients: [first, client])
     }
+
+    /// HTTPS, HTTP/1.1: a provider writes a second answer nobody asked for on an idle connection (its own TLS
+    /// record, waiting in the relay's socket). libcurl 7.88 would reuse that connection (its OpenSSL liveness check
+    /// counts readable as alive) and hand the stale answer to the next request; the relay drops it and the next
+    /// request, a POST, is answered on a new connection, once.
+    @Test("HTTP/1.1 over TLS: an answer left on an idle connection is never the next request's")
+    func staleAnswerOnIdleConnection() throws {
+        let upstream = try TLSUpstream()
+        let relay = try Self.relay(upstream, .http1_1)
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/quick/first", body: chatBody)
+        var head = try client.readHead()
+        #expect(head.status == 200)
+        _ = try client.readBody(head: head)
+        let first = try upstream.waitFor { $0.kind == "request" && $0.detail == "/v1/quick/first" }
+        try upstream.waitFor { $0.kind == "done" && $0.connection == first.connection }
+        try relay.waitUntilIdle()
+        try upstream.staleIdle()
+        try upstream.waitFor(timeout: 10, "the stale answer in the relay's socket") { $0.kind == "stale" && $0.connection == first.connection }
+
+        try client.sendRequest(path: "/v1/quick/second", body: chatBody)
+        head = try client.readHead()
+        #expect(head.status == 200)
+        #expect(String(decoding: try client.readBody(head: head), as: UTF8.self) == #"{"ok":true}"#)
+        let second = try upstream.waitFor { $0.kind == "request" && $0.detail == "/v1/quick/second" }
+        #expect(second.connection != first.connection)
+        #expect(upstream.allEvents.filter { $0.kind == "request" && $0.detail == "/v1/quick/second" }.count == 1)
+        try relay.waitUntilIdle()
+    }
 }

@@ -6,7 +6,7 @@ import TestSupportCore
 
 /// What the TLS upstream reported (see tls_upstream.py for the vocabulary).
 package struct TLSUpstreamEvent: Sendable, CustomStringConvertible {
-    /// "open", "request", "reset", "closed", "done", "idle-closed", "goaway".
+    /// "open", "request", "reset", "closed", "done", "idle-closed", "goaway", "stale".
     package var kind: String
     /// CLOCK_MONOTONIC nanoseconds, comparable with `monotonicNanoseconds()`.
     package var atNanoseconds: UInt64
@@ -137,6 +137,12 @@ package final class TLSUpstream: @unchecked Sendable {
     /// Sends GOAWAY on every idle HTTP/2 connection and keeps it open (a provider draining for a restart).
     package func goAwayIdle() throws {
         try input.write(contentsOf: Data("goaway-idle\n".utf8))
+    }
+
+    /// Writes a second, unasked-for answer on every idle HTTP/1.1 connection (a provider that answers twice); each
+    /// reports `stale` once its bytes wait in the relay's socket.
+    package func staleIdle() throws {
+        try input.write(contentsOf: Data("stale-idle\n".utf8))
     }
 
     package func shutdown() {

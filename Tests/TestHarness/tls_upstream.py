@@ -13,6 +13,8 @@ stamped with time.monotonic_ns() (CLOCK_MONOTONIC, the clock the tests read):
   done T C S                      the server sent the whole response on stream S
   idle-closed T C                 the server closed idle connection C (GOAWAY first on HTTP/2)
   goaway T C                      the server sent GOAWAY on idle HTTP/2 connection C and kept it open
+  stale T C                       idle HTTP/1.1 connection C holds a stale answer the client has not asked for:
+                                  written as a TLS record of its own, every byte acknowledged by the client's kernel
 
 Paths script the answer (a path containing):
   /hold     read the request, answer nothing (a model that has not started)
@@ -23,12 +25,15 @@ Paths script the answer (a path containing):
 Commands on stdin:
   close-idle   close every connection that has no stream in progress (a provider's keep-alive timeout)
   goaway-idle  send GOAWAY on every idle HTTP/2 connection, keeping it open (a provider shutting down)
+  stale-idle   write a second, unasked-for answer on every idle HTTP/1.1 connection (a provider that answers twice)
 """
 import argparse
+import fcntl
 import select
 import socket
 import ssl
 import sys
+import termios
 import threading
 import time
 
@@ -59,6 +64,7 @@ class Connection:
         self.sock = sock
         self.close_idle = False
         self.goaway_idle = False
+        self.stale_idle = False
         self.streams = {}  # stream id -> (path, next event time, events sent)
 
     def readable(self, timeout):
@@ -176,6 +182,15 @@ class H1Connection(Connection):
                 self.sock.close()
                 emit("idle-closed", now(), self.index)
                 return
+            if self.stale_idle and not self.streams and not buf:
+                self.stale_idle = False
+                body = b'{"stale":true}'
+                self.sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                                  % (len(body), body))
+                # Reported once the bytes wait in the client's socket, not merely queued here.
+                while fcntl.ioctl(self.sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0") != b"\0\0\0\0":
+                    time.sleep(0.001)
+                emit("stale", now(), self.index)
             if self.readable(self.next_timeout()):
                 data = self.recv()
                 if not data:
@@ -282,6 +297,10 @@ def main():
             with LOCK:
                 for connection in CONNECTIONS:
                     connection.goaway_idle = True
+        elif line.strip() == "stale-idle":
+            with LOCK:
+                for connection in CONNECTIONS:
+                    connection.stale_idle = True
     # stdin closed: the test is over.
 
 
