@@ -207,7 +207,8 @@ private func admitted(_ decisions: [(Replica, AdmissionDecision)]) -> [(Replica,
         let start = monotonicNanoseconds()
         let decision = try replica.admit(request(tokens: 100))
         let elapsedMs = Double(monotonicNanoseconds() - start) / 1e6
-        #expect(elapsedMs >= 140 && elapsedMs < 500, "answered after \(elapsedMs) ms (timeout 150 ms)")
+        // Never before the timeout; the upper bound is wide, for a loaded machine.
+        #expect(elapsedMs >= 140 && elapsedMs < 1_000, "answered after \(elapsedMs) ms (timeout 150 ms)")
         #expect(try replica.extend(running, 5_000), "a running stream is not cut because Redis is away")
         switch policy {
         case .reject:

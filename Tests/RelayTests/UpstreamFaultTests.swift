@@ -15,8 +15,8 @@ struct UpstreamFaultTests {
 
     @Test("connection refused → 502 upstream_unreachable")
     func refused() throws {
-        let port = try closedPort()
-        let relay = try RelayFixture(upstream: nil, baseURL: "http://127.0.0.1:\(port)")
+        let nobody = try RefusingPort()
+        let relay = try RelayFixture(upstream: nil, baseURL: "http://127.0.0.1:\(nobody.port)")
         let client = try relay.client()
         try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
         let head = try client.readHead()

@@ -7,11 +7,38 @@ import Glibc
 import Darwin
 #endif
 
-/// A port on 127.0.0.1 with nothing listening: bound, then closed, so a connect gets ECONNREFUSED.
+/// A port on 127.0.0.1 with nothing listening: bound, then closed, so a connect gets ECONNREFUSED until something
+/// else binds it (a server the test starts there, or another test: `RefusingPort` keeps it refusing).
 package func closedPort() throws -> Int {
     let (fd, address) = try HarnessPOSIX.listenOnLoopback(backlog: 1)
     HarnessPOSIX.closeFD(fd)
     return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// A port on 127.0.0.1 that refuses every connection for as long as this lives: bound (without SO_REUSEADDR) and
+/// never listening, so no other process or test can take it meanwhile, as one could a port `closedPort` released.
+package final class RefusingPort: Sendable {
+    package let port: Int
+    private let fd: Int32
+
+    package init() throws {
+        let fd = socket(AF_INET, HarnessPOSIX.streamType, 0)
+        if fd < 0 { throw HarnessError.socket(HarnessPOSIX.errorString("socket")) }
+        var address = HarnessPOSIX.loopback(port: 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else {
+            let message = HarnessPOSIX.errorString("bind")
+            HarnessPOSIX.closeFD(fd)
+            throw HarnessError.socket(message)
+        }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { HarnessPOSIX.closeFD(fd) }
 }
 
 /// A listening socket on 127.0.0.1 that never accepts, with its accept queue already full: a connect to it
