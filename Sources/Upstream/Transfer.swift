@@ -427,6 +427,8 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
 
     /// curl wants the body from its start for a resend, which comes before that send's pre-request call.
     fileprivate func onRewind() -> Bool {
+        // Nothing sent and nothing read yet (a reused connection dropped before its send): nothing to rewind.
+        if state == .running, attempts == 0, bodyOffset == 0 { return true }
         guard state == .running, replayable, attempts == 1, body.count == bodyLength else {
             resendRefused = true
             return false

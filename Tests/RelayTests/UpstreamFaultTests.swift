@@ -3,6 +3,7 @@ import RelayTestSupport
 import TestHarness
 import TestSupportCore
 import Testing
+import Upstream
 
 /// Provider faults become clear answers before the head (502, 504 with an OpenAI-style JSON body), and a
 /// truncated stream after it (no terminal chunk: never a clean end). Provider errors pass through unchanged.
@@ -264,9 +265,18 @@ struct UpstreamFaultTests {
 /// same curl connection cache.
 @Suite("Upstream faults: bytes left on a kept connection")
 struct StaleConnectionBytesTests {
+    /// The second request's body: one curl reads in place, and one above `Transfer.inlineBodyLimit`, read through
+    /// the callback (curl asks to rewind it before sending on the new connection: nothing was read, so that is
+    /// allowed, and it is still one send).
+    static let bodies: [[UInt8]] = [
+        chatBody,
+        Array((#"{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":""#
+               + String(repeating: "x", count: Transfer.inlineBodyLimit) + #""}]}"#).utf8),
+    ]
+
     @Test("bytes an earlier answer left on its connection never become the next request's answer",
-          arguments: [false, true])
-    func staleBytesAreNotTheNextAnswer(separateWrite: Bool) throws {
+          arguments: [false, true], bodies)
+    func staleBytesAreNotTheNextAnswer(separateWrite: Bool, secondBody: [UInt8]) throws {
         let requests = HarnessMonitor(0)
         let firstAnswerRelayed = Gate()
         let staleWritten = Gate()
@@ -294,10 +304,10 @@ struct StaleConnectionBytesTests {
             }
         }
         let relay = try RelayFixture(upstream: upstream) { $0.workers = 1 }
-        func post() throws -> (Int, String) {
+        func post(_ body: [UInt8] = chatBody) throws -> (Int, String) {
             let client = try relay.client()
             defer { client.close() }
-            try client.sendRequest(path: "/v1/chat/completions", body: chatBody)
+            try client.sendRequest(path: "/v1/chat/completions", body: body)
             let head = try client.readHead()
             return (head.status, String(decoding: try client.readBody(head: head), as: UTF8.self))
         }
@@ -305,7 +315,7 @@ struct StaleConnectionBytesTests {
         firstAnswerRelayed.signal()
         try staleWritten.wait(timeout: 30)
         try relay.waitUntilIdle()
-        #expect(try post() == (200, "fresh"))
+        #expect(try post(secondBody) == (200, "fresh"))
         #expect(requests.withLock { $0 } == 2)
         #expect(upstream.acceptedConnections >= 2, "the connection holding the stale answer was not used again")
     }
