@@ -125,16 +125,20 @@ extension RelayExchange: StreamOwner {
         perform(machine.detached(now: clock.now(), windowSeconds: stream.windowSeconds))   // arms the window's end
     }
 
+    /// A notice taken while the stream ran can arrive after the exchange ended: its response is over then, and the
+    /// writer is its connection's, which may be answering its next request (maybe another user's, through a
+    /// balancer's kept-alive connection). An ended exchange leaves it alone.
     func originalTakenOver() {
         keeping.originalGone = true
+        guard !isEnded else { return }
         writer.abort()
     }
 
     func stopRequested() {
         closeDetachWindow()
+        guard !isEnded else { return }   // as `originalTakenOver`
         if !keeping.originalGone { writer.abort() }
         keeping.originalGone = true
-        guard !isEnded else { return }
         perform(machine.clientClosed(now: nil))   // no drain: a stop cancels at once
     }
 
