@@ -41,7 +41,7 @@ let package = Package(
         .target(name: "HTTPServer", dependencies: ["HTTP1", "Transport", "Support"], swiftSettings: serverRelease),
         // libcurl multi driver: one transfer per relayed request, driven on an event loop's queue; the
         // UpstreamClient / UpstreamCall seams it implements.
-        .target(name: "Upstream", dependencies: ["CCurl", "HTTP1", "Transport", "Support"], swiftSettings: serverRelease),
+        .target(name: "Upstream", dependencies: ["CCurl", "COpenSSL", "HTTP1", "Transport", "Support"], swiftSettings: serverRelease),
         // A small RESP2 client on our own poller: pure parser and encoder, and one pipelined connection per event loop
         // with timeouts and reconnects. Knows nothing of the relay.
         .target(name: "Redis", dependencies: ["Transport", "Support"], swiftSettings: serverRelease),

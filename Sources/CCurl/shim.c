@@ -15,6 +15,12 @@ CURLcode ccurl_easy_setopt_closesocket_callback(CURL *handle, ccurl_closesocket_
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) { return curl_easy_getinfo(handle, info, value); }
 CURLcode ccurl_easy_getinfo_str(CURL *handle, CURLINFO info, char **value) { return curl_easy_getinfo(handle, info, value); }
 
+void *ccurl_easy_openssl_ssl(CURL *handle) {
+    struct curl_tlssessioninfo *info = NULL;
+    if(curl_easy_getinfo(handle, CURLINFO_TLS_SSL_PTR, &info) != CURLE_OK || !info) return NULL;
+    return info->backend == CURLSSLBACKEND_OPENSSL ? info->internals : NULL;
+}
+
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) { return curl_multi_setopt(multi, option, value); }
 CURLSHcode ccurl_share_setopt_long(CURLSH *share, CURLSHoption option, long value) { return curl_share_setopt(share, option, value); }
 CURLMcode ccurl_multi_setopt_ptr(CURLM *multi, CURLMoption option, void *value) { return curl_multi_setopt(multi, option, value); }

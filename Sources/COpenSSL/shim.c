@@ -13,8 +13,13 @@
 #include <openssl/hmac.h>
 #include <openssl/param_build.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+
+int cossl_tls_has_pending(const void *ssl) {
+    return SSL_has_pending((const SSL *)ssl) == 1;
+}
 
 int cossl_sha256(const uint8_t *data, size_t length, uint8_t out[32]) {
     unsigned int size = 0;

@@ -1,4 +1,5 @@
 import CCurl
+import COpenSSL
 import Dispatch
 import HTTP1
 import Support
@@ -207,10 +208,15 @@ public final class CurlDriver: @unchecked Sendable {
     /// its end counts as alive), so those bytes would be read as this request's answer. That connection is shut
     /// down instead: curl's send fails on it before a byte leaves, and curl sends the request on a fresh
     /// connection (lib/multi.c, MSTATE_DO: `Curl_retry_request`). Returns true then.
+    ///
+    /// Over TLS such bytes can also wait inside OpenSSL, with none in the socket: curl 7.88 reads a Content-Length
+    /// body no further than its length (lib/transfer.c `readwrite_data`), OpenSSL decrypts a whole record at a
+    /// time, so the rest of the record that carried an answer's last bytes stays in OpenSSL's buffer. So the
+    /// connection's TLS is asked too (`SSL_has_pending`, on the `SSL *` curl names for the connection now).
     func dropsStaleConnection(at address: ConnectionAddress, for transfer: Transfer) -> Bool {
         let ports = address.ports
         if let known = connectionsByPorts[ports]?.first(where: { $0.isAt(address) }), !transfer.opened(known.fd) {
-            guard Syscall.hasUnreadBytes(known.fd) else { return false }
+            guard Syscall.hasUnreadBytes(known.fd) || Self.tlsHoldsBytes(transfer.easy) else { return false }
             Syscall.shutdownBoth(known.fd)
             staleConnectionsDropped += 1
             return true
@@ -222,6 +228,13 @@ public final class CurlDriver: @unchecked Sendable {
             portsBySocket[fd] = ports
         }
         return false
+    }
+
+    /// Whether the TLS of the connection `easy` uses now (OpenSSL's, the one libcurl is built with on Linux) holds
+    /// bytes not yet read; false without TLS or with another TLS library.
+    private static func tlsHoldsBytes(_ easy: UnsafeMutableRawPointer) -> Bool {
+        guard let ssl = ccurl_easy_openssl_ssl(easy) else { return false }
+        return cossl_tls_has_pending(ssl) == 1
     }
 
     /// Reused connections shut down for the bytes waiting on them (tests).

@@ -264,3 +264,40 @@ struct TLSUpstreamTests {
         try relay.waitUntilIdle()
     }
 }
+
+extension TLSUpstreamTests {
+    /// A request for `path` (unique within the test), answered 200: the answer's body and the upstream's view of it.
+    static func answered(_ client: TestClient, _ path: String, on upstream: TLSUpstream) throws -> (body: String, request: TLSUpstreamEvent) {
+        try client.sendRequest(path: path, body: chatBody)
+        let head = try client.readHead()
+        #expect(head.status == 200)
+        let body = String(decoding: try client.readBody(head: head), as: UTF8.self)
+        return (body, try upstream.waitFor { $0.kind == "request" && $0.detail == path })
+    }
+
+    /// HTTPS, HTTP/1.1: a provider writes a second answer right after an answer's last byte, in the same TLS record.
+    /// libcurl 7.88 reads a Content-Length body no further than its length, so OpenSSL decrypts the whole record and
+    /// keeps the rest: nothing waits in the socket, yet the connection holds bytes. Reused, the next request (maybe
+    /// another user's) would read them first, as its answer. It is answered by the provider, on a new connection; a
+    /// connection whose TLS holds nothing is reused as before.
+    @Test("HTTP/1.1 over TLS: bytes OpenSSL holds past an answer are never the next request's")
+    func excessHeldByTLS() throws {
+        let upstream = try TLSUpstream()
+        let relay = try Self.relay(upstream, .http1_1)
+        let client = try relay.client()
+        let first = try Self.answered(client, "/v1/excess/first", on: upstream)
+        #expect(first.body == #"{"ok":true}"#)
+        try relay.waitUntilIdle()
+
+        let second = try Self.answered(client, "/v1/quick/second", on: upstream)
+        #expect(second.body == #"{"ok":true}"#, "the second request got the bytes left after the first answer")
+        #expect(second.request.connection != first.request.connection)
+        #expect(upstream.allEvents.filter { $0.kind == "request" && $0.detail == "/v1/quick/second" }.count == 1)
+        try relay.waitUntilIdle()
+
+        let third = try Self.answered(client, "/v1/quick/third", on: upstream)
+        #expect(third.body == #"{"ok":true}"#)
+        #expect(third.request.connection == second.request.connection, "a clean TLS connection was dropped")
+        try relay.waitUntilIdle()
+    }
+}

@@ -20,6 +20,8 @@ Paths script the answer (a path containing):
   /hold     read the request, answer nothing (a model that has not started)
   /drop     read the request, then close the connection without an answer (a provider dying mid-request)
   /stream   200 text/event-stream, one event at once, then one every 100 ms for up to 60 s
+  /excess   HTTP/1.1: 200 {"ok":true} (Content-Length), its head a TLS record of its own and its body in one
+            record with a second, unasked-for answer after it (a provider that writes more than its length)
   other     200 application/json {"ok":true} (Content-Length), connection kept alive
 
 Commands on stdin:
@@ -226,6 +228,13 @@ class H1Connection(Connection):
             self.streams[1] = [path, time.monotonic(), 0]
             return
         body = b'{"ok":true}'
+        if "/excess" in path:
+            stale = b'{"stale":true}'
+            self.sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+            self.sock.sendall(body + b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                              % (len(stale), stale))
+            emit("done", now(), self.index, 1)
+            return
         self.sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                           % (len(body), body))
         emit("done", now(), self.index, 1)

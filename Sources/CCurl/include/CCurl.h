@@ -26,6 +26,9 @@ CURLcode ccurl_easy_setopt_closesocket_callback(CURL *handle, ccurl_closesocket_
 
 CURLcode ccurl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode ccurl_easy_getinfo_str(CURL *handle, CURLINFO info, char **value);
+/// The OpenSSL `SSL *` of the connection the handle uses now (CURLINFO_TLS_SSL_PTR), or NULL: no TLS, or another
+/// TLS backend.
+void *ccurl_easy_openssl_ssl(CURL *handle);
 
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
 CURLSHcode ccurl_share_setopt_long(CURLSH *share, CURLSHoption option, long value);

@@ -1,6 +1,6 @@
 // The only door to OpenSSL (libcrypto) in SSE Relay: SHA-256, HMAC-SHA256, public keys built from JWK
-// parameters, RS256/ES256 verification, X.509 parsing and chain verification (App Attest), and test-only
-// signing and certificate issuing. Everything OpenSSL spells as a macro, a
+// parameters, RS256/ES256 verification, X.509 parsing and chain verification (App Attest), test-only
+// signing and certificate issuing, and one look into libssl (bytes a provider connection's TLS holds). Everything OpenSSL spells as a macro, a
 // variadic call or a multi-step builder is wrapped here so Swift sees small typed functions.
 //
 // Targets OpenSSL 3.0 or later and uses no API deprecated there (OSSL_PARAM_BLD + EVP_PKEY_fromdata instead of
@@ -23,6 +23,10 @@ int cossl_sha256(const uint8_t *data, size_t length, uint8_t out[32]);
 
 /// HMAC-SHA256 of `data` under `key`; writes 32 bytes to `out`. Returns 1 on success, 0 on failure.
 int cossl_hmac_sha256(const uint8_t *key, size_t key_length, const uint8_t *data, size_t length, uint8_t out[32]);
+
+/// Whether the TLS connection `ssl` (an `SSL *`, libcurl's for a provider connection) holds bytes read from its
+/// socket and not yet taken by the application, decrypted or not (SSL_has_pending): 1 or 0.
+int cossl_tls_has_pending(const void *ssl);
 
 /// Constant-time equality of two buffers of `length` bytes: 1 when equal, 0 otherwise (CRYPTO_memcmp).
 int cossl_equal(const uint8_t *a, const uint8_t *b, size_t length);
