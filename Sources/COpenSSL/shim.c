@@ -21,6 +21,13 @@ int cossl_tls_has_pending(const void *ssl) {
     return SSL_has_pending((const SSL *)ssl) == 1;
 }
 
+int cossl_tls_alpn_is_h2(const void *ssl) {
+    const unsigned char *protocol = NULL;
+    unsigned int length = 0;
+    SSL_get0_alpn_selected((const SSL *)ssl, &protocol, &length);
+    return length == 2 && protocol[0] == 'h' && protocol[1] == '2';
+}
+
 int cossl_sha256(const uint8_t *data, size_t length, uint8_t out[32]) {
     unsigned int size = 0;
     return EVP_Digest(data, length, out, &size, EVP_sha256(), NULL) == 1 && size == 32;

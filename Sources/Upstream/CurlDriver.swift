@@ -213,10 +213,19 @@ public final class CurlDriver: @unchecked Sendable {
     /// body no further than its length (lib/transfer.c `readwrite_data`), OpenSSL decrypts a whole record at a
     /// time, so the rest of the record that carried an answer's last bytes stays in OpenSSL's buffer. So the
     /// connection's TLS is asked too (`SSL_has_pending`, on the `SSL *` curl names for the connection now).
+    ///
+    /// A transfer that asked for HTTP/2 may be on an HTTP/1.1 connection (a provider that offers no h2 in ALPN: curl
+    /// falls back and keeps that connection like any other), checked as one. A connection that speaks HTTP/2 is
+    /// left alone: streams share it, and bytes waiting there are the other streams' frames.
     func dropsStaleConnection(at address: ConnectionAddress, for transfer: Transfer) -> Bool {
         let ports = address.ports
         if let known = connectionsByPorts[ports]?.first(where: { $0.isAt(address) }), !transfer.opened(known.fd) {
-            guard Syscall.hasUnreadBytes(known.fd) || Self.tlsHoldsBytes(transfer.easy) else { return false }
+            let ssl = ccurl_easy_openssl_ssl(transfer.easy)
+            if transfer.request.httpVersion == .http2 {
+                // Without OpenSSL's view (another TLS library) the version is not known: nothing is peeked, as before.
+                guard let ssl, cossl_tls_alpn_is_h2(ssl) == 0 else { return false }
+            }
+            guard Syscall.hasUnreadBytes(known.fd) || (ssl.map { cossl_tls_has_pending($0) == 1 } ?? false) else { return false }
             Syscall.shutdownBoth(known.fd)
             staleConnectionsDropped += 1
             return true
@@ -228,13 +237,6 @@ public final class CurlDriver: @unchecked Sendable {
             portsBySocket[fd] = ports
         }
         return false
-    }
-
-    /// Whether the TLS of the connection `easy` uses now (OpenSSL's, the one libcurl is built with on Linux) holds
-    /// bytes not yet read; false without TLS or with another TLS library.
-    private static func tlsHoldsBytes(_ easy: UnsafeMutableRawPointer) -> Bool {
-        guard let ssl = ccurl_easy_openssl_ssl(easy) else { return false }
-        return cossl_tls_has_pending(ssl) == 1
     }
 
     /// Reused connections shut down for the bytes waiting on them (tests).

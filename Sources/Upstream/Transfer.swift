@@ -410,10 +410,10 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
     func opened(_ fd: Int32) -> Bool { openedSockets.0 == fd || openedSockets.1 == fd }
 
     /// curl is about to send the request (again, if this is not the first attempt) on the connection at
-    /// `address`. A reused HTTP/1.1 connection with bytes waiting is dropped first (`dropsStaleConnection`):
-    /// nothing is sent on it, so that is no attempt.
+    /// `address`. A reused HTTP/1.1 connection with bytes waiting is dropped first (`dropsStaleConnection`), also
+    /// when HTTP/2 was asked for and the provider offered only HTTP/1.1: nothing is sent on it, so that is no attempt.
     fileprivate func onPrerequest(_ address: ConnectionAddress?) -> Bool {
-        if state == .running, request.httpVersion != .http2, let address,
+        if state == .running, let address,
            driver.dropsStaleConnection(at: address, for: self) {
             return true
         }

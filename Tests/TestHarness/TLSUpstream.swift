@@ -37,7 +37,8 @@ package final class TLSUpstream: @unchecked Sendable {
 
     package var baseURL: String { "https://127.0.0.1:\(port)" }
 
-    package init() throws {
+    /// `http2: false`: ALPN offers only http/1.1 (a provider without h2), whatever the client asks for.
+    package init(http2: Bool = true) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("tls-upstream-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let dir = directory.path
@@ -50,7 +51,7 @@ package final class TLSUpstream: @unchecked Sendable {
         process = Process()
         // Debian's interpreter: python3-h2 is installed for it (another python3 first on PATH may lack it).
         process.executableURL = URL(fileURLWithPath: FileManager.default.fileExists(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "/bin/python3")
-        process.arguments = [script, "--cert", "\(dir)/server.pem", "--key", "\(dir)/server.key"]
+        process.arguments = [script, "--cert", "\(dir)/server.pem", "--key", "\(dir)/server.key"] + (http2 ? [] : ["--http1-only"])
         let stdinPipe = Pipe(), stdoutPipe = Pipe()
         process.standardInput = stdinPipe
         process.standardOutput = stdoutPipe

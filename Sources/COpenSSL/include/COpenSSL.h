@@ -28,6 +28,9 @@ int cossl_hmac_sha256(const uint8_t *key, size_t key_length, const uint8_t *data
 /// socket and not yet taken by the application, decrypted or not (SSL_has_pending): 1 or 0.
 int cossl_tls_has_pending(const void *ssl);
 
+/// Whether the TLS connection `ssl` (an `SSL *`) agreed on HTTP/2 by ALPN ("h2"): 1 or 0.
+int cossl_tls_alpn_is_h2(const void *ssl);
+
 /// Constant-time equality of two buffers of `length` bytes: 1 when equal, 0 otherwise (CRYPTO_memcmp).
 int cossl_equal(const uint8_t *a, const uint8_t *b, size_t length);
 
