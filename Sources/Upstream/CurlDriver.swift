@@ -214,14 +214,15 @@ public final class CurlDriver: @unchecked Sendable {
     /// time, so the rest of the record that carried an answer's last bytes stays in OpenSSL's buffer. So the
     /// connection's TLS is asked too (`SSL_has_pending`, on the `SSL *` curl names for the connection now).
     ///
-    /// A transfer that asked for HTTP/2 may be on an HTTP/1.1 connection (a provider that offers no h2 in ALPN: curl
-    /// falls back and keeps that connection like any other), checked as one. A connection that speaks HTTP/2 is
-    /// left alone: streams share it, and bytes waiting there are the other streams' frames.
+    /// A transfer that asked for HTTP/2 may be on an HTTP/1.1 connection (a provider that offers no h2 in ALPN, or
+    /// an http:// one, where curl never speaks HTTP/2: it keeps that connection like any other), checked as one. A
+    /// connection that speaks HTTP/2 is left alone: streams share it, and bytes waiting there are the other
+    /// streams' frames.
     func dropsStaleConnection(at address: ConnectionAddress, for transfer: Transfer) -> Bool {
         let ports = address.ports
         if let known = connectionsByPorts[ports]?.first(where: { $0.isAt(address) }), !transfer.opened(known.fd) {
             let ssl = ccurl_easy_openssl_ssl(transfer.easy)
-            if transfer.request.httpVersion == .http2 {
+            if !transfer.needsOwnConnection {   // https:// with HTTP/2 asked for
                 // Without OpenSSL's view (another TLS library) the version is not known: nothing is peeked, as before.
                 guard let ssl, cossl_tls_alpn_is_h2(ssl) == 0 else { return false }
             }

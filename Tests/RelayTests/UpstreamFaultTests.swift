@@ -1,4 +1,5 @@
 import Foundation
+import HTTP1
 import RelayTestSupport
 import TestHarness
 import TestSupportCore
@@ -277,6 +278,17 @@ struct StaleConnectionBytesTests {
     @Test("bytes an earlier answer left on its connection never become the next request's answer",
           arguments: [false, true], bodies)
     func staleBytesAreNotTheNextAnswer(separateWrite: Bool, secondBody: [UInt8]) throws {
+        try Self.staleBytes(separateWrite: separateWrite, secondBody: secondBody, version: .http1_1)
+    }
+
+    /// `httpVersion: "2"` on an http:// provider: curl speaks HTTP/1.1 there (no h2c) and keeps the connection, which
+    /// is checked as any HTTP/1.1 one.
+    @Test("the same with HTTP/2 asked for from a plain-HTTP provider")
+    func staleBytesWithHTTP2Asked() throws {
+        try Self.staleBytes(separateWrite: true, secondBody: chatBody, version: .http2)
+    }
+
+    static func staleBytes(separateWrite: Bool, secondBody: [UInt8], version: UpstreamHTTPVersion) throws {
         let requests = HarnessMonitor(0)
         let firstAnswerRelayed = Gate()
         let staleWritten = Gate()
@@ -303,7 +315,10 @@ struct StaleConnectionBytesTests {
                 }
             }
         }
-        let relay = try RelayFixture(upstream: upstream) { $0.workers = 1 }
+        let relay = try RelayFixture(upstream: upstream) { configuration in
+            configuration.workers = 1
+            configuration.upstreams["test"]?.httpVersion = version
+        }
         func post(_ body: [UInt8] = chatBody) throws -> (Int, String) {
             let client = try relay.client()
             defer { client.close() }
