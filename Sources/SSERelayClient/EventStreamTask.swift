@@ -98,6 +98,9 @@ final class EventStreamTask: @unchecked Sendable {
         var stopGrace: TimeInterval
         /// For `relay-chat --drop-after-events` and tests: drop the connection once after this many events.
         var dropAfterEvents: Int?
+        /// Tests: runs on the delegate queue right after a reconnect was scheduled, before the leg's completion
+        /// returns; a test holds it there while it stops the stream.
+        var afterReconnectScheduled: (@Sendable () -> Void)?
     }
 
     private init(continuation: AsyncThrowingStream<SSEEvent, any Error>.Continuation, requestID: String?,
@@ -318,23 +321,26 @@ final class EventStreamTask: @unchecked Sendable {
         guard waited + delay < resume.window, !shared.withLock({ $0.finished }) else { return false }
         reconnects += 1
         let offset = received
-        let pending = Task {
-            do {
-                if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
-                try Task.checkCancellation()
-                self.startLeg(try await resume.request(id, offset))
-            } catch {
-                // After a stop this finds the stream finished already, and changes nothing.
-                self.end(throwing: error, relayEnded: false)
+        // Created and kept for a stop to cancel under one lock: a stop either comes first (and no reconnect starts)
+        // or finds the Task. Kept after it was created, the Task could call the token and attestation providers
+        // before a stop that came in between saw it (a thread preempted there, in CI).
+        let scheduled = shared.withLock { state -> Bool in
+            guard !state.finished else { return false }
+            state.reconnect = Task {
+                do {
+                    if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
+                    try Task.checkCancellation()
+                    self.startLeg(try await resume.request(id, offset))
+                } catch {
+                    // After a stop this finds the stream finished already, and changes nothing.
+                    self.end(throwing: error, relayEnded: false)
+                }
             }
+            return true
         }
-        // Kept for a stop to cancel; one that came first finds `finished` set, and the Task is cancelled here.
-        let stopped = shared.withLock { state -> Bool in
-            if !state.finished { state.reconnect = pending }
-            return state.finished
-        }
-        if stopped { pending.cancel() }
-        return true
+        // A stop that came first ended the stream already; returning false only finishes it again.
+        if scheduled { resume.afterReconnectScheduled?() }
+        return scheduled
     }
 
     /// Reads the head of `task`, a new leg: at its first body byte, or at its end when none came (cleanly or

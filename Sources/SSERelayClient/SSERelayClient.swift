@@ -84,6 +84,8 @@ public final class SSERelayClient: Sendable {
         /// goes on alone (its own timeout is 5 s). The DELETE first, then the close: the relay then cancels the
         /// provider at once rather than keep the stream for a resume. Tests set it.
         package var stopGrace: TimeInterval = 2
+        /// Tests: see `EventStreamTask.Resume.afterReconnectScheduled`.
+        package var afterReconnectScheduled: (@Sendable () -> Void)?
 
         public init(baseURL: URL, tokenProvider: TokenProvider? = nil) {
             self.baseURL = baseURL
@@ -348,7 +350,8 @@ public final class SSERelayClient: Sendable {
                 return request
             },
             stopGrace: configuration.stopGrace,
-            dropAfterEvents: configuration.dropAfterEvents)
+            dropAfterEvents: configuration.dropAfterEvents,
+            afterReconnectScheduled: configuration.afterReconnectScheduled)
     }
 
     /// What a stream holds that the app has not taken yet.

@@ -487,11 +487,18 @@ extension ClientThroughRelayTests {
             #expect(try stops.take(timeout: 0).target == "/v1/relay/streams/\(Self.id)")
         }
 
+        /// The reconnect's completion is held right after it scheduled the resume (`afterReconnectScheduled`), so
+        /// the stop comes while the delegate queue is still inside it: a reconnect kept for the stop only after its
+        /// Task was created (and already running the token provider) was missed by a stop in between, and asked
+        /// for a proof of the GET after the app had gone (seen once in CI).
         @Test("a stop while a resume is being built cancels it: no proof asked for it, no GET sent")
         func stopCancelsThePendingResume() async throws {
             let requests = Mailbox<RecordedRequest>()
             let building = Mailbox<Void>()
             let released = Mailbox<Void>()
+            let cancelledAtReturn = Mailbox<Bool>()
+            let scheduled = Mailbox<Void>()
+            let holdScheduling = DispatchSemaphore(value: 0)
             let upstream = try Self.relay([.drop(upTo: 60, reset: false)], requests: requests)
             let attestation = RecordingAttestation()
             let calls = Counter()
@@ -500,17 +507,25 @@ extension ClientThroughRelayTests {
                 if calls.next() == 1 {
                     building.put(())
                     try? await eventually("released", timeout: 60) { released.count == 1 }
+                    cancelledAtReturn.put(Task.isCancelled)
                 }
                 return "tok-1"
             }
             configuration.attestation = attestation
             configuration.stopGrace = 5
+            configuration.afterReconnectScheduled = {
+                scheduled.put(())
+                _ = holdScheduling.wait(timeout: .now() + 60)
+            }
             let client = SSERelayClient(configuration: configuration)
             let consumer = Task { try await Self.answer(client) }
-            try await eventually("the resume being built", timeout: 30) { building.count == 1 }
+            try await eventually("the resume being built", timeout: 30) { building.count == 1 && scheduled.count == 1 }
             consumer.cancel()
             _ = try? await consumer.value
             released.put(())
+            try await eventually("the token provider returned", timeout: 30) { cancelledAtReturn.count == 1 }
+            holdScheduling.signal()
+            #expect(cancelledAtReturn.drain() == [true], "the stop did not cancel the resume being built")
             // The attempt is let go once its reconnect has ended, however it ended.
             try await ClientThroughRelayTests.waitForNoLiveStreams(client, timeout: 30)
             #expect(!attestation.methods.contains("GET"), "proofs asked for: \(attestation.methods)")
