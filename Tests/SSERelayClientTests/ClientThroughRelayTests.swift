@@ -58,15 +58,26 @@ struct ClientThroughRelayTests {
 
     static func chunk(_ text: String, finish: String? = nil) -> String { event(ChatStreamDecoderTests.chunk(text, finish: finish)) }
 
-    /// An upstream that streams one chat chunk per text, then waits (up to `timeout` s) for the relay to close its
+    /// An upstream that streams one chat chunk per text, then waits (up to `timeout` s) for the peer to close its
     /// connection and reports the close to `closed`. The bound is long: the client reads the chunks in a Task, and
     /// under a sanitizer a long synchronous test can hold the concurrency pool's threads for 90 s and more; the
-    /// wait ends at the close.
-    static func chunksThenWaitForClose(_ texts: [String], closed: Mailbox<PeerClose>, timeout: Double = 300) throws -> ScriptedUpstream {
+    /// wait ends at the close. A peer that closes while chunks are still to be written (a client that ends its
+    /// request after the first few) is that close too: a write after it fails with EPIPE or ECONNRESET, and the
+    /// script would otherwise end there without reporting it. `afterChunk` (tests) runs after each chunk written,
+    /// with its index.
+    static func chunksThenWaitForClose(_ texts: [String], closed: Mailbox<PeerClose>, timeout: Double = 300,
+                                       afterChunk: (@Sendable (Int, UpstreamConnection) -> Void)? = nil) throws -> ScriptedUpstream {
         try ScriptedUpstream { connection in
             _ = try connection.readRequest()
             try connection.writeHead(status: 200, headers: sseHead)
-            for text in texts { try connection.writeChunk(Self.chunk(text)) }
+            writing: for (i, text) in texts.enumerated() {
+                do {
+                    try connection.writeChunk(Self.chunk(text))
+                } catch HarnessError.brokenPipe, HarnessError.connectionReset {
+                    break writing
+                }
+                afterChunk?(i, connection)
+            }
             closed.put(try connection.waitForPeerClose(timeout: timeout))
         }
     }
