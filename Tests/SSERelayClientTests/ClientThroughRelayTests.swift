@@ -45,14 +45,9 @@ struct ClientThroughRelayTests {
 
     static let question = ChatRequest(model: "gpt-4o-mini", messages: [.user("hi")])
 
-    /// How many times slower than a normal debug build this process may run: 10 under a sanitizer (TSan alone is
-    /// 5 to 15 times slower, and `make sanitize` runs every suite at once on a busy machine), else 1. The bounds
-    /// of waits and latency checks that cross the relay's threads are multiplied by it; the checks stay.
-    static let slowdown: Double = {
-        let process = dlopen(nil, RTLD_NOW)
-        defer { if let process { dlclose(process) } }
-        return dlsym(process, "__tsan_init") != nil || dlsym(process, "__asan_init") != nil ? 10 : 1
-    }()
+    /// `sanitizerSlowdown`: the bounds of waits and latency checks that cross the relay's threads are multiplied
+    /// by it.
+    static let slowdown = sanitizerSlowdown
 
     static func event(_ json: String) -> String { "data: \(json)\n\n" }
 
