@@ -69,11 +69,18 @@ struct ClientSessionTests {
     @Test("an app that falls behind a chat stream ends its request; it gets every event held, then the error")
     func aConsumerThatFallsBehindEndsTheRequest() async throws {
         let closed = Mailbox<PeerClose>()
-        let upstream = try ClientThroughRelayTests.chunksThenWaitForClose((0..<20).map { "w\($0) " }, closed: closed)
+        // The client ends its request at the fifth chunk, while the upstream still has fifteen to write. The
+        // upstream is held after the fifth until that close, so its next writes always find the connection gone
+        // (the order a loaded machine gave at times, when the upstream's script ended there without reporting it).
+        let upstream = try ClientThroughRelayTests.chunksThenWaitForClose((0..<20).map { "w\($0) " }, closed: closed) { i, connection in
+            if i == 4 { _ = try? connection.waitForPeerClose(timeout: 300) }
+        }
         let client = Self.client(upstream) { $0.maxBufferedEvents = 4 }
         let stream = client.chat(Self.question)
         // Nothing reads yet: the client ends the request itself rather than hold a fifth chunk.
-        try await eventually("the upstream saw the request end", timeout: 300) { closed.count == 1 }
+        try await eventually("the upstream saw the request end (script errors: \(upstream.scriptErrors))", timeout: 300) {
+            closed.count == 1
+        }
         var texts: [String] = []
         do {
             for try await event in stream {

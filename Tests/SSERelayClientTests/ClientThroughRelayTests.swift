@@ -45,28 +45,34 @@ struct ClientThroughRelayTests {
 
     static let question = ChatRequest(model: "gpt-4o-mini", messages: [.user("hi")])
 
-    /// How many times slower than a normal debug build this process may run: 10 under a sanitizer (TSan alone is
-    /// 5 to 15 times slower, and `make sanitize` runs every suite at once on a busy machine), else 1. The bounds
-    /// of waits and latency checks that cross the relay's threads are multiplied by it; the checks stay.
-    static let slowdown: Double = {
-        let process = dlopen(nil, RTLD_NOW)
-        defer { if let process { dlclose(process) } }
-        return dlsym(process, "__tsan_init") != nil || dlsym(process, "__asan_init") != nil ? 10 : 1
-    }()
+    /// `sanitizerSlowdown`: the bounds of waits and latency checks that cross the relay's threads are multiplied
+    /// by it.
+    static let slowdown = sanitizerSlowdown
 
     static func event(_ json: String) -> String { "data: \(json)\n\n" }
 
     static func chunk(_ text: String, finish: String? = nil) -> String { event(ChatStreamDecoderTests.chunk(text, finish: finish)) }
 
-    /// An upstream that streams one chat chunk per text, then waits (up to `timeout` s) for the relay to close its
+    /// An upstream that streams one chat chunk per text, then waits (up to `timeout` s) for the peer to close its
     /// connection and reports the close to `closed`. The bound is long: the client reads the chunks in a Task, and
     /// under a sanitizer a long synchronous test can hold the concurrency pool's threads for 90 s and more; the
-    /// wait ends at the close.
-    static func chunksThenWaitForClose(_ texts: [String], closed: Mailbox<PeerClose>, timeout: Double = 300) throws -> ScriptedUpstream {
+    /// wait ends at the close. A peer that closes while chunks are still to be written (a client that ends its
+    /// request after the first few) is that close too: a write after it fails with EPIPE or ECONNRESET, and the
+    /// script would otherwise end there without reporting it. `afterChunk` (tests) runs after each chunk written,
+    /// with its index.
+    static func chunksThenWaitForClose(_ texts: [String], closed: Mailbox<PeerClose>, timeout: Double = 300,
+                                       afterChunk: (@Sendable (Int, UpstreamConnection) -> Void)? = nil) throws -> ScriptedUpstream {
         try ScriptedUpstream { connection in
             _ = try connection.readRequest()
             try connection.writeHead(status: 200, headers: sseHead)
-            for text in texts { try connection.writeChunk(Self.chunk(text)) }
+            writing: for (i, text) in texts.enumerated() {
+                do {
+                    try connection.writeChunk(Self.chunk(text))
+                } catch HarnessError.brokenPipe, HarnessError.connectionReset {
+                    break writing
+                }
+                afterChunk?(i, connection)
+            }
             closed.put(try connection.waitForPeerClose(timeout: timeout))
         }
     }
