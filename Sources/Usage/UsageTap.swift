@@ -39,9 +39,9 @@ import SSE
 ///
 /// Memory is bounded: one event (`maxEventBytes`) or the JSON body (`maxJSONBytes`). An event past its bound is
 /// dropped and the events after it are read (a usage event after a huge image event still counts); a JSON body
-/// past its bound is not read at all (`gaveUp`). Either way `missedOutput` says the answer held output the tap did
-/// not see: without the provider's counts the result is an estimate that cannot be trusted low, and the relay
-/// charges such an answer everything it reserved.
+/// past its bound is not read at all (`gaveUp`), and neither is a body of any other format (`unreadFormat`). Any of
+/// these and `missedOutput` says the answer held output the tap did not see: without the provider's counts the
+/// result is an estimate that cannot be trusted low, and the relay charges such an answer everything it reserved.
 public struct UsageTap: Sendable {
     public static let defaultMaxJSONBytes = 1 << 20
     public static let defaultMaxEventBytes = 1 << 20
@@ -103,8 +103,12 @@ public struct UsageTap: Sendable {
     public var estimatedOutputTokens: Int { max(contentEvents, contentBytes / 4 + audioBytes / Self.audioBase64BytesPerToken) }
     /// A JSON body passed its bound; the tap stopped reading. (An event stream drops only the oversized event.)
     public private(set) var gaveUp = false
-    /// Output went by unread: a JSON body past its bound, or events past theirs (see the type's documentation).
-    public var missedOutput: Bool { gaveUp || parser.skippedEvents > 0 }
+    /// The body is in a format the tap does not read (`Format.ignored`: protobuf, JSONP, media) and is not empty.
+    public private(set) var unreadFormat = false
+    /// Output went by unread: a JSON body past its bound, events past theirs, or a body in a format the tap does not
+    /// read at all (a client can ask Google for protobuf, `$alt=proto` or an `Accept` field; see the type's
+    /// documentation).
+    public var missedOutput: Bool { gaveUp || unreadFormat || parser.skippedEvents > 0 }
     /// The model the provider says answered (`ReportedModel`), when it said; what prices follow.
     public var reportedModel: String? {
         if let streamModel { return streamModel }
@@ -147,7 +151,7 @@ public struct UsageTap: Sendable {
         guard !gaveUp, !bytes.isEmpty else { return }
         switch format {
         case .ignored:
-            return
+            unreadFormat = true
         case .json:
             guard body.count + bytes.count <= maxJSONBytes else {
                 gaveUp = true

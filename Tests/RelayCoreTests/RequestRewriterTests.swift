@@ -136,8 +136,16 @@ private let appended = [
             "forwarded", "x-forwarded-host", "x-real-ip", "x-original-url", "x-rewrite-url", "x-http-method-override",
             "x-method-override", "http2-settings", "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-server",
             "x-original-forwarded-for", "true-client-ip", "x-client-ip", "cf-connecting-ip",
-            "openai-organization", "openai-project", "x-goog-user-project",
+            "openai-organization", "openai-project", "x-goog-user-project", "x-goog-fieldmask",
         ])
+    }
+
+    /// Google's field mask in a header (any case) never reaches the provider: it could have the answer leave its
+    /// usage out.
+    @Test func aFieldMaskHeaderIsRemoved() {
+        let out = rewrite([("X-Goog-FieldMask", "candidates"), ("x-goog-fieldmask", "candidates.content"), ("Accept", "*/*")])
+        #expect(out.values("X-Goog-FieldMask") == [])
+        #expect(out.values("Accept") == ["*/*"])
     }
 
     /// `upstreams.NAME.headers`: the operator's fields go on every request, after the relay's own and before the

@@ -56,18 +56,27 @@ struct UnreadOutputTests {
     /// 18 characters of message text: 5 estimated prompt tokens.
     static let question = #""messages":[{"role":"user","content":"How are you today?"}]"#
 
-    /// A JSON answer past the usage reader's 1 MiB bound (`n` choices, logprobs, audio make one) is relayed whole,
-    /// and, its counts unread, charged everything it reserved: 2 choices × 1 000 + 5, not the prompt alone.
-    @Test("a JSON answer too large to read for its counts is charged all it reserved")
-    func aJSONAnswerPastTheBoundIsChargedItsReservation() throws {
-        let filler = String(repeating: "a", count: 1_200_000)
-        let json = Array(#"{"id":"c1","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"\#(filler)"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":300000,"total_tokens":300005}}"#.utf8)
-        let upstream = try Self.answering(json)
+    /// Answers the usage reader cannot read: a JSON answer past its 1 MiB bound (`n` choices, logprobs, audio make
+    /// one), and answers in a format it does not read (protobuf, which a client can ask Google for with `$alt=proto`
+    /// or `Accept`; JSONP). Each is relayed whole and, its counts unread, charged everything it reserved:
+    /// 2 choices × 1 000 + 5, not the prompt alone.
+    static let unreadable: [(answer: [UInt8], contentType: String)] = [
+        (Array(#"{"id":"c1","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"\#(String(repeating: "a", count: 1_200_000))"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":300000,"total_tokens":300005}}"#.utf8),
+         "application/json"),
+        ([0x0A, 0x12, 0x0A, 0x10] + Array("candidates here!".utf8), "application/x-protobuf"),
+        (Array(#"cb({"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}})"#.utf8), "text/javascript"),
+    ]
+
+    @Test("an answer too large or in a format the relay does not read is charged all it reserved",
+          arguments: 0..<unreadable.count)
+    func anUnreadableAnswerIsChargedItsReservation(_ index: Int) throws {
+        let (answer, contentType) = Self.unreadable[index]
+        let upstream = try Self.answering(answer, contentType: contentType)
         let relay = try Self.relay(upstream, perDay: 1_000_000)
         let (head, body) = try Self.exchange(relay, path: "/v1/chat/completions",
                                              body: #"{"model":"gpt-4o","n":2,"max_completion_tokens":1000,\#(Self.question)}"#)
         #expect(head.status == 200)
-        #expect(body == json)
+        #expect(body == answer)
         try upstream.waitForScriptsToFinish()
         try relay.waitUntilIdle()
         #expect(try Self.usedToday(relay) == 2_005)
@@ -168,12 +177,9 @@ struct GeminiPathModelTests {
         #expect(upstream.requests.isEmpty)
     }
 
-    /// An allowed model goes through; a stream (`alt=sse`) gets no ceiling written (the guard watches it), a
-    /// request without one gets the ceiling it reserved.
-    @Test("an allowed path model goes through; only a non-streaming request gets the reserved ceiling", arguments: [
-        ("?alt=sse", false), ("", true),
-    ])
-    func anAllowedModelGoesThrough(query: String, ceilingWritten: Bool) throws {
+    /// Sends one Gemini request through a relay to a provider that answers an empty event stream; what the
+    /// provider received.
+    static func forwarded(path: String, headers: [(String, String)] = []) throws -> RecordedRequest {
         let upstream = try ScriptedUpstream { connection in
             _ = try connection.readRequest()
             try connection.writeHead(status: 200, headers: ReplicaTests.sseHead)
@@ -181,15 +187,37 @@ struct GeminiPathModelTests {
         }
         let relay = try Self.relay(upstream)
         let client = try relay.client()
-        let method = query.isEmpty ? "generateContent" : "streamGenerateContent"
-        try client.sendRequest(path: "/v1beta/models/gemini-2.5-flash:\(method)\(query)", headers: UnreadOutputTests.auth,
+        try client.sendRequest(path: path, headers: UnreadOutputTests.auth + headers,
                                body: Array(#"{"contents":[{"parts":[{"text":"hi"}]}]}"#.utf8))
         let head = try client.readHead()
         _ = try client.readBody(head: head)
         #expect(head.status == 200)
         try upstream.waitForScriptsToFinish()
         try relay.waitUntilIdle()
-        let sent = String(decoding: try #require(upstream.requests.first).body, as: UTF8.self)
+        return try #require(upstream.requests.first)
+    }
+
+    /// Google's field mask, in the query (`fields`, `$fields`, percent-encoded) or in `X-Goog-FieldMask`, would have
+    /// the provider leave `usageMetadata` out of the answer: none reaches the provider, nor does a key or token the
+    /// client put in the query; the rest of the query goes as sent.
+    @Test("no field mask, key or token in the query or a header reaches the provider")
+    func noFieldMaskReachesTheProvider() throws {
+        let query = "alt=sse&$fields=candidates&%24fields=candidates&fields=candidates&$key=AIzaClient&access_token=ya29.c&quotaUser=u"
+        let sent = try Self.forwarded(path: "/v1beta/models/gemini-2.5-flash:streamGenerateContent?\(query)",
+                                      headers: [("X-Goog-FieldMask", "candidates")])
+        #expect(sent.target == "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&quotaUser=u")
+        #expect(!sent.headers.contains { $0.name.lowercased() == "x-goog-fieldmask" })
+    }
+
+    /// An allowed model goes through; a stream (`alt=sse`) gets no ceiling written (the guard watches it), a
+    /// request without one gets the ceiling it reserved.
+    @Test("an allowed path model goes through; only a non-streaming request gets the reserved ceiling", arguments: [
+        ("?alt=sse", false), ("", true),
+    ])
+    func anAllowedModelGoesThrough(query: String, ceilingWritten: Bool) throws {
+        let method = query.isEmpty ? "generateContent" : "streamGenerateContent"
+        let request = try Self.forwarded(path: "/v1beta/models/gemini-2.5-flash:\(method)\(query)")
+        let sent = String(decoding: request.body, as: UTF8.self)
         #expect(sent.contains("maxOutputTokens") == ceilingWritten, "\(sent)")
     }
 }

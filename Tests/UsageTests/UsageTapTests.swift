@@ -74,6 +74,19 @@ struct UsageTapTests {
         #expect(tap.contentEvents == 3)   // every content event of the golden stream
     }
 
+    /// A 2xx body in a format the tap does not read (protobuf, which a client can ask Google for; JSONP; no type at
+    /// all) is output the tap did not see, so its estimate is never trusted low; an empty one holds no output.
+    @Test(arguments: ["application/x-protobuf", "text/javascript", "application/octet-stream", nil] as [String?])
+    func aBodyInAFormatTheTapDoesNotReadIsMissedOutput(_ contentType: String?) {
+        var tap = UsageTap(provider: .gemini, contentType: contentType)
+        #expect(tap.format == .ignored)
+        tap.feed([])
+        #expect(!tap.missedOutput)
+        tap.feed(Array("\u{0A}\u{12}candidates".utf8))
+        #expect(tap.missedOutput)
+        #expect(tap.usage(estimatedPrompt: 20).source == .estimate)
+    }
+
     /// The one event that carries the counts is the one too large (a Responses `response.completed` holding a
     /// generated image): the result is an estimate, and the tap says it missed output.
     @Test func theCountsInsideAnOversizedEventAreMissedAndSaidSo() {

@@ -32,20 +32,38 @@ package enum RequestRewriter {
         // Who is billed: with a key that belongs to several organizations or projects, OpenAI bills the one these
         // name, and Google the quota project; the operator chooses it (`upstreams.NAME.headers`), never the client.
         "openai-organization", "openai-project", "x-goog-user-project",
+        // What the answer holds: Google's field mask could have the provider leave its usage out (see
+        // `geminiRemovedParameters`).
+        "x-goog-fieldmask",
     ]
 
+    /// Google's system parameters (cloud.google.com/apis/docs/system-parameters) a client must not choose, as query
+    /// parameters: each is also read with a `$` before it (`$key`, or `%24key`). Removed from the query on Gemini
+    /// routes, every other byte of it kept. The key and an OAuth token (the app must never choose which credential
+    /// is spent: their header forms, `x-goog-api-key` and `Authorization`, are removed too); the project billed
+    /// (`x-goog-user-project`, likewise); and the field mask, which would let a client have the provider leave
+    /// `usageMetadata` out of its answer, so that the stream ends without the counts its budget is settled on (its
+    /// header form, `X-Goog-FieldMask`, is a steering field).
+    package static let geminiRemovedParameters: [String] = ["key", "access_token", "userproject", "fields"]
+        .flatMap { [$0, "$" + $0] }
+
+    /// The field mask (`fields`, `$fields`), removed from the query on every other route: Google's OpenAI-compatible
+    /// endpoint may run behind a route with the `openai` preset, and no other provider reads the name.
+    package static let fieldMaskParameters: [String] = ["fields", "$fields"]
+
+    /// The two lists as bytes, made once.
+    private static let geminiRemovedNames = geminiRemovedParameters.map { Array($0.utf8) }
+    private static let fieldMaskNames = fieldMaskParameters.map { Array($0.utf8) }
+
     /// The provider URL for a checked path: the base URL, the path (without the route's prefix when
-    /// `stripPrefix`), and the query as the client sent it. Sent as is (`CURLOPT_PATH_AS_IS`). On Gemini routes a
-    /// `key` parameter goes (Gemini accepts the key there too; the relay's own goes in `x-goog-api-key`), every other
-    /// byte of the query stays; a query left empty by that loses its `?`.
+    /// `stripPrefix`), and the query as the client sent it, less the parameters above (`geminiRemovedParameters` on
+    /// Gemini routes, `fieldMaskParameters` elsewhere; a query left empty by that loses its `?`). Sent as is
+    /// (`CURLOPT_PATH_AS_IS`).
     package static func upstreamURL(baseURL: String, route: RelayConfiguration.Route, path: RequestPath) -> String {
         let upstreamPath = route.stripPrefix ? path.removingPrefix(route.prefix) : path.path
-        guard var query = path.query else { return joined(baseURL, upstreamPath, nil) }
-        if route.provider == .gemini {
-            query = QueryParameters.removing("key", from: query)
-            if query.isEmpty { return joined(baseURL, upstreamPath, nil) }
-        }
-        return joined(baseURL, upstreamPath, query)
+        guard let query = path.query else { return joined(baseURL, upstreamPath, nil) }
+        let kept = QueryParameters.removing(route.provider == .gemini ? geminiRemovedNames : fieldMaskNames, from: query)
+        return joined(baseURL, upstreamPath, kept.isEmpty ? nil : kept)
     }
 
     /// `base + path`, then `"?" + query` when there is one, in one string sized first (adding them up made a new

@@ -5,18 +5,56 @@ package enum QueryParameters {
     /// log line). Parameters are separated by `&` only (WHATWG URL, "application/x-www-form-urlencoded parsing");
     /// the kept ones, empty ones included, are joined by `&` exactly as they were.
     package static func removing(_ name: String, from query: String) -> String {
-        let target = Array(name.lowercased().utf8)
+        removing([name.lowercased()], from: query)
+    }
+
+    /// `query` minus every parameter named any of `names` (lowercase), by `removing(_:from:)`'s rules.
+    package static func removing(_ names: [String], from query: String) -> String {
+        removing(names.map { Array($0.utf8) }, from: query)
+    }
+
+    /// `removing(_:from:)` with the names as lowercase bytes, made once by the caller. A query that has none of
+    /// them (nearly every one) is looked at in place and returned as it is, with nothing allocated.
+    package static func removing(_ names: [[UInt8]], from query: String) -> String {
+        var query = query
+        let hasAny = query.withUTF8 { q in
+            var start = 0
+            while start <= q.count {
+                var end = start
+                while end < q.count && q[end] != UInt8(ascii: "&") { end += 1 }
+                var nameEnd = start
+                while nameEnd < end && q[nameEnd] != UInt8(ascii: "=") { nameEnd += 1 }
+                if names.contains(where: { decodedName(q, start, nameEnd, equals: $0) }) { return true }
+                start = end + 1
+            }
+            return false
+        }
+        guard hasAny else { return query }
         var kept: [Substring] = []
-        var removedAny = false
         for piece in query.split(separator: "&", omittingEmptySubsequences: false) {
             let rawName = piece.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-            if let decoded = percentDecoded(rawName.utf8), decoded.map(lowercased) == target {
-                removedAny = true
-            } else {
-                kept.append(piece)
-            }
+            if let decoded = percentDecoded(rawName.utf8).map({ $0.map(lowercased) }), names.contains(decoded) { continue }
+            kept.append(piece)
         }
-        return removedAny ? kept.joined(separator: "&") : query
+        return kept.joined(separator: "&")
+    }
+
+    /// `q[start..<end]`, percent-decoded and ASCII-lowercased, is `name` (a malformed escape matches nothing).
+    private static func decodedName(_ q: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, equals name: [UInt8]) -> Bool {
+        var i = start, k = 0
+        while i < end {
+            var c = q[i]
+            if c == UInt8(ascii: "%") {
+                guard i + 2 < end, let hi = hex(q[i + 1]), let lo = hex(q[i + 2]) else { return false }
+                c = hi << 4 | lo
+                i += 3
+            } else {
+                i += 1
+            }
+            guard k < name.count, lowercased(c) == name[k] else { return false }
+            k += 1
+        }
+        return k == name.count
     }
 
     /// Bytes with `%XX` decoded; nil when an escape is malformed (then the name cannot be `key` for any server).

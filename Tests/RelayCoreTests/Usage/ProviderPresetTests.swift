@@ -206,4 +206,34 @@ private func problems(_ json: String) -> [String] {
         let onlyKey = try #require(try? RequestPath.parse("/v1beta/models?key=x").get())
         #expect(RequestRewriter.upstreamURL(baseURL: "https://g.example", route: gemini, path: onlyKey) == "https://g.example/v1beta/models")
     }
+
+    // MARK: Google's system parameters
+
+    /// On a Gemini route the query loses every system parameter a client must not choose, in every spelling Google
+    /// reads (a `$` before it, percent-encoded, any case); every other byte stays. Elsewhere only the field mask goes.
+    static let systemParameterCases: [(query: String, gemini: String, openai: String)] = [
+        ("alt=sse&$key=AIzaClient", "alt=sse", "alt=sse&$key=AIzaClient"),
+        ("alt=sse&%24key=AIzaClient&%24KEY=x", "alt=sse", "alt=sse&%24key=AIzaClient&%24KEY=x"),
+        ("access_token=ya29.x&alt=sse&$access_token=y", "alt=sse", "access_token=ya29.x&alt=sse&$access_token=y"),
+        ("userProject=other&alt=sse&$userProject=p&USERPROJECT=q", "alt=sse", "userProject=other&alt=sse&$userProject=p&USERPROJECT=q"),
+        ("alt=sse&fields=candidates", "alt=sse", "alt=sse"),
+        ("alt=sse&$fields=candidates&%24fields=candidates.content&%66ields=x&Fields=y", "alt=sse", "alt=sse"),
+        ("fields=candidates", "", ""),
+        ("alt=sse&quotaUser=u&prettyPrint=false&fieldsx=1&myfields=2&keys=3", "alt=sse&quotaUser=u&prettyPrint=false&fieldsx=1&myfields=2&keys=3",
+         "alt=sse&quotaUser=u&prettyPrint=false&fieldsx=1&myfields=2&keys=3"),
+        ("alt=sse&%2fields=1&%zzfields=2", "alt=sse&%2fields=1&%zzfields=2", "alt=sse&%2fields=1&%zzfields=2"),
+        ("stream=0&size=64", "stream=0&size=64", "stream=0&size=64"),
+    ]
+
+    @Test(arguments: 0..<systemParameterCases.count)
+    func systemParametersLeaveTheQuery(_ index: Int) throws {
+        let c = Self.systemParameterCases[index]
+        let path = try #require(try? RequestPath.parse("/v1beta/models/gemini-2.5-flash:streamGenerateContent?\(c.query)").get())
+        let base = "https://g.example/v1beta/models/gemini-2.5-flash:streamGenerateContent"
+        for (provider, expected) in [(Provider.gemini, c.gemini), (.openai, c.openai), (.anthropic, c.openai), (.azureOpenAI, c.openai)] {
+            let route = RelayConfiguration.Route(prefix: "/v1beta/", upstream: "g", provider: provider)
+            #expect(RequestRewriter.upstreamURL(baseURL: "https://g.example", route: route, path: path)
+                    == (expected.isEmpty ? base : base + "?" + expected), "\(provider)")
+        }
+    }
 }
