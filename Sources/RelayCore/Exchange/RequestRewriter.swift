@@ -52,8 +52,8 @@ package enum RequestRewriter {
     package static let fieldMaskParameters: [String] = ["fields", "$fields"]
 
     /// The two lists as bytes, made once.
-    private static let geminiRemovedNames = geminiRemovedParameters.map { Array($0.utf8) }
-    private static let fieldMaskNames = fieldMaskParameters.map { Array($0.utf8) }
+    private static let geminiRemovedNames = QueryParameters.Names(geminiRemovedParameters)
+    private static let fieldMaskNames = QueryParameters.Names(fieldMaskParameters)
 
     /// The provider URL for a checked path: the base URL, the path (without the route's prefix when
     /// `stripPrefix`), and the query as the client sent it, less the parameters above (`geminiRemovedParameters` on

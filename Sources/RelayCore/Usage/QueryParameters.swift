@@ -10,21 +10,49 @@ package enum QueryParameters {
 
     /// `query` minus every parameter named any of `names` (lowercase), by `removing(_:from:)`'s rules.
     package static func removing(_ names: [String], from query: String) -> String {
-        removing(names.map { Array($0.utf8) }, from: query)
+        removing(Names(names), from: query)
     }
 
-    /// `removing(_:from:)` with the names as lowercase bytes, made once by the caller. A query that has none of
-    /// them (nearly every one) is looked at in place and returned as it is, with nothing allocated.
-    package static func removing(_ names: [[UInt8]], from query: String) -> String {
+    /// Parameter names to remove (lowercase ASCII), made once: their bytes, and the bytes a name can start with
+    /// (either case, or `%`) as a mask, so a parameter that cannot be one of them costs one test.
+    package struct Names: Sendable {
+        let names: [[UInt8]]
+        /// Bit c of `starts.0` (c < 64) or `starts.1` (c - 64): some name can start with byte c.
+        let starts: (UInt64, UInt64)
+
+        package init(_ names: [String]) {
+            self.names = names.map { Array($0.utf8) }
+            var starts: (UInt64, UInt64) = (1 << UInt64(UInt8(ascii: "%")), 0)
+            for name in self.names {
+                guard let first = name.first, first < 128 else { continue }
+                let upper = first >= UInt8(ascii: "a") && first <= UInt8(ascii: "z") ? first - 0x20 : first
+                for c in [first, upper] {
+                    if c < 64 { starts.0 |= 1 << UInt64(c) } else { starts.1 |= 1 << UInt64(c - 64) }
+                }
+            }
+            self.starts = starts
+        }
+
+        @inline(__always)
+        func mayStart(with c: UInt8) -> Bool {
+            c < 64 ? starts.0 >> UInt64(c) & 1 != 0 : c < 128 && starts.1 >> UInt64(c - 64) & 1 != 0
+        }
+    }
+
+    /// `removing(_:from:)` with the names made once by the caller. A query that has none of them (nearly every one)
+    /// is looked at in place and returned as it is, with nothing allocated.
+    package static func removing(_ names: Names, from query: String) -> String {
         var query = query
         let hasAny = query.withUTF8 { q in
             var start = 0
-            while start <= q.count {
+            while start < q.count {
                 var end = start
                 while end < q.count && q[end] != UInt8(ascii: "&") { end += 1 }
-                var nameEnd = start
-                while nameEnd < end && q[nameEnd] != UInt8(ascii: "=") { nameEnd += 1 }
-                if names.contains(where: { decodedName(q, start, nameEnd, equals: $0) }) { return true }
+                if names.mayStart(with: q[start]) {
+                    var nameEnd = start
+                    while nameEnd < end && q[nameEnd] != UInt8(ascii: "=") { nameEnd += 1 }
+                    for name in names.names where decodedName(q, start, nameEnd, equals: name) { return true }
+                }
                 start = end + 1
             }
             return false
@@ -33,7 +61,7 @@ package enum QueryParameters {
         var kept: [Substring] = []
         for piece in query.split(separator: "&", omittingEmptySubsequences: false) {
             let rawName = piece.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-            if let decoded = percentDecoded(rawName.utf8).map({ $0.map(lowercased) }), names.contains(decoded) { continue }
+            if let decoded = percentDecoded(rawName.utf8).map({ $0.map(lowercased) }), names.names.contains(decoded) { continue }
             kept.append(piece)
         }
         return kept.joined(separator: "&")
