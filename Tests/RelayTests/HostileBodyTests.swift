@@ -135,6 +135,37 @@ struct HostileBodyTests {
         #expect(forwarded.header("Content-Encoding") == "gzip")
     }
 
+    /// A body the relay reads as JSON goes to the provider only as JSON: Google reads `application/x-protobuf` as
+    /// binary, `application/json+protobuf` as arrays and a form as fields, so another type could make the provider
+    /// read another request in the bytes the relay checked (415). JSON in any spelling, or no type, passes; an
+    /// unmetered route reads nothing and forwards any type.
+    @Test("a body that is not JSON by its Content-Type gets 415 on routes that read bodies")
+    func aBodyTypedOtherThanJSONIsRefused() throws {
+        let requests = Mailbox<RecordedRequest>()
+        let relay = try Self.relay(try Self.recordingUpstream(requests)) { config in
+            config.routes.append(.init(prefix: "/raw/", upstream: "test", auth: .token))
+            config.routes[1].unmetered = true
+        }
+        let body = Array(#"{"model":"gpt-4o","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#.utf8)
+        for type in ["application/x-protobuf", "application/json+protobuf", "application/x-www-form-urlencoded", "text/plain",
+                     "multipart/form-data; boundary=x", "application/jsonx", "+json"] {
+            let (status, code) = try Self.send(relay, headers: [("Content-Type", type)], body: body)
+            #expect(status == 415, "\(type)")
+            #expect(code == "unsupported_media_type", "\(type)")
+        }
+        let (status, code) = try Self.send(relay, headers: [("Content-Type", "application/json"), ("Content-Type", "application/x-protobuf")], body: body)
+        #expect(status == 415 && code == "unsupported_media_type", "two types, one not JSON")
+        #expect(requests.count == 0)
+        for type in ["application/json", "Application/JSON; charset=utf-8", " application/json ;charset=UTF-8", "application/vnd.api+json"] {
+            #expect(try Self.send(relay, headers: [("Content-Type", type)], body: body).0 == 200, "\(type)")
+            _ = try requests.take()
+        }
+        #expect(try Self.send(relay, headers: [], body: body).0 == 200, "no Content-Type")
+        _ = try requests.take()
+        #expect(try Self.send(relay, path: "/raw/upload", headers: [("Content-Type", "application/x-protobuf")], body: [0x0A, 0x01, 0x41]).0 == 200)
+        #expect(try requests.take().header("Content-Type") == "application/x-protobuf")
+    }
+
     /// Gemini's OpenAI-compatible endpoint on a `gemini` route streamed 400 chunks reporting 5 010 tokens and was
     /// charged 0. The endpoint's shape chooses the readers: it is read, injected and bounded as OpenAI chat.
     @Test("a Gemini route's OpenAI-compatible chat endpoint is metered as OpenAI chat")

@@ -4,6 +4,7 @@ import RelayCore
 import RelayState
 import Support
 import Transport
+import Usage
 
 /// What `RelayHandler.admit` decided about a request's head (one that is not a built-in endpoint). Not
 /// `HTTPServer.Admission`, which decides whether a new connection is accepted at all.
@@ -111,8 +112,23 @@ extension RelayHandler {
         if reads, let refusal = Self.contentEncodingRefusal(head.headers) {
             return .rejected(refusal, reason: "unsupported_content_encoding", detail: nil)
         }
+        // ... and read as the provider will read it: as JSON (Google reads protobuf or a form by the content type).
+        if reads, head.framing != .none && head.framing != .contentLength(0), !Self.isJSONContentType(head.headers) {
+            return .rejected(.unsupportedMediaType, reason: "unsupported_media_type", detail: nil)
+        }
         return .admitted(AdmittedRequest(route: route, upstream: upstream, path: path, endpoint: endpoint,
                                          identity: context.identity, corsHeaders: context.corsHeaders))
+    }
+
+    /// Every `Content-Type` field names JSON (`application/json`, or a `+json` type; parameters after `;` aside,
+    /// any case: the rule `UsageTap.Format` reads answers by), or there is none. `application/json+protobuf` is not
+    /// JSON: Google reads it as a protobuf message laid out in arrays, as it reads `application/x-protobuf` as
+    /// binary and a form as fields.
+    static func isJSONContentType(_ headers: HTTPHeaders) -> Bool {
+        for field in headers where asciiCaseInsensitiveEqual(field.name, "Content-Type") {
+            guard UsageTap.Format(contentType: field.value) == .json else { return false }
+        }
+        return true
     }
 
     /// Any `Content-Encoding` but `identity` (every field, every listed coding): 415.

@@ -41,15 +41,16 @@ package enum RequestRewriter {
     /// parameters: each is also read with a `$` before it (`$key`, or `%24key`). Removed from the query on Gemini
     /// routes, every other byte of it kept. The key and an OAuth token (the app must never choose which credential
     /// is spent: their header forms, `x-goog-api-key` and `Authorization`, are removed too); the project billed
-    /// (`x-goog-user-project`, likewise); and the field mask, which would let a client have the provider leave
+    /// (`x-goog-user-project`, likewise); the field mask, which would let a client have the provider leave
     /// `usageMetadata` out of its answer, so that the stream ends without the counts its budget is settled on (its
-    /// header form, `X-Goog-FieldMask`, is a steering field).
+    /// header form, `X-Goog-FieldMask`, is a steering field); and `$ct`, which overrides the `Content-Type` the
+    /// relay checked (a protobuf or form reading of the bytes the relay read as JSON).
     package static let geminiRemovedParameters: [String] = ["key", "access_token", "userproject", "fields"]
-        .flatMap { [$0, "$" + $0] }
+        .flatMap { [$0, "$" + $0] } + ["$ct"]
 
-    /// The field mask (`fields`, `$fields`), removed from the query on every other route: Google's OpenAI-compatible
-    /// endpoint may run behind a route with the `openai` preset, and no other provider reads the name.
-    package static let fieldMaskParameters: [String] = ["fields", "$fields"]
+    /// The field mask (`fields`, `$fields`) and `$ct`, removed from the query on every other route: Google's
+    /// OpenAI-compatible endpoint may run behind a route with the `openai` preset, and no other provider reads them.
+    package static let fieldMaskParameters: [String] = ["fields", "$fields", "$ct"]
 
     /// The two lists as bytes, made once.
     private static let geminiRemovedNames = QueryParameters.Names(geminiRemovedParameters)

@@ -158,6 +158,12 @@ extension RelayError {
         status: 415, type: "invalid_request_error", code: "unsupported_content_encoding",
         message: "Request bodies must not be compressed on this route (Content-Encoding: identity only).")
 
+    /// 415 `unsupported_media_type`: a body with a `Content-Type` other than JSON on a route that reads bodies.
+    /// The relay reads it as JSON; a provider that went by the type could read another request in the same bytes.
+    package static let unsupportedMediaType = RelayError(
+        status: 415, type: "invalid_request_error", code: "unsupported_media_type",
+        message: "Request bodies on this route must be JSON (Content-Type: application/json).")
+
     /// 403 `endpoint_not_metered`: a route with budgets reaches an endpoint whose cost the relay cannot count.
     package static let endpointNotMetered = RelayError(
         status: 403, type: "invalid_request_error", code: "endpoint_not_metered",

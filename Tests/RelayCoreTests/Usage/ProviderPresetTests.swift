@@ -210,7 +210,8 @@ private func problems(_ json: String) -> [String] {
     // MARK: Google's system parameters
 
     /// On a Gemini route the query loses every system parameter a client must not choose, in every spelling Google
-    /// reads (a `$` before it, percent-encoded, any case); every other byte stays. Elsewhere only the field mask goes.
+    /// reads (a `$` before it, percent-encoded, any case); every other byte stays. Elsewhere only the field mask and
+    /// the content type override (`$ct`) go.
     static let systemParameterCases: [(query: String, gemini: String, openai: String)] = [
         ("alt=sse&$key=AIzaClient", "alt=sse", "alt=sse&$key=AIzaClient"),
         ("alt=sse&%24key=AIzaClient&%24KEY=x", "alt=sse", "alt=sse&%24key=AIzaClient&%24KEY=x"),
@@ -219,6 +220,7 @@ private func problems(_ json: String) -> [String] {
         ("alt=sse&fields=candidates", "alt=sse", "alt=sse"),
         ("alt=sse&$fields=candidates&%24fields=candidates.content&%66ields=x&Fields=y", "alt=sse", "alt=sse"),
         ("fields=candidates", "", ""),
+        ("alt=sse&$ct=application%2Fx-protobuf&%24CT=x&ct=1", "alt=sse&ct=1", "alt=sse&ct=1"),
         ("alt=sse&quotaUser=u&prettyPrint=false&fieldsx=1&myfields=2&keys=3", "alt=sse&quotaUser=u&prettyPrint=false&fieldsx=1&myfields=2&keys=3",
          "alt=sse&quotaUser=u&prettyPrint=false&fieldsx=1&myfields=2&keys=3"),
         ("alt=sse&%2fields=1&%zzfields=2", "alt=sse&%2fields=1&%zzfields=2", "alt=sse&%2fields=1&%zzfields=2"),
