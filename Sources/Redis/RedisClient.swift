@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Dispatch
 import Support
 import Transport
 
@@ -25,7 +24,8 @@ public enum RedisError: Error, Sendable, Equatable {
 /// A Redis connection on one event loop, speaking RESP2 over our own poller (no hiredis: see README, "Running
 /// several replicas"). Commands are pipelined, many in flight on the one connection, and replies are matched to
 /// them in order (Redis answers in order on a connection). Nothing here blocks the loop: the connect is
-/// non-blocking, the name is resolved off the loop, and every command carries its own timeout.
+/// non-blocking, a name is resolved off the loop (an address literal needs no resolving: it is connected to at
+/// once), and every command carries its own timeout.
 ///
 /// Connection life: `connecting → handshaking (AUTH, SELECT) → ready`. Commands sent while connecting wait for
 /// the connection (their timeouts running); once a connect failed, the client backs off (doubling from
@@ -76,6 +76,7 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
     public let loop: EventLoop
     public let configuration: Configuration
     private let logger: Logger
+    private let resolver: any HostResolver
     public private(set) var state = State.idle
     /// Runs each time a connection becomes ready, before the commands queued while connecting are written (so
     /// what it sends, e.g. SCRIPT LOAD, runs first).
@@ -123,10 +124,12 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
     /// `closeWhenAnswered` was called: the client closes once no command waits for its reply.
     private var closing = false
 
-    public init(loop: EventLoop, configuration: Configuration, logger: Logger) {
+    /// `resolver` turns a host name into an address (tests hold it to stand for a slow resolver).
+    public init(loop: EventLoop, configuration: Configuration, logger: Logger, resolver: any HostResolver = SystemHostResolver()) {
         self.loop = loop
         self.configuration = configuration
         self.logger = logger
+        self.resolver = resolver
         self.backoffMs = configuration.initialBackoffMs
     }
 
@@ -154,10 +157,12 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
             completion(.failure(.closed))
         case .backingOff:
             completion(.failure(.notConnected))
-        case .idle, .connecting, .handshaking:
-            if state == .idle { connect() }
-            let pending = newPending(completion)
-            queued.append((command, pending))
+        case .idle:
+            // The connect can settle in this call (an address literal on loopback): ask again in its new state.
+            connect()
+            send(encoded: command, completion)
+        case .connecting, .handshaking:
+            queued.append((command, newPending(completion)))
         case .ready:
             write(command, newPending(completion))
         }
@@ -206,10 +211,12 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
             guard let self, self.attempt == attempt, self.state == .connecting || self.state == .handshaking else { return }
             self.connectFailed("connect timed out")
         }
-        // getaddrinfo blocks (DNS for a service name): resolve off the loop, connect back on it.
         let host = configuration.host, port = configuration.port
-        DispatchQueue.global().async { [weak self] in
-            let resolved = Self.resolve(host: host, port: port)
+        // An address literal (127.0.0.1, a pod's IP) is read here: no resolver, and no wait for a Dispatch worker,
+        // which on a busy process can come after the connect timeout.
+        if let address = SocketAddress(numericHost: host, port: port) { return connect(to: address) }
+        // getaddrinfo blocks (DNS for a service name): resolve off the loop, connect back on it.
+        resolver.resolve(host: host, port: port) { [weak self] resolved in
             guard let self else { return }
             self.loop.execute {
                 guard self.attempt == attempt, self.state == .connecting else { return }
@@ -219,32 +226,6 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
                 }
             }
         }
-    }
-
-    private struct ResolveError: Error {
-        var message: String
-    }
-
-    private struct SocketAddress: Sendable {
-        var family: Int32
-        var storage: sockaddr_storage
-        var length: socklen_t
-    }
-
-    private static func resolve(host: String, port: Int) -> Result<SocketAddress, ResolveError> {
-        var hints = Syscall.streamAddressHints()
-        var list: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(host, String(port), &hints, &list)
-        guard status == 0, let first = list else {
-            return .failure(ResolveError(message: "cannot resolve \(host): \(String(cString: gai_strerror(status)))"))
-        }
-        defer { freeaddrinfo(list) }
-        var storage = sockaddr_storage()
-        let length = first.pointee.ai_addrlen
-        withUnsafeMutableBytes(of: &storage) { raw in
-            raw.copyMemory(from: UnsafeRawBufferPointer(start: first.pointee.ai_addr, count: Int(length)))
-        }
-        return .success(SocketAddress(family: first.pointee.ai_family, storage: storage, length: length))
     }
 
     private func connect(to address: SocketAddress) {
