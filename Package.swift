@@ -85,7 +85,7 @@ let package = Package(
         .target(name: "TestHarness", dependencies: ["TestSupportCore"], path: "Tests/TestHarness",
                 resources: [.copy("tls_upstream.py")]),
         // RelayFixture: the real relay on port 0 in front of the harness's upstream.
-        .target(name: "RelayTestSupport", dependencies: ["Relay", "RelayCore", "RelayState", "RelayDev", "Support", "Transport", "TestHarness", "TestSupportCore", "Auth", "COpenSSL",
+        .target(name: "RelayTestSupport", dependencies: ["Relay", "RelayCore", "RelayState", "RelayDev", "Redis", "Support", "Transport", "TestHarness", "TestSupportCore", "Auth", "COpenSSL",
                                                  "HTTP1", "HTTPServer"],
                 path: "Tests/RelayTestSupport"),
         // The harness against itself (client ↔ scripted upstream), so a relay test failure is the relay's.

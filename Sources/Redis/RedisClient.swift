@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Dispatch
 import Support
 import Transport
 
@@ -25,15 +24,18 @@ public enum RedisError: Error, Sendable, Equatable {
 /// A Redis connection on one event loop, speaking RESP2 over our own poller (no hiredis: see README, "Running
 /// several replicas"). Commands are pipelined, many in flight on the one connection, and replies are matched to
 /// them in order (Redis answers in order on a connection). Nothing here blocks the loop: the connect is
-/// non-blocking, the name is resolved off the loop, and every command carries its own timeout.
+/// non-blocking, a name is resolved off the loop (an address literal needs no resolving: it is connected to at
+/// once), and every command carries its own timeout.
 ///
-/// Connection life: `connecting → handshaking (AUTH, SELECT) → ready`. Commands sent while connecting wait for
-/// the connection (their timeouts running); once a connect failed, the client backs off (doubling from
-/// `initialBackoffMs` to `maxBackoffMs`) and commands fail at once with `.notConnected` until it is ready again,
-/// so callers decide quickly instead of each waiting out a timeout against a Redis that is down. When the
-/// connection drops, every command in flight fails at once with `.connectionLost`. A command that times out while
-/// nothing at all arrived since it was written means the server is stalled (stopped, or a network black hole):
-/// the connection is dropped and rebuilt rather than left to pile up commands.
+/// Connection life: `connecting → handshaking (AUTH, SELECT) → ready`. `connectTimeoutMs` counts from the moment the
+/// address is known: a resolver that answers late (a Dispatch worker that did not come, a slow DNS server) does not
+/// fail the attempt, which waits for its answer, so there is one resolve at a time. Commands sent while connecting
+/// wait for the connection (their timeouts running); once a connect failed, the client backs off (doubling from
+/// `initialBackoffMs` to `maxBackoffMs`) and commands fail at once with `.notConnected` until it is ready again, so
+/// callers decide quickly instead of each waiting out a timeout against a Redis that is down. When the connection
+/// drops, every command in flight fails at once with `.connectionLost`. A command that times out while nothing at all
+/// arrived since it was written means the server is stalled (stopped, or a network black hole): the connection is
+/// dropped and rebuilt rather than left to pile up commands.
 ///
 /// Owned by `loop.queue`: every method, and every completion, runs there. Completions may run before `send`
 /// returns (a client that is backing off fails at once).
@@ -48,7 +50,8 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
         public var password: Secret?
         /// Per command: how long a caller waits for its reply.
         public var timeoutMs: Int
-        /// TCP connect plus handshake.
+        /// TCP connect plus handshake, from the moment the address is known (resolving a name is bounded by the
+        /// system resolver's own timeouts; commands waiting meanwhile by theirs).
         public var connectTimeoutMs: Int
         public var initialBackoffMs: Int
         public var maxBackoffMs: Int
@@ -76,6 +79,7 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
     public let loop: EventLoop
     public let configuration: Configuration
     private let logger: Logger
+    private let resolver: any HostResolver
     public private(set) var state = State.idle
     /// Runs each time a connection becomes ready, before the commands queued while connecting are written (so
     /// what it sends, e.g. SCRIPT LOAD, runs first).
@@ -123,10 +127,12 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
     /// `closeWhenAnswered` was called: the client closes once no command waits for its reply.
     private var closing = false
 
-    public init(loop: EventLoop, configuration: Configuration, logger: Logger) {
+    /// `resolver` turns a host name into an address (tests hold it to stand for a slow resolver).
+    public init(loop: EventLoop, configuration: Configuration, logger: Logger, resolver: any HostResolver = SystemHostResolver()) {
         self.loop = loop
         self.configuration = configuration
         self.logger = logger
+        self.resolver = resolver
         self.backoffMs = configuration.initialBackoffMs
     }
 
@@ -154,10 +160,12 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
             completion(.failure(.closed))
         case .backingOff:
             completion(.failure(.notConnected))
-        case .idle, .connecting, .handshaking:
-            if state == .idle { connect() }
-            let pending = newPending(completion)
-            queued.append((command, pending))
+        case .idle:
+            // The connect can settle in this call (an address literal on loopback): ask again in its new state.
+            connect()
+            send(encoded: command, completion)
+        case .connecting, .handshaking:
+            queued.append((command, newPending(completion)))
         case .ready:
             write(command, newPending(completion))
         }
@@ -202,14 +210,13 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
         attempt &+= 1
         let attempt = self.attempt
         attemptTimer?.cancel()
-        attemptTimer = loop.schedule(afterSeconds: Double(configuration.connectTimeoutMs) / 1000) { [weak self] in
-            guard let self, self.attempt == attempt, self.state == .connecting || self.state == .handshaking else { return }
-            self.connectFailed("connect timed out")
-        }
-        // getaddrinfo blocks (DNS for a service name): resolve off the loop, connect back on it.
+        attemptTimer = nil
         let host = configuration.host, port = configuration.port
-        DispatchQueue.global().async { [weak self] in
-            let resolved = Self.resolve(host: host, port: port)
+        // An address literal (127.0.0.1, a pod's IP) is read here: no resolver, and no wait for a Dispatch worker,
+        // which on a busy process can come after the connect timeout.
+        if let address = SocketAddress(numericHost: host, port: port) { return connect(to: address) }
+        // getaddrinfo blocks (DNS for a service name): resolve off the loop, connect back on it.
+        resolver.resolve(host: host, port: port) { [weak self] resolved in
             guard let self else { return }
             self.loop.execute {
                 guard self.attempt == attempt, self.state == .connecting else { return }
@@ -221,33 +228,12 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
         }
     }
 
-    private struct ResolveError: Error {
-        var message: String
-    }
-
-    private struct SocketAddress: Sendable {
-        var family: Int32
-        var storage: sockaddr_storage
-        var length: socklen_t
-    }
-
-    private static func resolve(host: String, port: Int) -> Result<SocketAddress, ResolveError> {
-        var hints = Syscall.streamAddressHints()
-        var list: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(host, String(port), &hints, &list)
-        guard status == 0, let first = list else {
-            return .failure(ResolveError(message: "cannot resolve \(host): \(String(cString: gai_strerror(status)))"))
-        }
-        defer { freeaddrinfo(list) }
-        var storage = sockaddr_storage()
-        let length = first.pointee.ai_addrlen
-        withUnsafeMutableBytes(of: &storage) { raw in
-            raw.copyMemory(from: UnsafeRawBufferPointer(start: first.pointee.ai_addr, count: Int(length)))
-        }
-        return .success(SocketAddress(family: first.pointee.ai_family, storage: storage, length: length))
-    }
-
     private func connect(to address: SocketAddress) {
+        let attempt = self.attempt
+        attemptTimer = loop.schedule(afterSeconds: Double(configuration.connectTimeoutMs) / 1000) { [weak self] in
+            guard let self, self.attempt == attempt, self.state == .connecting || self.state == .handshaking else { return }
+            self.connectFailed("connect timed out")
+        }
         let fd: Int32
         switch Syscall.clientSocket(family: address.family) {
         case .success(let socket): fd = socket
@@ -406,6 +392,8 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
             pending.finish(.failure(.timeout))
         }
         for pending in waitingQueued where pending.deadline <= now { pending.finish(.failure(.timeout)) }
+        // A slow resolve can keep the client connecting for many timeouts: what timed out leaves the queue now.
+        queued.removeAll { $0.pending.completion == nil }
         if stalled { connectFailed("no reply within \(configuration.timeoutMs) ms") }
         closeIfAnswered()
         if let next = (waiting + waitingQueued).filter({ $0.completion != nil }).map(\.deadline).min() { armTimeouts(at: next) }

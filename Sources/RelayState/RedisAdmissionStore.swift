@@ -81,6 +81,8 @@ package final class RedisAdmissionStore: AdmissionStore, Sendable {
         /// connection is dropped, failing the admissions waiting on it), and every other replica's admissions waited
         /// as long. 200 grants take 1.3 ms.
         package var refreshBatchGrants = 200
+        /// How the connections turn `redis.host` into an address when it is a name (tests hold it).
+        package var resolver: any HostResolver = SystemHostResolver()
 
         package init(redis: RedisClient.Configuration = .init(), keyPrefix: String = "sse-relay:", onUnavailable: OnUnavailable = .reject,
                     leaseTTLSeconds: Double = 30, perIdentity: RateLimits? = nil, perAddress: RateLimits? = nil,
@@ -531,7 +533,7 @@ package final class RedisAdmissionStore: AdmissionStore, Sendable {
     // MARK: Redis
 
     private func makeClient(_ loop: EventLoop) -> RedisClient {
-        let client = RedisClient(loop: loop, configuration: settings.redis, logger: logger)
+        let client = RedisClient(loop: loop, configuration: settings.redis, logger: logger, resolver: settings.resolver)
         client.onReady = { [weak self, unowned client] in
             for name in RedisAdmissionScripts.Name.allCases {
                 client.send(["SCRIPT", "LOAD", RedisAdmissionScripts.source(name)]) { result in

@@ -20,9 +20,10 @@ package final class RelayFixture: Sendable {
     package let upstream: ScriptedUpstream?
 
     /// `onLogLine` sees every log line after it is kept, on the thread that wrote it (a relay loop's, for the
-    /// access log): a test may hold that loop there.
+    /// access log): a test may hold that loop there. `makeStore` builds the admission store (`RelayServer`'s).
     package init(upstream: ScriptedUpstream?, baseURL: String? = nil, fixedWallClock: Double? = nil, clock: any Clock = MonotonicClock(),
-         configure: (inout RelayConfiguration) -> Void = { _ in }, onLogLine: (@Sendable (String) -> Void)? = nil) throws {
+         configure: (inout RelayConfiguration) -> Void = { _ in }, onLogLine: (@Sendable (String) -> Void)? = nil,
+         makeStore: ((RelayConfiguration, RelayServer.StoreEnvironment) throws -> any AdmissionStore)? = nil) throws {
         var configuration = RelayConfiguration()
         configuration.listen = .init(host: "127.0.0.1", port: 0)
         configuration.workers = 2
@@ -33,7 +34,7 @@ package final class RelayFixture: Sendable {
         self.logs = logs
         let sink: any LogSink = onLogLine.map { HookedLogSink(kept: logs, hook: $0) } ?? logs
         server = try RelayServer(configuration: configuration, logger: Logger(label: "test", level: .debug, sink: sink),
-                                 clock: clock, wallClock: { fixedWallClock ?? Date().timeIntervalSince1970 })
+                                 clock: clock, wallClock: { fixedWallClock ?? Date().timeIntervalSince1970 }, makeStore: makeStore)
         try server.start()
         self.upstream = upstream
     }

@@ -53,12 +53,19 @@ struct ResumableStreamTests {
 
     static func auth(_ token: String?) -> [(String, String)] { token.map { [("Authorization", "Bearer \($0)")] } ?? [] }
 
-    /// Starts a stream and reads its head; returns the client and the stream's id.
-    static func start(_ relay: RelayFixture, token: String? = tokenA) throws -> (client: TestClient, id: String) {
+    /// Starts a stream and reads its head; returns the client and the stream's id. A refusal is reported with its
+    /// body and the relay's Redis log lines: a 503's code (`state_unavailable`, `too_many_connections`, …) and why
+    /// Redis did not answer are what tell a rare failure's causes apart.
+    static func start(_ relay: RelayFixture, token: String? = tokenA,
+                      sourceLocation: SourceLocation = #_sourceLocation) throws -> (client: TestClient, id: String) {
         let client = try relay.client()
         try client.sendRequest(path: "/v1/chat/completions", headers: auth(token), body: chatBody)
         let head = try client.readHead()
-        #expect(head.status == 200)
+        if head.status != 200 {
+            let body = (try? client.readBody(head: head)).map { String(decoding: $0, as: UTF8.self) } ?? "(body unreadable)"
+            let redis = relay.logs.lines.filter { $0.contains("redis") }.suffix(5)
+            Issue.record("the stream's start got \(head.status): \(body) redis: \(Array(redis))", sourceLocation: sourceLocation)
+        }
         let ids = head.headerValues("X-Relay-Stream")
         #expect(ids.count == 1)
         return (client, ids.first ?? "")

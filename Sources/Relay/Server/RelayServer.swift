@@ -84,7 +84,7 @@ package final class RelayServer: @unchecked Sendable {
         let workers = configuration.workers > 0 ? configuration.workers : max(1, System.coreCount)
         group = EventLoopGroup(count: workers, clock: clock)
         loopStates = group.loops.map { LoopState(loop: $0, driver: CurlDriver(loop: $0)) }
-        store = try (makeStore ?? RelayServer.defaultStore)(configuration,
+        store = try (makeStore ?? { try RelayServer.defaultStore($0, environment: $1) })(configuration,
                                                              StoreEnvironment(wallClock: wallClock, loops: group.loops, logger: logger,
                                                                               metrics: metrics))
         attestation = try AttestationService.make(configuration, admissionStore: store, metrics: metrics, logger: logger,
@@ -95,14 +95,15 @@ package final class RelayServer: @unchecked Sendable {
     }
 
     /// The store `state.backend` names: this process's memory, or Redis shared by every replica (with a
-    /// `MemoryAdmissionStore` as its fallback when `onUnavailable` is `local`).
-    package static func defaultStore(_ configuration: RelayConfiguration, environment: StoreEnvironment) throws -> any AdmissionStore {
+    /// `MemoryAdmissionStore` as its fallback when `onUnavailable` is `local`). `resolver` finds Redis by name.
+    package static func defaultStore(_ configuration: RelayConfiguration, environment: StoreEnvironment,
+                                     resolver: any HostResolver = SystemHostResolver()) throws -> any AdmissionStore {
         switch configuration.state.backend {
         case .memory:
             return MemoryAdmissionStore(configuration: configuration, wallClock: environment.wallClock)
         case .redis(let redis):
             let budgets = configuration.budgets ?? BudgetConfiguration()
-            let settings = RedisAdmissionStore.Settings(
+            var settings = RedisAdmissionStore.Settings(
                 redis: RedisClient.Configuration(host: redis.host, port: redis.port, database: redis.database,
                                                  password: redis.password, timeoutMs: redis.timeoutMilliseconds),
                 keyPrefix: redis.keyPrefix, onUnavailable: redis.onUnavailable, leaseTTLSeconds: Double(redis.leaseTTLSeconds),
@@ -112,6 +113,7 @@ package final class RelayServer: @unchecked Sendable {
                     totalTokensPerDay: budgets.total.tokensPerDay, totalTokensPerMonth: budgets.total.tokensPerMonth,
                     nanoUSD: [budgets.perIdentity.nanoUSDPerDay, budgets.perIdentity.nanoUSDPerMonth,
                               budgets.total.nanoUSDPerDay, budgets.total.nanoUSDPerMonth]))
+            settings.resolver = resolver
             let fallback = redis.onUnavailable == .local
                 ? MemoryAdmissionStore(configuration: configuration, wallClock: environment.wallClock) : nil
             return RedisAdmissionStore(settings: settings, loops: environment.loops, fallback: fallback, logger: environment.logger,
