@@ -27,15 +27,13 @@ public enum RedisError: Error, Sendable, Equatable {
 /// non-blocking, a name is resolved off the loop (an address literal needs no resolving: it is connected to at
 /// once), and every command carries its own timeout.
 ///
-/// Connection life: `connecting → handshaking (AUTH, SELECT) → ready`. `connectTimeoutMs` counts from the moment the
-/// address is known: a resolver that answers late (a Dispatch worker that did not come, a slow DNS server) does not
-/// fail the attempt, which waits for its answer, so there is one resolve at a time. Commands sent while connecting
-/// wait for the connection (their timeouts running); once a connect failed, the client backs off (doubling from
-/// `initialBackoffMs` to `maxBackoffMs`) and commands fail at once with `.notConnected` until it is ready again, so
-/// callers decide quickly instead of each waiting out a timeout against a Redis that is down. When the connection
-/// drops, every command in flight fails at once with `.connectionLost`. A command that times out while nothing at all
-/// arrived since it was written means the server is stalled (stopped, or a network black hole): the connection is
-/// dropped and rebuilt rather than left to pile up commands.
+/// Connection life: `connecting → handshaking (AUTH, SELECT) → ready`. Commands sent while connecting wait for
+/// the connection (their timeouts running); once a connect failed, the client backs off (doubling from
+/// `initialBackoffMs` to `maxBackoffMs`) and commands fail at once with `.notConnected` until it is ready again,
+/// so callers decide quickly instead of each waiting out a timeout against a Redis that is down. When the
+/// connection drops, every command in flight fails at once with `.connectionLost`. A command that times out while
+/// nothing at all arrived since it was written means the server is stalled (stopped, or a network black hole):
+/// the connection is dropped and rebuilt rather than left to pile up commands.
 ///
 /// Owned by `loop.queue`: every method, and every completion, runs there. Completions may run before `send`
 /// returns (a client that is backing off fails at once).
@@ -50,8 +48,7 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
         public var password: Secret?
         /// Per command: how long a caller waits for its reply.
         public var timeoutMs: Int
-        /// TCP connect plus handshake, from the moment the address is known (resolving a name is bounded by the
-        /// system resolver's own timeouts; commands waiting meanwhile by theirs).
+        /// TCP connect plus handshake.
         public var connectTimeoutMs: Int
         public var initialBackoffMs: Int
         public var maxBackoffMs: Int
@@ -210,7 +207,10 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
         attempt &+= 1
         let attempt = self.attempt
         attemptTimer?.cancel()
-        attemptTimer = nil
+        attemptTimer = loop.schedule(afterSeconds: Double(configuration.connectTimeoutMs) / 1000) { [weak self] in
+            guard let self, self.attempt == attempt, self.state == .connecting || self.state == .handshaking else { return }
+            self.connectFailed("connect timed out")
+        }
         let host = configuration.host, port = configuration.port
         // An address literal (127.0.0.1, a pod's IP) is read here: no resolver, and no wait for a Dispatch worker,
         // which on a busy process can come after the connect timeout.
@@ -229,11 +229,6 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
     }
 
     private func connect(to address: SocketAddress) {
-        let attempt = self.attempt
-        attemptTimer = loop.schedule(afterSeconds: Double(configuration.connectTimeoutMs) / 1000) { [weak self] in
-            guard let self, self.attempt == attempt, self.state == .connecting || self.state == .handshaking else { return }
-            self.connectFailed("connect timed out")
-        }
         let fd: Int32
         switch Syscall.clientSocket(family: address.family) {
         case .success(let socket): fd = socket
@@ -392,8 +387,6 @@ public final class RedisClient: ConnectionDelegate, PollerHandler, @unchecked Se
             pending.finish(.failure(.timeout))
         }
         for pending in waitingQueued where pending.deadline <= now { pending.finish(.failure(.timeout)) }
-        // A slow resolve can keep the client connecting for many timeouts: what timed out leaves the queue now.
-        queued.removeAll { $0.pending.completion == nil }
         if stalled { connectFailed("no reply within \(configuration.timeoutMs) ms") }
         closeIfAnswered()
         if let next = (waiting + waitingQueued).filter({ $0.completion != nil }).map(\.deadline).min() { armTimeouts(at: next) }

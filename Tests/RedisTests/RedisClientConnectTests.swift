@@ -11,9 +11,9 @@ import TestHarness
 import TestSupportCore
 import Transport
 
-/// How the client finds Redis: an address literal is connected to on the loop, a name goes through the resolver,
-/// and the connect timeout counts from the address, not from the ask. The clock is manual and the resolver answers
-/// when the test says, so "the resolver is late" is a state the test holds, not a race it hopes to lose.
+/// How the client finds Redis: an address literal is connected to on the loop, a name goes through the resolver.
+/// The clock is manual and the resolver answers when the test says, so "the resolver is late" is a state the test
+/// holds, not a race it hopes to lose.
 ///
 /// The flake these pin: ResumableStreamReplicaTests' first stream got 503 `state_unavailable` in an AddressSanitizer
 /// run on a loaded machine. `127.0.0.1` was resolved on a Dispatch worker that did not come within the 1 s connect
@@ -41,32 +41,6 @@ import Transport
         let server = try RedisServerProcess()
         let client = Self.client("127.0.0.1", server, resolver: ManualHostResolver(), clock: ManualClock())
         #expect(try call(client, ["PING"]) == .success(.simpleString("PONG")))
-        _ = try onLoop(client.loop) { client.close() }
-    }
-
-    /// A resolver slower than the connect timeout (a late Dispatch worker, a slow DNS server) fails nothing: the
-    /// commands waiting for the connection keep their own timeouts, and go out once the name is resolved.
-    @Test func theConnectTimeoutCountsFromTheResolvedAddress() throws {
-        let server = try RedisServerProcess()
-        let resolver = ManualHostResolver()
-        let clock = ManualClock()
-        let client = Self.client("redis.test", server, resolver: resolver, clock: clock)
-        let replies = Mailbox<Result<RESPValue, RedisError>>()
-        client.loop.execute {
-            client.start()
-            client.send(["PING"]) { replies.put($0) }
-        }
-        #expect(try resolver.nextAsk() == "redis.test")   // resolving now
-        let state = try onLoop(client.loop) { () -> RedisClient.State in
-            clock.advance(bySeconds: 5)   // five connect timeouts, half the command's
-            client.loop.runDueTimers()
-            return client.state
-        }
-        #expect(state == .connecting)
-        #expect(replies.count == 0, "the command waiting for the connection failed")
-        try resolver.answer(.success(try #require(SocketAddress(numericHost: "127.0.0.1", port: server.port))))
-        #expect(try replies.take(timeout: 5) == .success(.simpleString("PONG")))
-        #expect(resolver.askedHosts == ["redis.test"], "one resolve for the one attempt")
         _ = try onLoop(client.loop) { client.close() }
     }
 
