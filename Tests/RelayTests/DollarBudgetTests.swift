@@ -28,7 +28,7 @@ struct DollarBudgetTests {
     }
 
     static func relay(_ upstream: ScriptedUpstream, limits: BudgetLimits, reserve: Int = 4096, onExceed: BudgetConfiguration.OnExceed = .cut,
-                      clock: any Clock = MonotonicClock()) throws -> RelayFixture {
+                      clock: any Clock = MonotonicClock(), pricing: PriceTable = pricing) throws -> RelayFixture {
         try RelayFixture(upstream: upstream, fixedWallClock: BudgetTests.now, clock: clock) { config in
             config.clients.tokens = [.init(id: "app", sha256Hex: ClientAuthTests.sha256Hex(RelayFixture.clientToken))]
             config.routes = [.init(prefix: "/v1/", upstream: "test", auth: .token)]
@@ -69,8 +69,15 @@ struct DollarBudgetTests {
     /// The token test's stream (BudgetTests.cutMidStream) with the limit in dollars: 33 tokens reserved at $1 per
     /// million = 33 000 n$ of a day of 35 000; the extension of 10 tokens (10 000 n$) does not fit, so the stream is
     /// cut at the same event boundary though the token limit is far away.
-    @Test("a stream is cut mid-stream when its dollar budget cannot cover the next extension")
-    func cutMidStream() throws {
+    ///
+    /// With long-context prices past 4 prompt tokens (input $1, output $2 per million), the 5-token prompt makes it
+    /// a long request: 5 × 1 000 + 28 × 2 000 = 61 000 n$ reserved, and the extension costs 20 000 n$ at the long
+    /// output price, so a day of 75 000 cuts it at the same boundary (priced at the base output price, 10 000 n$,
+    /// it would have fitted).
+    @Test("a stream is cut mid-stream when its dollar budget cannot cover the next extension", arguments: [
+        (35_000, false), (75_000, true),
+    ])
+    func cutMidStream(limit: Int, longContext: Bool) throws {
         let chunk = BudgetTests.chunk
         let upstream = try ScriptedUpstream { connection in
             _ = try connection.readRequest()
@@ -81,7 +88,13 @@ struct DollarBudgetTests {
             try connection.writeChunk(Array(bytes[20...]) + bytes)
             _ = try connection.waitForPeerClose(timeout: 5)
         }
-        let relay = try Self.relay(upstream, limits: BudgetLimits(tokensPerDay: 1_000_000, nanoUSDPerDay: 35_000), reserve: 10)
+        var pricing = Self.pricing
+        if longContext {
+            let long = LongContextPrice(above: 4, price: ModelPrice(input: 1_000_000_000, output: 2_000_000_000))
+            pricing.add("gpt-4o*", ModelPrice(input: 1_000_000_000, output: 1_000_000_000, longContext: long))
+        }
+        let relay = try Self.relay(upstream, limits: BudgetLimits(tokensPerDay: 1_000_000, nanoUSDPerDay: limit), reserve: 10,
+                                   pricing: pricing)
         let client = try relay.client()
         try Self.post(client)
         #expect(try client.readHead().status == 200)

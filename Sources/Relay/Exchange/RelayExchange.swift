@@ -343,7 +343,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         case .extend(let tokens):
             guard let admission, let grant else { return }
             // Bytes keep flowing while the store decides; the answer comes on this loop (at once from memory).
-            admission.store.extend(grant, by: .step(tokens, price: admittedPrice), on: writer.scheduler) { granted in self.extensionAnswered(granted) }
+            let step = BudgetAmount.step(tokens, price: admittedPrice, promptTokens: reservation?.promptTokens ?? 0)
+            admission.store.extend(grant, by: step, on: writer.scheduler) { granted in self.extensionAnswered(granted) }
         case .cut:
             metrics.budgetCut(route: record.route)
             if meter.atSettledEventBoundary { cut() }   // else the next delivery ends the event under way, then the cut

@@ -92,9 +92,12 @@ extension BudgetAmount {
         return BudgetAmount(tokens: usage.prompt + usage.completion, nanoUSD: bounded(nano))
     }
 
-    /// One guard step: `tokens` of output, priced at the admitted output price.
-    package static func step(_ tokens: Int, price: ModelPrice?) -> BudgetAmount {
-        BudgetAmount(tokens: tokens, nanoUSD: bounded(price.map { Cost.reservation(promptTokens: 0, outputTokens: tokens, price: $0) } ?? 0))
+    /// One guard step: `tokens` of output, priced at the admitted output price (its long-context price when the
+    /// request's prompt, `promptTokens` as reserved, is past the threshold).
+    package static func step(_ tokens: Int, price: ModelPrice?, promptTokens: Int) -> BudgetAmount {
+        BudgetAmount(tokens: tokens, nanoUSD: bounded(price.map {
+            Cost.nanoUSD([(tokens, $0.forPrompt(promptTokens).output)])
+        } ?? 0))
     }
 
     /// The most one charge, extension or settle counts: 2⁵² nano-dollars (about 4.5 million dollars), above any dollar

@@ -10,8 +10,10 @@ package enum Cost {
     /// What `usage` costs at `price`: fresh input at `input`, cache reads at `cachedInput`, cache writes at
     /// `cacheWrite` (those for an hour at `cacheWriteOneHour`), output (reasoning included: `Usage.completion` holds
     /// it) at `output`. Fresh input is the prompt less its cached and cache-written parts (`Usage`'s counting rules,
-    /// the same for every provider).
+    /// the same for every provider). A prompt past the model's long-context threshold prices every part at its
+    /// long-context prices (`ModelPrice.forPrompt`).
     package static func nanoUSD(_ usage: Usage, price: ModelPrice) -> Int {
+        let price = price.forPrompt(usage.prompt)
         let cached = max(0, usage.cached ?? 0)
         let written = max(0, usage.cacheCreation ?? 0)
         let oneHour = min(written, max(0, usage.cacheCreationOneHour ?? 0))
@@ -20,9 +22,11 @@ package enum Cost {
                         (oneHour, price.cacheWriteOneHour), (max(0, usage.completion), price.output)])
     }
 
-    /// A reservation's price: the prompt estimate at the input price, the output ceiling at the output price.
+    /// A reservation's price: the prompt estimate at the input price, the output ceiling at the output price (the
+    /// long-context prices past the threshold, by the prompt estimate).
     package static func reservation(promptTokens: Int, outputTokens: Int, price: ModelPrice) -> Int {
-        nanoUSD([(max(0, promptTokens), price.input), (max(0, outputTokens), price.output)])
+        let price = price.forPrompt(promptTokens)
+        return nanoUSD([(max(0, promptTokens), price.input), (max(0, outputTokens), price.output)])
     }
 
     /// Σ tokens × nano-dollars-per-million, / 10⁶ rounded up, exactly: each price splits into whole nano-dollars

@@ -14,17 +14,46 @@ package struct ModelPrice: Sendable, Equatable {
     /// Input written to the cache for an hour (Anthropic's `"ttl": "1h"`, which the client chooses); when the table
     /// gives none, twice the input price (Anthropic's rate), and never below `cacheWrite`.
     package var cacheWriteOneHour: Int
+    /// The prices of a request whose prompt is longer (`longContext` in the table): Gemini 2.5 Pro and Claude's
+    /// long context bill every token of such a request, input and output, at higher rates.
+    package var longContext: LongContextPrice?
 
-    package init(input: Int, cachedInput: Int? = nil, output: Int, cacheWrite: Int? = nil, cacheWriteOneHour: Int? = nil) {
+    package init(input: Int, cachedInput: Int? = nil, output: Int, cacheWrite: Int? = nil, cacheWriteOneHour: Int? = nil,
+                 longContext: LongContextPrice? = nil) {
         self.input = input
         self.cachedInput = cachedInput ?? input
         self.output = output
         self.cacheWrite = cacheWrite ?? input
         self.cacheWriteOneHour = cacheWriteOneHour ?? max(self.cacheWrite, 2 * input)
+        self.longContext = longContext
+    }
+
+    /// The prices that apply to a request with `promptTokens` of input (every input token, cached and
+    /// cache-written ones too: `Usage.prompt`): the long-context ones above their threshold, else these.
+    package func forPrompt(_ promptTokens: Int) -> ModelPrice {
+        guard let longContext, promptTokens > longContext.above else { return self }
+        return longContext.price
     }
 
     /// Nano-dollars per million tokens of a price written in US dollars per million (`0.15` → 150 000 000).
     package static func nano(usdPerMillion: Double) -> Int { Int((usdPerMillion * 1e9).rounded()) }
+}
+
+/// A model's long-context prices: for a request whose prompt is more than `above` tokens. A class only to hold a
+/// `ModelPrice` inside one (a struct cannot contain itself); immutable, so shared freely.
+package final class LongContextPrice: Sendable, Equatable {
+    package let above: Int
+    /// Without long-context prices of its own.
+    package let price: ModelPrice
+
+    package init(above: Int, price: ModelPrice) {
+        self.above = above
+        var flat = price
+        flat.longContext = nil
+        self.price = flat
+    }
+
+    package static func == (a: LongContextPrice, b: LongContextPrice) -> Bool { a.above == b.above && a.price == b.price }
 }
 
 /// `pricing` (or the `pricingFile`): prices by model name, exact names and patterns that end in one `*` (a prefix:
@@ -73,10 +102,13 @@ package struct PriceTable: Sendable, Equatable {
     /// The longest model name or pattern.
     package static let maxNameBytes = 256
     static let fields = ["input", "cachedInput", "output", "cacheWrite", "cacheWriteOneHour"]
+    /// The longest threshold `longContext.above` takes: ten million tokens, beyond any model's context.
+    static let maxLongContextAbove = 10_000_000
 
     /// Reads the table at `node` of `document` (an object: model or pattern → `{"input", "cachedInput", "output",
-    /// "cacheWrite", "cacheWriteOneHour"}`), each price from the number's own text, so no binary floating point ever rounds it. Every
-    /// problem is named by its key path under `path` (`pricing.gpt-4o.input`); nil with problems when any.
+    /// "cacheWrite", "cacheWriteOneHour", "longContext"}`, `longContext` being `{"above"}` and the same prices), each
+    /// price from the number's own text, so no binary floating point ever rounds it. Every problem is named by its
+    /// key path under `path` (`pricing.gpt-4o.input`); nil with problems when any.
     package static func read(_ document: JSONDocument, at node: Int, path: String) -> (table: PriceTable?, problems: [String]) {
         var problems: [String] = []
         guard document.kind(of: node) == .object else { return (nil, ["\(path): must be an object of model name → prices"]) }
@@ -87,36 +119,69 @@ package struct PriceTable: Sendable, Equatable {
             let at = "\(path).\(name)"
             if !seen.insert(name).inserted { problems.append("\(at): given twice"); continue }
             if let problem = nameProblem(name) { problems.append("\(at): \(problem)"); continue }
-            guard document.kind(of: member) == .object else {
-                problems.append("\(at): must be an object with \"input\" and \"output\" (and \"cachedInput\", \"cacheWrite\")")
-                continue
-            }
-            var values: [String: Int] = [:]
-            var fieldProblem = false
-            for field in document.children(of: member) {
-                let key = document.key(of: field) ?? ""
-                guard fields.contains(key) else {
-                    problems.append("\(at).\(key): unknown key (prices are input, cachedInput, output, cacheWrite, cacheWriteOneHour)")
-                    fieldProblem = true
-                    continue
-                }
-                guard values[key] == nil else { problems.append("\(at).\(key): given twice"); fieldProblem = true; continue }
-                switch nanoPerMillion(document, field) {
-                case .success(let v): values[key] = v
-                case .failure(let p):
-                    problems.append("\(at).\(key): \(p.text)")
-                    fieldProblem = true
-                }
-            }
-            for required in ["input", "output"] where values[required] == nil && !fieldProblem {
-                problems.append("\(at).\(required): is required")
-                fieldProblem = true
-            }
-            guard !fieldProblem, let input = values["input"], let output = values["output"] else { continue }
-            table.add(name, ModelPrice(input: input, cachedInput: values["cachedInput"], output: output, cacheWrite: values["cacheWrite"],
-                                       cacheWriteOneHour: values["cacheWriteOneHour"]))
+            if let price = readPrice(document, member, at: at, longContext: true, into: &problems) { table.add(name, price) }
         }
         return problems.isEmpty ? (table, []) : (nil, problems)
+    }
+
+    /// One model's prices at `node` (problems named under `at`), with its `longContext` when `longContext` allows
+    /// one (not inside another); nil after a problem.
+    private static func readPrice(_ document: JSONDocument, _ node: Int, at: String, longContext: Bool,
+                                  into problems: inout [String]) -> ModelPrice? {
+        guard document.kind(of: node) == .object else {
+            problems.append("\(at): must be an object with \"input\" and \"output\" (and \"cachedInput\", \"cacheWrite\")")
+            return nil
+        }
+        var values: [String: Int] = [:]
+        var long: LongContextPrice?
+        var fieldProblem = false
+        for field in document.children(of: node) {
+            let key = document.key(of: field) ?? ""
+            if longContext && key == "longContext" {
+                guard long == nil else { problems.append("\(at).\(key): given twice"); fieldProblem = true; continue }
+                guard let read = readLongContext(document, field, at: "\(at).\(key)", into: &problems) else { fieldProblem = true; continue }
+                long = read
+                continue
+            }
+            if !longContext && key == "above" { continue }
+            guard fields.contains(key) else {
+                let known = (longContext ? fields + ["longContext"] : ["above"] + fields).joined(separator: ", ")
+                problems.append("\(at).\(key): unknown key (known: \(known))")
+                fieldProblem = true
+                continue
+            }
+            guard values[key] == nil else { problems.append("\(at).\(key): given twice"); fieldProblem = true; continue }
+            switch nanoPerMillion(document, field) {
+            case .success(let v): values[key] = v
+            case .failure(let p):
+                problems.append("\(at).\(key): \(p.text)")
+                fieldProblem = true
+            }
+        }
+        for required in ["input", "output"] where values[required] == nil && !fieldProblem {
+            problems.append("\(at).\(required): is required")
+            fieldProblem = true
+        }
+        guard !fieldProblem, let input = values["input"], let output = values["output"] else { return nil }
+        return ModelPrice(input: input, cachedInput: values["cachedInput"], output: output, cacheWrite: values["cacheWrite"],
+                          cacheWriteOneHour: values["cacheWriteOneHour"], longContext: long)
+    }
+
+    /// `longContext`: `above` (whole tokens, 1 to `maxLongContextAbove`) and the prices past it.
+    private static func readLongContext(_ document: JSONDocument, _ node: Int, at: String,
+                                        into problems: inout [String]) -> LongContextPrice? {
+        guard document.kind(of: node) == .object else {
+            problems.append("\(at): must be an object with \"above\" (tokens), \"input\" and \"output\"")
+            return nil
+        }
+        let aboveNode = document.member("above", of: node)
+        let above = aboveNode.flatMap { document.kind(of: $0) == .number ? decimal(document.bytes[document.range(of: $0)], scale: 0) : nil }
+        guard let above, above >= 1, above <= maxLongContextAbove else {
+            problems.append("\(at).above: \(aboveNode == nil ? "is required" : "must be a whole number of tokens from 1 to \(maxLongContextAbove)")")
+            return nil
+        }
+        guard let price = readPrice(document, node, at: at, longContext: false, into: &problems) else { return nil }
+        return LongContextPrice(above: above, price: price)
     }
 
     /// Why `name` cannot be a table entry, or nil.

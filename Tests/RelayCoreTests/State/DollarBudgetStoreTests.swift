@@ -74,7 +74,7 @@ import Usage
     /// at 2⁵² (exact in Redis's Lua numbers), still above the largest dollar limit, so it is refused, not wrapped.
     @Test func aHugeReservationIsBoundedAndStillRefused() {
         let price = ModelPrice(input: 100_000_000_000_000, output: 100_000_000_000_000)
-        #expect(BudgetAmount.step(1_000_000_000_000_000_000, price: price).nanoUSD == 1 << 52)
+        #expect(BudgetAmount.step(1_000_000_000_000_000_000, price: price, promptTokens: 0).nanoUSD == 1 << 52)
         #expect(BudgetAmount.settled(Usage(prompt: 1, completion: 0, source: .provider), cost: nil, admittedPrice: price).nanoUSD == 100_000_000)
         let store = Self.store(BudgetLimits(nanoUSDPerDay: 1_000_000_000_000_000))
         #expect(store.admit(Self.request(tokens: 1, nanoUSD: BudgetAmount.bounded(Int.max)), now: Self.now)

@@ -145,6 +145,38 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
         #expect(ExchangeCost(tap.usage(), reported: tap.reportedModel, requested: nil, prices: PriceBook(table: t)).nanoUSD == 1_255_000)
     }
 
+    /// Long context (Gemini 2.5 Pro, Claude's 1M context): a request whose prompt is past the threshold pays the
+    /// long-context prices for every token, input and output; at the threshold, the base prices. Gemini 2.5 Pro at
+    /// 1.25 / 10, and 2.50 / 15 above 200 000 prompt tokens:
+    /// - 200 000 prompt, 1 000 output: 200 000 × 1.25 + 1 000 × 10 = 260 000 $/M;
+    /// - 200 001 prompt: 200 001 × 2.50 + 1 000 × 15 = 515 002.5 $/M.
+    @Test func aPromptPastTheLongContextThresholdPaysTheLongContextPrices() throws {
+        let t = try table(#"{"gemini-2.5-pro*": {"input": 1.25, "cachedInput": 0.31, "output": 10, "# +
+                          #""longContext": {"above": 200000, "input": 2.5, "cachedInput": 0.625, "output": 15}}}"#)
+        let price = try #require(t.price(for: "gemini-2.5-pro"))
+        #expect(price.longContext?.above == 200_000)
+        let book = PriceBook(table: t)
+        func cost(prompt: Int, cached: Int? = nil) -> Int? {
+            ExchangeCost(Usage(prompt: prompt, completion: 1_000, cached: cached, source: .provider), reported: "gemini-2.5-pro",
+                         requested: nil, prices: book).nanoUSD
+        }
+        #expect(cost(prompt: 200_000) == 260_000_000)
+        #expect(cost(prompt: 200_001) == 515_002_500)
+        // Cached input counts toward the threshold (the prompt is every input token), at the long cached price:
+        // 1 000 × 2.50 + 199 500 × 0.625 + 1 000 × 15 = 2 500 + 124 687.5 + 15 000 = 142 187.5 $/M.
+        #expect(cost(prompt: 200_500, cached: 199_500) == 142_187_500)
+        // The reservation is priced by its prompt estimate, and each extension of a long request at the long
+        // output price.
+        #expect(Cost.reservation(promptTokens: 300_000, outputTokens: 1_000, price: price) == 765_000_000)
+        #expect(Cost.reservation(promptTokens: 100_000, outputTokens: 1_000, price: price) == 135_000_000)
+        #expect(BudgetAmount.step(100, price: price, promptTokens: 300_000).nanoUSD == 1_500_000)
+        #expect(BudgetAmount.step(100, price: price, promptTokens: 100_000).nanoUSD == 1_000_000)
+        // Long-context fields left out follow the same defaults as the base ones (cache writes at the input price).
+        let bare = try table(#"{"m": {"input": 1, "output": 2, "longContext": {"above": 10, "input": 3, "output": 4}}}"#)
+        #expect(bare.price(for: "m")?.forPrompt(11) == ModelPrice(input: 3_000_000_000, output: 4_000_000_000))
+        #expect(bare.price(for: "m")?.forPrompt(10).input == 1_000_000_000)
+    }
+
     /// A non-streaming chat completion: 1 234 prompt, 567 completion at 2.50 / 10: 3 085 + 5 670 = 8 755 $/M.
     /// The request's model is the fallback when the body names none.
     @Test func nonStreamingJSONAnswer() throws {
@@ -219,6 +251,16 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
                 == ["pricing.a.input", "pricing.b.input", "pricing.c.input", "pricing.d.discount", "pricing.gpt-*-mini",
                     "pricing.e.output", "pricing.f.input", "pricing.g.input", "pricing.h", "pricing.**"])
         #expect(problemPaths(#", "pricing": [1]"#) == ["pricing"])
+        #expect(Set(problemPaths(#", "pricing": {"a": {"input": 1, "output": 1, "longContext": {"input": 2, "output": 2}}, "# +
+                                 #""b": {"input": 1, "output": 1, "longContext": {"above": 0, "input": 2, "output": 2}}, "# +
+                                 #""c": {"input": 1, "output": 1, "longContext": {"above": 1.5, "input": 2, "output": 2}}, "# +
+                                 #""d": {"input": 1, "output": 1, "longContext": {"above": 10, "input": 2}}, "# +
+                                 #""e": {"input": 1, "output": 1, "longContext": {"above": 10, "input": 2, "output": 2, "longContext": {}}}, "# +
+                                 #""f": {"input": 1, "output": 1, "longContext": 5}, "# +
+                                 #""g": {"input": 1, "output": 1, "longContext": {"above": 20000000, "input": 2, "output": 2}}}"#))
+                == ["pricing.a.longContext.above", "pricing.b.longContext.above", "pricing.c.longContext.above",
+                    "pricing.d.longContext.output", "pricing.e.longContext.longContext", "pricing.f.longContext",
+                    "pricing.g.longContext.above"])
         #expect(problemPaths(#", "pricingFile": "/p.json""#, files: ["/p.json": #"{"m": {"input": NaN, "output": 1}}"#]) == ["pricingFile"],
                 "a bare NaN is not JSON")
         #expect(problemPaths(#", "pricingFile": "/p.json""#, files: ["/p.json": #"{"m": {"input": 1, "output": -2}}"#]) == ["pricingFile.m.output"])
