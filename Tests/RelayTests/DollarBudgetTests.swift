@@ -137,6 +137,46 @@ struct DollarBudgetTests {
         #expect(json.contains(#""usedUSD":"0.000607500","reservedUSD":"0.000000000","limitUSD":"1.000000000""#), "\(json)")
     }
 
+    /// `"service_tier": "priority"` makes OpenAI bill every token at its priority rates (about twice the standard
+    /// ones), and the app chooses it. A model priced with `priority` rates settles at them: 2 000 prompt × 0.30 + 700
+    /// output × 1.20 = 1 440 $/M = 1 440 000 n$, against 2 000 × 0.15 + 700 × 0.60 = 720 $/M at the standard rates,
+    /// which `flex`, `auto` and no tier pay. A model without priority rates is refused before the provider (403
+    /// `service_tier_not_priced`), and so is a value the relay does not know.
+    @Test("a priority request pays the model's priority prices, or is refused without them", arguments: [
+        (#""service_tier":"priority","#, "gpt-4o-mini", 200, "0.001440000"),
+        (#""service_tier":"priority","#, "gpt-4o", 403, ""),
+        (#""service_tier":"turbo","#, "gpt-4o", 403, ""),
+        (#""service_tier":"flex","#, "gpt-4o-mini", 200, "0.000720000"),
+        (#""service_tier":"auto","#, "gpt-4o-mini", 200, "0.000720000"),
+        ("", "gpt-4o-mini", 200, "0.000720000"),
+    ])
+    func priorityRequestsPayPriorityPrices(tier: String, model: String, status: Int, cost: String) throws {
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: sseHead)
+            try connection.writeChunk(#"data: {"id":"c","model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":2000,"completion_tokens":700}}"#
+                                      + "\n\ndata: [DONE]\n\n")
+            try connection.writeLastChunk()
+        }
+        var pricing = Self.pricing
+        pricing.add("gpt-4o-mini*", ModelPrice(input: 150_000_000, cachedInput: 75_000_000, output: 600_000_000,
+                                               priority: PriorityPrice(ModelPrice(input: 300_000_000, output: 1_200_000_000))))
+        let relay = try Self.relay(upstream, limits: BudgetLimits(nanoUSDPerDay: 1_000_000_000), pricing: pricing)
+        let client = try relay.client()
+        try Self.post(client, body: Array(#"{"model":"\#(model)",\#(tier)"stream":true,"messages":[{"role":"user","content":"hi"}]}"#.utf8))
+        let head = try client.readHead()
+        let body = String(decoding: try client.readBody(head: head), as: UTF8.self)
+        #expect(head.status == status, "\(body)")
+        try relay.waitUntilIdle()
+        if status == 403 {
+            #expect(ClientAuthTests.code(body) == "service_tier_not_priced")
+            #expect(upstream.requests.isEmpty)
+            return
+        }
+        let line = try #require(relay.logs.lines.first { $0.contains(#""message":"exchange""#) })
+        #expect(line.contains(#""cost_usd":"\#(cost)""#), "\(line)")
+    }
+
     /// Token budgets only: an unpriced model passes, its cost is unknown (`cost_source` none, no `cost_usd`), and
     /// the warning is logged once for the model, not once per request.
     @Test("an unpriced model under token budgets: cost unknown, warned once per model")

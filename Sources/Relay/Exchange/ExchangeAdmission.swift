@@ -29,8 +29,8 @@ struct ExchangeAdmission: Sendable {
 
 extension ExchangeAdmission {
     /// The request's budget charge and the price it was admitted at (`BudgetCharge.of`).
-    func charge(_ reservation: RequestBodyPlan.Reservation, model: String?, prices: PriceBook?)
+    func charge(_ reservation: RequestBodyPlan.Reservation, model: String?, prices: PriceBook?, tier: ServiceTier)
         -> Result<(charge: BudgetCharge?, price: ModelPrice?), RelayError> {
-        BudgetCharge.of(reservation, budgetKey: budgetKey, budgets: budgets, model: model, prices: prices)
+        BudgetCharge.of(reservation, budgetKey: budgetKey, budgets: budgets, model: model, prices: prices, tier: tier)
     }
 }

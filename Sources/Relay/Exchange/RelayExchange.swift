@@ -66,6 +66,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     var prices: PriceBook?
     /// The price the reservation was made at (the requested model's), for the guard's steps and the settle.
     private var admittedPrice: ModelPrice?
+    /// The processing the request asked for (`RequestBodyPlan.serviceTier`): the prices it is charged at.
+    private var serviceTier = ServiceTier.standard
     /// Heartbeats and the resumable stream (`RelayExchange+Streams.swift`).
     var keeping = StreamKeeping()
 
@@ -129,6 +131,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                 meter.requestPlanned(plan, path: record.path)
                 reservation = plan.reservation
                 answersWhole = plan.answersWhole
+                serviceTier = plan.serviceTier
             }
             body = []
         } else {
@@ -141,9 +144,12 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         }
         self.reservation = reservation
         admittedCall = (request, call.upstream)
-        guard case .success(let charge) = admission.charge(reservation, model: meter.requestedModel, prices: prices) else {
+        let charge: (charge: BudgetCharge?, price: ModelPrice?)
+        switch admission.charge(reservation, model: meter.requestedModel, prices: prices, tier: serviceTier) {
+        case .success(let priced): charge = priced
+        case .failure(let error):
             admittedCall = nil
-            return reject(.modelNotPriced)
+            return reject(error)
         }
         admittedPrice = charge.price
         let asked = AdmissionRequest(address: admission.address, identity: admission.identity, budget: charge.charge,
@@ -493,7 +499,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                                                                 reservedOutput: reservedOutput)
             record.usage = usage
             record.modelLabel = meter.modelLabel
-            record.cost = ExchangeCost(usage, reported: reported, requested: meter.requestedModel, prices: prices, admitted: admittedPrice)
+            record.cost = ExchangeCost(usage, reported: reported, requested: meter.requestedModel, prices: prices, admitted: admittedPrice,
+                                       tier: serviceTier)
         }
         if let grant, let admission {
             admission.store.settle(grant, used: .settled(record.usage, cost: record.cost, admittedPrice: admittedPrice))

@@ -34,7 +34,10 @@ package struct ExchangeCost: Sendable, Equatable, LogFields {
     /// the request was admitted at: the cost is never below either. With neither priced now (a price reload removed
     /// the model while the request ran), `admitted`, the price it was admitted at, prices it: what its dollar budget
     /// is charged (`BudgetAmount.settled`), so the log and the metrics say the same.
-    package init(_ usage: Usage, reported: String?, requested: String?, prices: PriceBook?, admitted: ModelPrice? = nil) {
+    /// `tier` is the processing the request asked for: its prices (`ModelPrice.forTier`; a model without priority
+    /// prices has no price for a priority request).
+    package init(_ usage: Usage, reported: String?, requested: String?, prices: PriceBook?, admitted: ModelPrice? = nil,
+                 tier: ServiceTier = .standard) {
         let model = reported ?? requested
         guard usage.source != .none else {
             self.init(nanoUSD: nil, source: .none, model: model)
@@ -42,7 +45,7 @@ package struct ExchangeCost: Sendable, Equatable, LogFields {
         }
         var priced: (nanoUSD: Int, model: String)?
         for candidate in [reported, requested] {
-            if let name = candidate, let price = prices?.price(for: name) {
+            if let name = candidate, let price = prices?.price(for: name)?.forTier(tier) {
                 let nano = Cost.nanoUSD(usage, price: price)
                 if nano > priced?.nanoUSD ?? -1 { priced = (nano, name) }
             }
@@ -71,11 +74,16 @@ extension BudgetCharge {
     /// metered request (it reserves tokens) whose model has no price is refused when a budget is in dollars
     /// (403 `model_not_priced`): an unknown price must never mean free. The price found is returned for the
     /// extensions and the settle.
+    /// A priority request (`tier`) is priced at the model's priority prices; without them, under a dollar budget, it
+    /// is refused (403 `service_tier_not_priced`).
     package static func of(_ reservation: RequestBodyPlan.Reservation, budgetKey: String?, budgets: BudgetConfiguration?, model: String?,
-                           prices: PriceBook?) -> Result<(charge: BudgetCharge?, price: ModelPrice?), RelayError> {
+                           prices: PriceBook?, tier: ServiceTier = .standard) -> Result<(charge: BudgetCharge?, price: ModelPrice?), RelayError> {
         guard let key = budgetKey else { return .success((nil, nil)) }
-        let price = prices?.price(for: model)
-        if price == nil, reservation.tokens > 0, budgets?.hasDollarLimits == true { return .failure(.modelNotPriced) }
+        let standard = prices?.price(for: model)
+        let price = standard?.forTier(tier)
+        if price == nil, reservation.tokens > 0, budgets?.hasDollarLimits == true {
+            return .failure(standard == nil ? .modelNotPriced : .serviceTierNotPriced)
+        }
         let nano = price.map {
             Cost.reservation(promptTokens: reservation.promptTokens, outputTokens: reservation.tokens - reservation.promptTokens, price: $0)
         } ?? 0

@@ -93,6 +93,8 @@ package struct RequestBodyPlan: Sendable {
     package var answersWhole = false
     /// The body as read, for the prompt estimate when the provider gives no count; nil when not a JSON object.
     package var document: JSONDocument?
+    /// The processing the request asked for (`serviceTier(_:endpoint:)`): what its prices are.
+    package var serviceTier = ServiceTier.standard
     /// What to reserve; a request without budgets reserves nothing.
     package var reservation = Reservation(tokens: 0, promptTokens: 0, hasCeiling: true)
 
@@ -119,6 +121,7 @@ package struct RequestBodyPlan: Sendable {
         guard settings.isStrict else {
             plan.document = try? JSONDocument(parsing: body, duplicates: .allowed)
             plan.model = (settings.endpoint == .geminiGenerate ? Endpoint.geminiModel(path) : nil) ?? plan.document.flatMap(modelName)
+            plan.serviceTier = plan.document.map { serviceTier($0, endpoint: settings.endpoint) } ?? .standard
             return .success(plan)
         }
         // An empty body asks for nothing a provider answers: it goes on (and is refused there) unless a policy
@@ -133,6 +136,7 @@ package struct RequestBodyPlan: Sendable {
         case .failure(let error): return .failure(error)
         }
         plan.document = d
+        plan.serviceTier = serviceTier(d, endpoint: settings.endpoint)
         // Gemini runs the model its path names, whatever the body says: that one is checked, priced and reserved. A
         // path whose model cannot be read (a tuned model, a Vertex endpoint) names none, never the body's, which a
         // client would fill with the cheapest priced name: a dollar budget refuses it (`model_not_priced`).
@@ -168,6 +172,19 @@ package struct RequestBodyPlan: Sendable {
         }
         plan.body = edits.applied(to: body)
         return .success(plan)
+    }
+
+    /// The tier a body's top-level `service_tier` asks for, on the endpoints that take one (OpenAI chat and
+    /// Responses, Anthropic Messages): standard for none and for the values billed at most at the standard rates
+    /// (`auto`, `default`, `flex`, `scale`, `standard_only`); priority for `priority` and for any other value (one
+    /// the relay does not know could cost more, so it is never taken for standard).
+    package static func serviceTier(_ d: JSONDocument, endpoint: Endpoint) -> ServiceTier {
+        guard endpoint == .openAIChat || endpoint == .openAIResponses || endpoint == .anthropicMessages,
+              let node = d.member("service_tier", of: JSONDocument.root) else { return .standard }
+        switch d.kind(of: node) == .null ? "default" : d.string(node) {
+        case "auto", "default", "flex", "scale", "standard_only": return .standard
+        default: return .priority
+        }
     }
 
     /// The reservation: the named ceiling (after a clamp), else the route's limit, else `defaultReserveTokens`;

@@ -17,15 +17,25 @@ package struct ModelPrice: Sendable, Equatable {
     /// The prices of a request whose prompt is longer (`longContext` in the table): Gemini 2.5 Pro and Claude's
     /// long context bill every token of such a request, input and output, at higher rates.
     package var longContext: LongContextPrice?
+    /// The prices of a request that asks for priority processing (`"service_tier": "priority"`), which OpenAI bills
+    /// at higher rates per token (`priority` in the table); nil when the table gives none.
+    package var priority: PriorityPrice?
 
     package init(input: Int, cachedInput: Int? = nil, output: Int, cacheWrite: Int? = nil, cacheWriteOneHour: Int? = nil,
-                 longContext: LongContextPrice? = nil) {
+                 longContext: LongContextPrice? = nil, priority: PriorityPrice? = nil) {
         self.input = input
         self.cachedInput = cachedInput ?? input
         self.output = output
         self.cacheWrite = cacheWrite ?? input
         self.cacheWriteOneHour = cacheWriteOneHour ?? max(self.cacheWrite, 2 * input)
         self.longContext = longContext
+        self.priority = priority
+    }
+
+    /// The prices of a request in `tier`: these for the standard tier; for priority, the priority prices, or nil
+    /// when the table has none (an unknown price: never the standard one, which would make the difference free).
+    package func forTier(_ tier: ServiceTier) -> ModelPrice? {
+        tier == .standard ? self : priority?.price
     }
 
     /// The prices that apply to a request with `promptTokens` of input (every input token, cached and
@@ -39,6 +49,29 @@ package struct ModelPrice: Sendable, Equatable {
     package static func nano(usdPerMillion: Double) -> Int { Int((usdPerMillion * 1e9).rounded()) }
 }
 
+/// How a request asked to be processed (its body's `service_tier`), as far as the price goes: OpenAI bills
+/// `priority` at higher rates; every other value (`auto`, `default`, `flex`, `scale`, Anthropic's `standard_only`) at
+/// most the standard ones.
+package enum ServiceTier: Sendable, Equatable {
+    case standard
+    case priority
+}
+
+/// A model's priority prices, flat or with long-context prices of their own. A class for the reason
+/// `LongContextPrice` is one.
+package final class PriorityPrice: Sendable, Equatable {
+    /// Without priority prices of its own.
+    package let price: ModelPrice
+
+    package init(_ price: ModelPrice) {
+        var flat = price
+        flat.priority = nil
+        self.price = flat
+    }
+
+    package static func == (a: PriorityPrice, b: PriorityPrice) -> Bool { a.price == b.price }
+}
+
 /// A model's long-context prices: for a request whose prompt is more than `above` tokens. A class only to hold a
 /// `ModelPrice` inside one (a struct cannot contain itself); immutable, so shared freely.
 package final class LongContextPrice: Sendable, Equatable {
@@ -50,6 +83,7 @@ package final class LongContextPrice: Sendable, Equatable {
         self.above = above
         var flat = price
         flat.longContext = nil
+        flat.priority = nil
         self.price = flat
     }
 
@@ -106,7 +140,8 @@ package struct PriceTable: Sendable, Equatable {
     static let maxLongContextAbove = 10_000_000
 
     /// Reads the table at `node` of `document` (an object: model or pattern → `{"input", "cachedInput", "output",
-    /// "cacheWrite", "cacheWriteOneHour", "longContext"}`, `longContext` being `{"above"}` and the same prices), each
+    /// "cacheWrite", "cacheWriteOneHour", "longContext", "priority"}`, `longContext` being `{"above"}` and the same
+    /// prices, `priority` the same prices with a `longContext` of their own), each
     /// price from the number's own text, so no binary floating point ever rounds it. Every problem is named by its
     /// key path under `path` (`pricing.gpt-4o.input`); nil with problems when any.
     package static func read(_ document: JSONDocument, at node: Int, path: String) -> (table: PriceTable?, problems: [String]) {
@@ -119,14 +154,15 @@ package struct PriceTable: Sendable, Equatable {
             let at = "\(path).\(name)"
             if !seen.insert(name).inserted { problems.append("\(at): given twice"); continue }
             if let problem = nameProblem(name) { problems.append("\(at): \(problem)"); continue }
-            if let price = readPrice(document, member, at: at, longContext: true, into: &problems) { table.add(name, price) }
+            if let price = readPrice(document, member, at: at, nested: ["longContext", "priority"], into: &problems) { table.add(name, price) }
         }
         return problems.isEmpty ? (table, []) : (nil, problems)
     }
 
-    /// One model's prices at `node` (problems named under `at`), with its `longContext` when `longContext` allows
-    /// one (not inside another); nil after a problem.
-    private static func readPrice(_ document: JSONDocument, _ node: Int, at: String, longContext: Bool,
+    /// One model's prices at `node` (problems named under `at`), with the nested entries `nested` allows
+    /// (`longContext` and `priority` at the top; `longContext` inside `priority`; none inside `longContext`, which
+    /// takes `above` instead); nil after a problem.
+    private static func readPrice(_ document: JSONDocument, _ node: Int, at: String, nested: Set<String>,
                                   into problems: inout [String]) -> ModelPrice? {
         guard document.kind(of: node) == .object else {
             problems.append("\(at): must be an object with \"input\" and \"output\" (and \"cachedInput\", \"cacheWrite\")")
@@ -134,18 +170,29 @@ package struct PriceTable: Sendable, Equatable {
         }
         var values: [String: Int] = [:]
         var long: LongContextPrice?
+        var priority: PriorityPrice?
+        var seenNested = Set<String>()
         var fieldProblem = false
+        let isLongContext = nested.isEmpty
         for field in document.children(of: node) {
             let key = document.key(of: field) ?? ""
-            if longContext && key == "longContext" {
-                guard long == nil else { problems.append("\(at).\(key): given twice"); fieldProblem = true; continue }
-                guard let read = readLongContext(document, field, at: "\(at).\(key)", into: &problems) else { fieldProblem = true; continue }
-                long = read
+            if nested.contains(key) {
+                guard seenNested.insert(key).inserted else { problems.append("\(at).\(key): given twice"); fieldProblem = true; continue }
+                if key == "longContext" {
+                    guard let read = readLongContext(document, field, at: "\(at).\(key)", into: &problems) else { fieldProblem = true; continue }
+                    long = read
+                } else {
+                    guard let read = readPrice(document, field, at: "\(at).\(key)", nested: ["longContext"], into: &problems) else {
+                        fieldProblem = true
+                        continue
+                    }
+                    priority = PriorityPrice(read)
+                }
                 continue
             }
-            if !longContext && key == "above" { continue }
+            if isLongContext && key == "above" { continue }
             guard fields.contains(key) else {
-                let known = (longContext ? fields + ["longContext"] : ["above"] + fields).joined(separator: ", ")
+                let known = ((isLongContext ? ["above"] : []) + fields + nested.sorted()).joined(separator: ", ")
                 problems.append("\(at).\(key): unknown key (known: \(known))")
                 fieldProblem = true
                 continue
@@ -164,7 +211,7 @@ package struct PriceTable: Sendable, Equatable {
         }
         guard !fieldProblem, let input = values["input"], let output = values["output"] else { return nil }
         return ModelPrice(input: input, cachedInput: values["cachedInput"], output: output, cacheWrite: values["cacheWrite"],
-                          cacheWriteOneHour: values["cacheWriteOneHour"], longContext: long)
+                          cacheWriteOneHour: values["cacheWriteOneHour"], longContext: long, priority: priority)
     }
 
     /// `longContext`: `above` (whole tokens, 1 to `maxLongContextAbove`) and the prices past it.
@@ -180,7 +227,7 @@ package struct PriceTable: Sendable, Equatable {
             problems.append("\(at).above: \(aboveNode == nil ? "is required" : "must be a whole number of tokens from 1 to \(maxLongContextAbove)")")
             return nil
         }
-        guard let price = readPrice(document, node, at: at, longContext: false, into: &problems) else { return nil }
+        guard let price = readPrice(document, node, at: at, nested: [], into: &problems) else { return nil }
         return LongContextPrice(above: above, price: price)
     }
 

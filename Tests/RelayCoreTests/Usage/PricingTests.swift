@@ -177,6 +177,43 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
         #expect(bare.price(for: "m")?.forPrompt(10).input == 1_000_000_000)
     }
 
+    /// `priority` prices: read with their own defaults and long-context prices, used for a priority request only,
+    /// and a priority request of a model without them has no price (never the standard one).
+    @Test func priorityPricesApplyToPriorityRequestsOnly() throws {
+        let t = try table(#"{"gpt-5*": {"input": 1.25, "output": 10, "priority": {"input": 2.5, "cachedInput": 0.25, "output": 20, "# +
+                          #""longContext": {"above": 100, "input": 5, "output": 40}}}, "gpt-4o*": {"input": 2.5, "output": 10}}"#)
+        let book = PriceBook(table: t)
+        func cost(_ model: String, _ tier: ServiceTier, _ usage: Usage = Usage(prompt: 100, completion: 10, source: .provider)) -> Int? {
+            ExchangeCost(usage, reported: model, requested: nil, prices: book, tier: tier).nanoUSD
+        }
+        #expect(cost("gpt-5", .standard) == 100 * 1_250 + 10 * 10_000)
+        #expect(cost("gpt-5", .priority) == 100 * 2_500 + 10 * 20_000)
+        #expect(cost("gpt-5", .priority, Usage(prompt: 101, completion: 10, source: .provider)) == 101 * 5_000 + 10 * 40_000)
+        #expect(cost("gpt-4o", .priority) == nil)
+        #expect(cost("gpt-4o", .standard) == 100 * 2_500 + 10 * 10_000)
+        #expect(t.price(for: "gpt-5")?.forTier(.priority)?.cachedInput == 250_000_000)
+        #expect(t.price(for: "gpt-5")?.forTier(.priority)?.cacheWrite == 2_500_000_000, "defaults to the priority input price")
+    }
+
+    /// The tier a body asks for: standard for none and for the values billed at most at standard rates; priority for
+    /// `priority` and for anything the relay does not know; read only on the endpoints that take it.
+    @Test func theServiceTierABodyAsksFor() throws {
+        func tier(_ json: String, _ endpoint: Endpoint = .openAIChat) throws -> ServiceTier {
+            RequestBodyPlan.serviceTier(try JSONDocument(parsing: Array(json.utf8)), endpoint: endpoint)
+        }
+        for value in [#""auto""#, #""default""#, #""flex""#, #""scale""#, #""standard_only""#, "null"] {
+            #expect(try tier(#"{"service_tier":\#(value)}"#) == .standard, "\(value)")
+        }
+        for value in [#""priority""#, #""PRIORITY""#, #""fast""#, "1", "true", #"{"tier":"default"}"#, #""priority""#] {
+            #expect(try tier(#"{"service_tier":\#(value)}"#) == .priority, "\(value)")
+        }
+        #expect(try tier(#"{"model":"m"}"#) == .standard)
+        #expect(try tier(#"{"service_tier":"priority"}"#, .openAIResponses) == .priority)
+        #expect(try tier(#"{"service_tier":"priority"}"#, .anthropicMessages) == .priority)
+        #expect(try tier(#"{"service_tier":"priority"}"#, .geminiGenerate) == .standard)
+        #expect(try tier(#"{"a":{"service_tier":"priority"}}"#) == .standard, "only the top level")
+    }
+
     /// A non-streaming chat completion: 1 234 prompt, 567 completion at 2.50 / 10: 3 085 + 5 670 = 8 755 $/M.
     /// The request's model is the fallback when the body names none.
     @Test func nonStreamingJSONAnswer() throws {
@@ -257,10 +294,15 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
                                  #""d": {"input": 1, "output": 1, "longContext": {"above": 10, "input": 2}}, "# +
                                  #""e": {"input": 1, "output": 1, "longContext": {"above": 10, "input": 2, "output": 2, "longContext": {}}}, "# +
                                  #""f": {"input": 1, "output": 1, "longContext": 5}, "# +
-                                 #""g": {"input": 1, "output": 1, "longContext": {"above": 20000000, "input": 2, "output": 2}}}"#))
+                                 #""g": {"input": 1, "output": 1, "longContext": {"above": 20000000, "input": 2, "output": 2}}, "# +
+                                 #""h": {"input": 1, "output": 1, "priority": {"input": 2}}, "# +
+                                 #""i": {"input": 1, "output": 1, "priority": {"input": 2, "output": 2, "priority": {}}}, "# +
+                                 #""j": {"input": 1, "output": 1, "priority": {"input": 2, "output": 2, "longContext": {"input": 3, "output": 3}}}, "# +
+                                 #""k": {"input": 1, "output": 1, "priority": {"input": 2, "output": 2}, "priority": {"input": 2, "output": 2}}}"#))
                 == ["pricing.a.longContext.above", "pricing.b.longContext.above", "pricing.c.longContext.above",
                     "pricing.d.longContext.output", "pricing.e.longContext.longContext", "pricing.f.longContext",
-                    "pricing.g.longContext.above"])
+                    "pricing.g.longContext.above", "pricing.h.priority.output", "pricing.i.priority.priority",
+                    "pricing.j.priority.longContext.above", "pricing.k.priority"])
         #expect(problemPaths(#", "pricingFile": "/p.json""#, files: ["/p.json": #"{"m": {"input": NaN, "output": 1}}"#]) == ["pricingFile"],
                 "a bare NaN is not JSON")
         #expect(problemPaths(#", "pricingFile": "/p.json""#, files: ["/p.json": #"{"m": {"input": 1, "output": -2}}"#]) == ["pricingFile.m.output"])
