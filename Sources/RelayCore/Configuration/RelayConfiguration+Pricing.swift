@@ -23,11 +23,11 @@ extension RelayError {
         status: 403, type: "invalid_request_error", code: "model_not_priced",
         message: "This model has no price on the relay, and the relay enforces a budget in dollars.")
 
-    /// 403 `service_tier_not_priced`: the request asks for a processing tier (`"service_tier": "priority"`) its
-    /// model has no price for, under a budget in dollars.
+    /// 403 `service_tier_not_priced`: the request asks for processing (`"service_tier": "priority"`, Anthropic's
+    /// `speed` or `inference_geo`) its model has no price for, under a budget in dollars.
     package static let serviceTierNotPriced = RelayError(
         status: 403, type: "invalid_request_error", code: "service_tier_not_priced",
-        message: "This service tier has no price on the relay for this model, and the relay enforces a budget in dollars.")
+        message: "The processing this request asks for (service tier, speed or region) has no price on the relay for this model, and the relay enforces a budget in dollars.")
 }
 
 extension ConfigReader {

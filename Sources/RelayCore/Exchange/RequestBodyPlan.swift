@@ -174,17 +174,41 @@ package struct RequestBodyPlan: Sendable {
         return .success(plan)
     }
 
-    /// The tier a body's top-level `service_tier` asks for, on the endpoints that take one (OpenAI chat and
-    /// Responses, Anthropic Messages): standard for none and for the values billed at most at the standard rates
-    /// (`auto`, `default`, `flex`, `scale`, `standard_only`); priority for `priority` and for any other value (one
-    /// the relay does not know could cost more, so it is never taken for standard).
+    /// The processing a body asks for, as far as its price goes, from its top-level fields (every one that applies;
+    /// the dearest wins):
+    /// - `service_tier` (OpenAI chat and Responses, Anthropic Messages; Gemini also reads `serviceTier`): standard
+    ///   for none and for the values billed at most at the standard rates (`auto`, `default`, `flex`, `scale`,
+    ///   `standard_only`, Gemini's `standard`); priority for `priority` and for any other value (one the relay does
+    ///   not know could cost more, so it is never taken for standard);
+    /// - Anthropic's `speed` other than `standard` (fast mode, about six times the rates) and `inference_geo` other
+    ///   than `global` (US-only inference, 1.1 times on the newer models): unpriced.
     package static func serviceTier(_ d: JSONDocument, endpoint: Endpoint) -> ServiceTier {
-        guard endpoint == .openAIChat || endpoint == .openAIResponses || endpoint == .anthropicMessages,
-              let node = d.member("service_tier", of: JSONDocument.root) else { return .standard }
-        switch d.kind(of: node) == .null ? "default" : d.string(node) {
-        case "auto", "default", "flex", "scale", "standard_only": return .standard
-        default: return .priority
+        func value(_ name: String) -> String?? {
+            guard let node = d.member(name, of: JSONDocument.root) else { return nil }
+            return .some(d.kind(of: node) == .null ? nil : d.string(node) ?? "\u{0}not a string")
         }
+        var tier = ServiceTier.standard
+        let names: [String]
+        switch endpoint {
+        case .openAIChat, .openAIResponses, .anthropicMessages: names = ["service_tier"]
+        case .geminiGenerate: names = ["service_tier", "serviceTier"]
+        case .free, .unmetered: return .standard
+        }
+        for name in names {
+            guard case .some(let asked) = value(name), let asked else { continue }
+            switch asked.lowercased() {
+            case "auto", "default", "flex", "scale", "standard_only", "standard", "service_tier_standard", "service_tier_flex",
+                 "service_tier_unspecified":
+                break
+            default:
+                tier = max(tier, .priority)
+            }
+        }
+        if endpoint == .anthropicMessages {
+            if case .some(.some(let speed)) = value("speed"), speed != "standard" { tier = .unpriced }
+            if case .some(.some(let geo)) = value("inference_geo"), geo != "global" { tier = .unpriced }
+        }
+        return tier
     }
 
     /// The reservation: the named ceiling (after a clamp), else the route's limit, else `defaultReserveTokens`;

@@ -33,9 +33,14 @@ package struct ModelPrice: Sendable, Equatable {
     }
 
     /// The prices of a request in `tier`: these for the standard tier; for priority, the priority prices, or nil
-    /// when the table has none (an unknown price: never the standard one, which would make the difference free).
+    /// when the table has none (an unknown price: never the standard one, which would make the difference free);
+    /// nil for an option no table prices.
     package func forTier(_ tier: ServiceTier) -> ModelPrice? {
-        tier == .standard ? self : priority?.price
+        switch tier {
+        case .standard: self
+        case .priority: priority?.price
+        case .unpriced: nil
+        }
     }
 
     /// The prices that apply to a request with `promptTokens` of input (every input token, cached and
@@ -49,12 +54,15 @@ package struct ModelPrice: Sendable, Equatable {
     package static func nano(usdPerMillion: Double) -> Int { Int((usdPerMillion * 1e9).rounded()) }
 }
 
-/// How a request asked to be processed (its body's `service_tier`), as far as the price goes: OpenAI bills
-/// `priority` at higher rates; every other value (`auto`, `default`, `flex`, `scale`, Anthropic's `standard_only`) at
-/// most the standard ones.
-package enum ServiceTier: Sendable, Equatable {
+/// How a request asked to be processed, as far as the price goes (`RequestBodyPlan.serviceTier`): the standard
+/// rates; priority (OpenAI's and Gemini's `service_tier`), at the model's `priority` prices; or an option the table
+/// has no prices for at all (Anthropic's fast mode, a US-only `inference_geo`), which has no price.
+package enum ServiceTier: Int, Sendable, Equatable, Comparable {
     case standard
     case priority
+    case unpriced
+
+    package static func < (a: ServiceTier, b: ServiceTier) -> Bool { a.rawValue < b.rawValue }
 }
 
 /// A model's priority prices, flat or with long-context prices of their own. A class for the reason

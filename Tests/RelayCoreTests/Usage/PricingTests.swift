@@ -190,6 +190,7 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
         #expect(cost("gpt-5", .priority) == 100 * 2_500 + 10 * 20_000)
         #expect(cost("gpt-5", .priority, Usage(prompt: 101, completion: 10, source: .provider)) == 101 * 5_000 + 10 * 40_000)
         #expect(cost("gpt-4o", .priority) == nil)
+        #expect(cost("gpt-5", .unpriced) == nil)
         #expect(cost("gpt-4o", .standard) == 100 * 2_500 + 10 * 10_000)
         #expect(t.price(for: "gpt-5")?.forTier(.priority)?.cachedInput == 250_000_000)
         #expect(t.price(for: "gpt-5")?.forTier(.priority)?.cacheWrite == 2_500_000_000, "defaults to the priority input price")
@@ -210,8 +211,21 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
         #expect(try tier(#"{"model":"m"}"#) == .standard)
         #expect(try tier(#"{"service_tier":"priority"}"#, .openAIResponses) == .priority)
         #expect(try tier(#"{"service_tier":"priority"}"#, .anthropicMessages) == .priority)
-        #expect(try tier(#"{"service_tier":"priority"}"#, .geminiGenerate) == .standard)
+        #expect(try tier(#"{"service_tier":"priority"}"#, .free) == .standard)
         #expect(try tier(#"{"a":{"service_tier":"priority"}}"#) == .standard, "only the top level")
+        // Gemini reads either spelling; any one that asks for more counts.
+        #expect(try tier(#"{"serviceTier":"priority"}"#, .geminiGenerate) == .priority)
+        #expect(try tier(#"{"service_tier":"priority"}"#, .geminiGenerate) == .priority)
+        #expect(try tier(#"{"serviceTier":"standard","service_tier":"priority"}"#, .geminiGenerate) == .priority)
+        #expect(try tier(#"{"serviceTier":"flex"}"#, .geminiGenerate) == .standard)
+        #expect(try tier(#"{"serviceTier":"priority"}"#) == .standard, "only Gemini reads serviceTier")
+        // Anthropic's fast mode and US-only inference have no price; their standard values (or null) do.
+        #expect(try tier(#"{"speed":"fast"}"#, .anthropicMessages) == .unpriced)
+        #expect(try tier(#"{"inference_geo":"us"}"#, .anthropicMessages) == .unpriced)
+        #expect(try tier(#"{"speed":"standard","inference_geo":"global","service_tier":"auto"}"#, .anthropicMessages) == .standard)
+        #expect(try tier(#"{"speed":null,"inference_geo":null}"#, .anthropicMessages) == .standard)
+        #expect(try tier(#"{"speed":"fast"}"#, .openAIChat) == .standard, "only Anthropic reads speed")
+        #expect(try tier(#"{"service_tier":"priority","speed":"fast"}"#, .anthropicMessages) == .unpriced)
     }
 
     /// A non-streaming chat completion: 1 234 prompt, 567 completion at 2.50 / 10: 3 085 + 5 670 = 8 755 $/M.
