@@ -221,3 +221,63 @@ struct GeminiPathModelTests {
         #expect(sent.contains("maxOutputTokens") == ceilingWritten, "\(sent)")
     }
 }
+
+/// Azure OpenAI runs the deployment its path names (`/openai/deployments/NAME/chat/completions`), whatever the
+/// body's `model` says: that name is what the allowlist checks and the budget prices.
+@Suite("Azure's path deployment")
+struct AzureDeploymentTests {
+    static func relay(_ upstream: ScriptedUpstream) throws -> RelayFixture {
+        try RelayFixture(upstream: upstream, fixedWallClock: BudgetTests.now, clock: ManualClock()) { config in
+            config.upstreams["test"] = .init(name: "test", baseURL: upstream.baseURL, key: .init(RelayFixture.providerKey), provider: .azureOpenAI)
+            config.clients.tokens = [.init(id: "app", sha256Hex: ClientAuthTests.sha256Hex(RelayFixture.clientToken))]
+            config.routes = [.init(prefix: "/openai/", upstream: "test", auth: .token,
+                                   bodyPolicy: BodyPolicy(models: ["gpt-4o-mini"]), provider: .azureOpenAI)]
+            config.budgets = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: 1_000_000), defaultReserveTokens: 4096)
+        }
+    }
+
+    @Test("a deployment the route does not allow is refused, whatever the body names; an allowed one goes through", arguments: [
+        ("/openai/deployments/o1-prod/chat/completions?api-version=2024-10-21", #"{"model":"gpt-4o-mini","messages":[]}"#, 403),
+        ("/openai/DEPLOYMENTS/o1-prod/chat/completions?api-version=2024-10-21", #"{"messages":[]}"#, 403),
+        ("/openai/deployments/gpt-4o-mini/chat/completions?api-version=2024-10-21", #"{"model":"o1","messages":[]}"#, 403),
+        ("/openai/deployments/chat/completions", #"{"model":"gpt-4o-mini","messages":[]}"#, 403),
+        ("/openai/deployments/gpt-4o-mini/chat/completions?api-version=2024-10-21", #"{"messages":[]}"#, 200),
+        ("/openai/deployments/gpt-4o-mini/chat/completions?api-version=2024-10-21", #"{"model":"gpt-4o-mini","messages":[]}"#, 200),
+        ("/openai/v1/chat/completions", #"{"model":"gpt-4o-mini","messages":[]}"#, 200),
+        ("/openai/v1/chat/completions", #"{"model":"o1","messages":[]}"#, 403),
+    ])
+    func theAllowlistReadsTheDeployment(path: String, body: String, status: Int) throws {
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: ReplicaTests.sseHead)
+            try connection.writeLastChunk()
+        }
+        let relay = try Self.relay(upstream)
+        let client = try relay.client()
+        try client.sendRequest(path: path, headers: UnreadOutputTests.auth, body: Array(body.utf8))
+        let head = try client.readHead()
+        let answer = String(decoding: try client.readBody(head: head), as: UTF8.self)
+        #expect(head.status == status, "\(answer)")
+        try relay.waitUntilIdle()
+        if status == 403 {
+            #expect(ClientAuthTests.code(answer) == "model_not_allowed", "\(answer)")
+            #expect(upstream.requests.isEmpty)
+        } else {
+            try upstream.waitForScriptsToFinish()
+        }
+    }
+
+    /// The deployment is the model the request is priced and logged by.
+    @Test func theDeploymentIsTheRequestedModel() {
+        #expect(Endpoint.azureDeployment("/openai/deployments/o1-prod/chat/completions?api-version=1") == .some("o1-prod"))
+        #expect(Endpoint.azureDeployment("/x/OPENAI/DEPLOYMENTS/gpt-4o/completions") == .some("gpt-4o"))
+        #expect(Endpoint.azureDeployment("/openai/deployments/o1-prod") == .some(nil), "no operation after the name")
+        #expect(Endpoint.azureDeployment("/openai/v1/chat/completions") == nil)
+        #expect(Endpoint.azureDeployment("/v1/deployments/x/chat/completions") == nil)
+        let settings = RequestBodyPlan.Settings(endpoint: .openAIChat, policy: BodyPolicy(), injectsUsage: false,
+                                                budgets: .init(routeMaxTokens: nil, defaultReserveTokens: 10))
+        let plan = try? RequestBodyPlan.make(Array(#"{"model":"gpt-4o-mini","messages":[]}"#.utf8),
+                                             path: "/openai/deployments/o1-prod/chat/completions", settings: settings).get()
+        #expect(plan?.model == "o1-prod")
+    }
+}

@@ -120,7 +120,8 @@ package struct RequestBodyPlan: Sendable {
         var plan = RequestBodyPlan(body: body)
         guard settings.isStrict else {
             plan.document = try? JSONDocument(parsing: body, duplicates: .allowed)
-            plan.model = (settings.endpoint == .geminiGenerate ? Endpoint.geminiModel(path) : nil) ?? plan.document.flatMap(modelName)
+            plan.model = (settings.endpoint == .geminiGenerate ? Endpoint.geminiModel(path) : Endpoint.azureDeployment(path) ?? nil)
+                ?? plan.document.flatMap(modelName)
             plan.serviceTier = plan.document.map { serviceTier($0, endpoint: settings.endpoint) } ?? .standard
             return .success(plan)
         }
@@ -137,10 +138,11 @@ package struct RequestBodyPlan: Sendable {
         }
         plan.document = d
         plan.serviceTier = serviceTier(d, endpoint: settings.endpoint)
-        // Gemini runs the model its path names, whatever the body says: that one is checked, priced and reserved. A
-        // path whose model cannot be read (a tuned model, a Vertex endpoint) names none, never the body's, which a
-        // client would fill with the cheapest priced name: a dollar budget refuses it (`model_not_priced`).
-        let pathModel: String?? = settings.endpoint == .geminiGenerate ? .some(Endpoint.geminiModel(path)) : nil
+        // Gemini runs the model its path names, whatever the body says, and Azure the deployment its path names: that
+        // one is checked, priced and reserved. A path whose model cannot be read (a tuned model, a Vertex endpoint,
+        // `deployments/` without a name) names none, never the body's, which a client would fill with the cheapest
+        // priced name: a dollar budget refuses it (`model_not_priced`).
+        let pathModel: String?? = settings.endpoint == .geminiGenerate ? .some(Endpoint.geminiModel(path)) : Endpoint.azureDeployment(path)
         plan.model = pathModel ?? modelName(d)
         let ceiling = OutputCeiling(endpoint: settings.endpoint, path: path)
         var edits = JSONEdits()

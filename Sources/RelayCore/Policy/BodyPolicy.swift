@@ -64,8 +64,8 @@ package struct BodyPolicy: Equatable, Sendable {
     /// the endpoint honours (chat's `max_tokens` and `max_completion_tokens`, Responses' `max_output_tokens`,
     /// Gemini's `generationConfig.maxOutputTokens`, Anthropic's `max_tokens`).
     ///
-    /// `pathModel`: on an endpoint that names its model in the path (Gemini), `.some` with what the path names
-    /// (`Endpoint.geminiModel`): that is the model the provider runs, so it is the one checked, and a body `model`
+    /// `pathModel`: on an endpoint that names its model in the path (Gemini, an Azure deployment), `.some` with what
+    /// the path names (`Endpoint.geminiModel`, `Endpoint.azureDeployment`): that is the model the provider runs, so it is the one checked, and a body `model`
     /// must be allowed too (it can name no other model past the check).
     func check(_ d: JSONDocument, ceiling: OutputCeiling, pathModel: String?? = nil, into edits: inout JSONEdits) -> RelayError? {
         if let models {

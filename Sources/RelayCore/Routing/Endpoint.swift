@@ -106,6 +106,24 @@ extension Endpoint {
         }
     }
 
+    /// Azure OpenAI's deployment, the model Azure runs whatever the body's `model` says: in a path
+    /// `…/openai/deployments/NAME/…` (those two segments in any case), `.some(NAME)`; `.some(nil)` when a
+    /// `deployments` segment follows `openai` without a name and an operation after it; nil for any other path (Azure's
+    /// `/openai/v1/…` API takes the deployment from the body's `model`).
+    package static func azureDeployment(_ path: String) -> String?? {
+        withBare(path) { bare -> String?? in
+            let segments = bare.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+            func named(_ segment: Slice<UnsafeBufferPointer<UInt8>>, _ name: StaticString) -> Bool {
+                segment.count == name.utf8CodeUnitCount
+                    && zip(segment, UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)).allSatisfy { $0 | 0x20 == $1 }
+            }
+            guard let at = segments.indices.dropFirst().first(where: { named(segments[$0], "deployments") && named(segments[$0 - 1], "openai") })
+            else { return nil }
+            guard at + 2 < segments.count, !segments[at + 1].isEmpty else { return .some(nil) }
+            return .some(String(decoding: segments[at + 1], as: UTF8.self))
+        }
+    }
+
     /// `path` with every `%3A` / `%3a` read as `:`.
     static func decodingColons(_ b: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         var out: [UInt8] = []
