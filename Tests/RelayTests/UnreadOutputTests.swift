@@ -9,6 +9,7 @@ import Support
 import TestHarness
 import Testing
 import TestSupportCore
+import Usage
 
 /// Output the relay cannot read is never cheap, and output it has already charged is not charged again: through
 /// the real relay, with a token budget per identity, the spend read back from the admin listener.
@@ -141,12 +142,13 @@ struct UnreadOutputTests {
 /// `alt=sse` in the query is what makes a stream (which the budget guard watches, with no ceiling written in).
 @Suite("Gemini's path model")
 struct GeminiPathModelTests {
-    static func relay(_ upstream: ScriptedUpstream) throws -> RelayFixture {
+    /// A relay whose one route (`prefix`, on `provider`) allows only `model`, with a token budget.
+    static func relay(_ upstream: ScriptedUpstream, provider: Provider = .gemini, prefix: String = "/v1beta/",
+                      model: String = "gemini-2.5-flash") throws -> RelayFixture {
         try RelayFixture(upstream: upstream, fixedWallClock: BudgetTests.now, clock: ManualClock()) { config in
-            config.upstreams["test"] = .init(name: "test", baseURL: upstream.baseURL, key: .init(RelayFixture.providerKey), provider: .gemini)
+            config.upstreams["test"] = .init(name: "test", baseURL: upstream.baseURL, key: .init(RelayFixture.providerKey), provider: provider)
             config.clients.tokens = [.init(id: "app", sha256Hex: ClientAuthTests.sha256Hex(RelayFixture.clientToken))]
-            config.routes = [.init(prefix: "/v1beta/", upstream: "test", auth: .token,
-                                   bodyPolicy: BodyPolicy(models: ["gemini-2.5-flash"]), provider: .gemini)]
+            config.routes = [.init(prefix: prefix, upstream: "test", auth: .token, bodyPolicy: BodyPolicy(models: [model]), provider: provider)]
             config.budgets = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: 1_000_000), defaultReserveTokens: 4096)
         }
     }
@@ -227,13 +229,7 @@ struct GeminiPathModelTests {
 @Suite("Azure's path deployment")
 struct AzureDeploymentTests {
     static func relay(_ upstream: ScriptedUpstream) throws -> RelayFixture {
-        try RelayFixture(upstream: upstream, fixedWallClock: BudgetTests.now, clock: ManualClock()) { config in
-            config.upstreams["test"] = .init(name: "test", baseURL: upstream.baseURL, key: .init(RelayFixture.providerKey), provider: .azureOpenAI)
-            config.clients.tokens = [.init(id: "app", sha256Hex: ClientAuthTests.sha256Hex(RelayFixture.clientToken))]
-            config.routes = [.init(prefix: "/openai/", upstream: "test", auth: .token,
-                                   bodyPolicy: BodyPolicy(models: ["gpt-4o-mini"]), provider: .azureOpenAI)]
-            config.budgets = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: 1_000_000), defaultReserveTokens: 4096)
-        }
+        try GeminiPathModelTests.relay(upstream, provider: .azureOpenAI, prefix: "/openai/", model: "gpt-4o-mini")
     }
 
     @Test("a deployment the route does not allow is refused, whatever the body names; an allowed one goes through", arguments: [
