@@ -97,22 +97,29 @@ struct UnreadOutputTests {
     }
 
     /// A Responses request with `"background": true` answers at once (`queued`, no usage) while the model runs on
-    /// at the provider, its output read later by free GETs: it carries the ceiling it reserved, streaming or not,
-    /// and is charged all of it. The key spelled with an escape (`"backgroun\u0064"`) is the same key to the provider, and to the relay.
-    @Test("a background response carries its reserved ceiling and is charged all of it",
-          arguments: [(false, "background"), (true, "background"), (false, #"backgroun\u0064"#)])
-    func aBackgroundResponseIsChargedItsReservation(streaming: Bool, key: String) throws {
-        let queued = Array(#"{"id":"resp_1","object":"response","status":"queued","background":true,"model":"o3","output":[],"usage":null}"#.utf8)
-        let upstream = try Self.answering(queued)
+    /// at the provider, its output read later by free GETs; with `previous_response_id` or a file by URL its prompt
+    /// is a history or a document the relay never sees. On a budgeted route it is refused before the provider, in
+    /// every spelling a provider could read as true (`"backgroun\u0064"` is the same key); `false` and `null` pass.
+    @Test("a background response is refused on a budgeted route", arguments: [
+        (#""background":true"#, 403), (#""backgroun\u0064":true"#, 403), (#""background":"true""#, 403), (#""background":1"#, 403),
+        (#""background":false"#, 200), (#""background":null"#, 200),
+    ])
+    func aBackgroundResponseIsRefused(background: String, status: Int) throws {
+        let done = Array(#"{"id":"resp_1","object":"response","status":"completed","model":"o3","output":[],"usage":{"input_tokens":5,"output_tokens":7,"total_tokens":12}}"#.utf8)
+        let upstream = try Self.answering(done)
         let relay = try Self.relay(upstream, perDay: 100_000, reserve: 3000)
-        let (head, _) = try Self.exchange(relay, path: "/v1/responses",
-                                          body: #"{"model":"o3","\#(key)":true,"stream":\#(streaming),"input":"How are you today?"}"#)
-        #expect(head.status == 200)
-        try upstream.waitForScriptsToFinish()
+        let (head, body) = try Self.exchange(relay, path: "/v1/responses",
+                                             body: #"{"model":"o3",\#(background),"previous_response_id":"resp_0","input":"How are you today?"}"#)
+        #expect(head.status == status, "\(String(decoding: body, as: UTF8.self))")
         try relay.waitUntilIdle()
-        let sent = String(decoding: try #require(upstream.requests.first).body, as: UTF8.self)
-        #expect(sent.contains(#""max_output_tokens":3000"#), "\(sent)")
-        #expect(try Self.usedToday(relay) == 3_005)
+        if status == 403 {
+            #expect(ClientAuthTests.code(String(decoding: body, as: UTF8.self)) == "background_not_metered")
+            #expect(upstream.requests.isEmpty)
+            #expect(try Self.usedToday(relay) == 0)
+        } else {
+            try upstream.waitForScriptsToFinish()
+            #expect(try Self.usedToday(relay) == 12)
+        }
     }
 
     /// Retrieving a stored response is free: its usage was charged when it was made, not again on each GET.

@@ -121,9 +121,9 @@ package struct OutputCeiling: Sendable, Equatable {
 
     /// The edit for a request that names no ceiling and reserved `ceiling` tokens per choice: the ceiling written in
     /// (inserted, or replacing a `null`); nothing when the endpoint takes no written ceiling or its answer streams
-    /// (the budget guard watches a stream), unless `evenWhenStreaming` (a cut would not stop the generation).
-    package func bound(_ d: JSONDocument, path: String, ceiling: Int, evenWhenStreaming: Bool = false, into edits: inout JSONEdits) {
-        guard let written, evenWhenStreaming || !streams(d, path: path) else { return }
+    /// (the budget guard watches a stream).
+    package func bound(_ d: JSONDocument, path: String, ceiling: Int, into edits: inout JSONEdits) {
+        guard let written, !streams(d, path: path) else { return }
         let value = Array(String(ceiling).utf8)
         guard !parent.isEmpty else {
             Self.set(written, to: value, inObject: JSONDocument.root, of: d, into: &edits)

@@ -83,11 +83,6 @@ package struct RequestBodyPlan: Sendable {
     package var injected = false
     /// The model the body names (client text: logged through the logger's escaping only).
     package var model: String?
-    /// The answer is made at the provider whatever the client's connection does (a Responses request with
-    /// `"background": true`: the POST answers at once, `queued`, without usage, and the output is read later by
-    /// free GETs). Its output is never seen whole: it carries the ceiling it reserved, streaming or not, and is
-    /// charged all of it unless the provider's counts come (`UsageMeter.usageAndReportedModel`).
-    package var runsAtProvider = false
     /// A metered request whose answer comes whole (not an event stream): its head arrives only when the provider
     /// is done, so its cancel floor counts from the call, not the head (`RelayExchange`).
     package var answersWhole = false
@@ -161,15 +156,19 @@ package struct RequestBodyPlan: Sendable {
             }
             plan.reservation = reservation(d, body: body, budgets: budgets, policy: settings.policy, ceiling: named)
             plan.answersWhole = !ceiling.streams(d, path: path)
-            if settings.endpoint == .openAIResponses, let background = d.member("background", of: JSONDocument.root) {
-                plan.runsAtProvider = d.isTrue(background)
+            // A Responses request with `"background": true` answers at once (`queued`, without usage) while the
+            // model runs on at the provider, and its counts come only to later GETs the relay does not charge:
+            // neither its output nor its prompt (a `previous_response_id`'s whole history, a file by URL) is ever
+            // seen. Anything but `false` (a lenient reader could take a non-boolean for true) is refused.
+            if settings.endpoint == .openAIResponses, let background = d.member("background", of: JSONDocument.root),
+               !(d.kind(of: background) == .null || d.kind(of: background) == .bool && !d.isTrue(background)) {
+                return .failure(.backgroundNotMetered)
             }
             // A request without a ceiling whose answer the guard cannot watch (not an event stream, or one whose
             // generation a cut would not stop) carries the ceiling it reserved, so the provider stops where the
             // reservation ends.
             if !plan.reservation.hasCeiling {
-                ceiling.bound(d, path: path, ceiling: plan.reservation.outputCeiling, evenWhenStreaming: plan.runsAtProvider,
-                              into: &edits)
+                ceiling.bound(d, path: path, ceiling: plan.reservation.outputCeiling, into: &edits)
             }
         }
         plan.body = edits.applied(to: body)

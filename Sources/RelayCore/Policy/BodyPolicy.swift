@@ -164,6 +164,12 @@ extension RelayError {
         status: 415, type: "invalid_request_error", code: "unsupported_media_type",
         message: "Request bodies on this route must be JSON (Content-Type: application/json).")
 
+    /// 403 `background_not_metered`: a Responses request with `"background": true` on a route with budgets. Its
+    /// usage never comes in the answer the relay relays, so it cannot be charged.
+    package static let backgroundNotMetered = RelayError(
+        status: 403, type: "invalid_request_error", code: "background_not_metered",
+        message: "Background responses are not available on this relay: their usage cannot be metered.")
+
     /// 403 `endpoint_not_metered`: a route with budgets reaches an endpoint whose cost the relay cannot count.
     package static let endpointNotMetered = RelayError(
         status: 403, type: "invalid_request_error", code: "endpoint_not_metered",

@@ -42,8 +42,6 @@ package struct UsageMeter: Sendable {
     package var estimatedPrompt: Int? { requestDocument.map { PromptEstimate.tokens($0) } }
     /// The relay added the usage request: the client's stream loses the usage-only event.
     private(set) var injected = false
-    /// The answer is made at the provider apart from this exchange (`RequestBodyPlan.runsAtProvider`).
-    private var runsAtProvider = false
     package private(set) var tap: UsageTap?
     private(set) var stripper: UsageEventStripper?
     /// Line and event ends of a 2xx event stream, found once per delivery (`scan(_:)`) for the tap, the stripper
@@ -67,7 +65,6 @@ package struct UsageMeter: Sendable {
         requestedModel = plan.model ?? UsageLabels.requestedModel(path: path)
         requestDocument = plan.document
         injected = plan.injected
-        runsAtProvider = plan.runsAtProvider
     }
 
     /// A request without a body (a GET): only a Gemini path can name the model.
@@ -157,8 +154,8 @@ package struct UsageMeter: Sendable {
     /// nil without a tap), read together (`UsageTap.usageAndReportedModel`).
     ///
     /// `reservedOutput`: the output the exchange reserved. An answer with output the tap could not read (a JSON
-    /// answer or an event past its bound, `UsageTap.missedOutput`), or one made at the provider apart from the
-    /// exchange (`RequestBodyPlan.runsAtProvider`), is charged at least that without the provider's counts. (Decided
+    /// answer or an event past its bound, or an answer in a format it does not read: `UsageTap.missedOutput`) is
+    /// charged at least that without the provider's counts. (Decided
     /// here, in the one call the exchange makes at its end: a property of the meter read from the exchange copies
     /// the whole meter.)
     package func usageAndReportedModel(callReachedProvider: Bool, outputFloor: Int = 0,
@@ -167,7 +164,7 @@ package struct UsageMeter: Sendable {
             let (counted, model) = tap.usageAndReportedModel()
             // The provider's own prompt count needs no estimate.
             if counted.source == .provider { return (counted, model) }
-            let outputFloor = runsAtProvider || tap.missedOutput ? max(outputFloor, reservedOutput) : outputFloor
+            let outputFloor = tap.missedOutput ? max(outputFloor, reservedOutput) : outputFloor
             var estimate = tap.usage(estimatedPrompt: estimatedPrompt)
             if outputFloor > estimate.completion {
                 estimate.completion = outputFloor
