@@ -21,13 +21,15 @@ struct ProviderCounts: Sendable, Equatable {
 enum UsageReaders {
     /// The OpenAI usage names `openAI` reads, chat's and the Responses API's.
     private static let openAINames = ["prompt_tokens", "input_tokens", "completion_tokens", "output_tokens", "prompt_tokens_details",
-                                      "input_tokens_details", "completion_tokens_details", "output_tokens_details"]
+                                      "input_tokens_details", "completion_tokens_details", "output_tokens_details", "total_tokens"]
 
     /// OpenAI's usage object: chat completions (`prompt_tokens`, `completion_tokens`, `…_details`) or the Responses
-    /// API (`input_tokens`, `output_tokens`, `…_details`); both name the same counts.
+    /// API (`input_tokens`, `output_tokens`, `…_details`); both name the same counts. A `total_tokens` above prompt and
+    /// completion counts the rest as output, as Gemini's total does: OpenAI-compatible servers (gateways, other
+    /// providers' compatible endpoints) have left billed thinking out of `completion_tokens` and kept it in the total.
     static func openAI(_ p: JSONPeek, usageAt u: Int, into c: inout ProviderCounts) {
         guard p.isObject(at: u) else { return }
-        // One walk of the usage object for its eight names (the last of a repeated name counts, as in `member`).
+        // One walk of the usage object for its nine names (the last of a repeated name counts, as in `member`).
         // Where each value starts, -1 for none, on the stack (an array here was an allocation per response).
         withUnsafeTemporaryAllocation(of: Int.self, capacity: openAINames.count) { at in
             at.initialize(repeating: -1)
@@ -45,7 +47,10 @@ enum UsageReaders {
             at[i] < 0 ? nil : p.member(inner, inObjectAt: at[i]).flatMap { p.integer(at: $0) }
         }
         let prompt = int(0) ?? int(1)
-        let completion = int(2) ?? int(3)
+        var completion = int(2) ?? int(3)
+        if let total = int(8), let known = completion, total > (prompt ?? 0).addingSaturated(known) {
+            completion = total - (prompt ?? 0)
+        }
         c.prompt = prompt ?? c.prompt
         c.completion = completion ?? c.completion
         c.cached = int(4, "cached_tokens") ?? int(5, "cached_tokens") ?? c.cached

@@ -74,6 +74,26 @@ struct UsageTapTests {
         #expect(tap.contentEvents == 3)   // every content event of the golden stream
     }
 
+    /// An OpenAI-shaped usage whose `total_tokens` is above prompt and completion (a compatible server that left
+    /// billed thinking out of `completion_tokens`): the rest counts as output, never free. A total that only adds
+    /// up, or none, changes nothing.
+    @Test(arguments: [
+        (#"{"prompt_tokens":10,"completion_tokens":5,"total_tokens":515}"#, 505),
+        (#"{"input_tokens":10,"output_tokens":5,"total_tokens":515}"#, 505),
+        (#"{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}"#, 5),
+        (#"{"prompt_tokens":10,"completion_tokens":5,"total_tokens":3}"#, 5),
+        (#"{"prompt_tokens":10,"completion_tokens":5}"#, 5),
+    ])
+    func anOpenAITotalAboveThePartsCountsAsOutput(usage: String, completion: Int) {
+        var stream = UsageTap(provider: .openai, contentType: "text/event-stream")
+        stream.feed(Array(("data: {\"choices\":[],\"usage\":\(usage)}\n\n").utf8))
+        #expect(stream.usage().completion == completion)
+        #expect(stream.usage().prompt == 10)
+        var body = UsageTap(provider: .openai, contentType: "application/json")
+        body.feed(Array(#"{"model":"m","usage":\#(usage)}"#.utf8))
+        #expect(body.usageAndReportedModel().usage.completion == completion)
+    }
+
     /// A 2xx body in a format the tap does not read (protobuf, which a client can ask Google for; JSONP; no type at
     /// all) is output the tap did not see, so its estimate is never trusted low; an empty one holds no output.
     @Test(arguments: ["application/x-protobuf", "text/javascript", "application/octet-stream", nil] as [String?])
