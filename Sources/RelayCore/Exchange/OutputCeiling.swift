@@ -166,11 +166,14 @@ package struct OutputCeiling: Sendable, Equatable {
         edits.insert([UInt8(ascii: ",")] + member, at: d.range(of: last).upperBound)
     }
 
-    /// Gemini answers an event stream only for `alt=sse` (given once, and no other `alt`).
+    /// Gemini answers an event stream only for `alt=sse`: an event stream here means exactly one parameter named
+    /// `alt` or `$alt`, read as Google reads names (percent-decoded, any case: `%61lt`, `ALT`), whose value decodes
+    /// to `sse`. Anything else (two `alt`s, whichever Google keeps; a value spelled otherwise) is judged no stream, so
+    /// the ceiling is written: a stream with one is only bounded, an answer taken for a stream without one would not
+    /// be.
     package static func asksForEventStream(_ path: String) -> Bool {
         guard let question = path.firstIndex(of: "?") else { return false }
-        let alts = path[path.index(after: question)...].split(separator: "&")
-            .filter { $0.hasPrefix("alt=") || $0.hasPrefix("$alt=") }
-        return alts.count == 1 && (alts[0] == "alt=sse" || alts[0] == "$alt=sse")
+        let values = QueryParameters.values(named: ["alt", "$alt"], in: String(path[path.index(after: question)...]))
+        return values.count == 1 && values[0] == Array("sse".utf8)
     }
 }

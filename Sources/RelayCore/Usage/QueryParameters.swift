@@ -85,6 +85,20 @@ package enum QueryParameters {
         return k == name.count
     }
 
+    /// The values of every parameter named any of `names` (lowercase; names compared as `removing` compares them),
+    /// percent-decoded, in order. A value with a malformed escape comes back empty (it matches no word); `+` is not
+    /// read as a space.
+    package static func values(named names: [String], in query: String) -> [[UInt8]] {
+        let targets = names.map { Array($0.utf8) }
+        var out: [[UInt8]] = []
+        for piece in query.split(separator: "&", omittingEmptySubsequences: false) {
+            let parts = piece.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = percentDecoded(parts[0].utf8).map({ $0.map(lowercased) }), targets.contains(name) else { continue }
+            out.append(parts.count > 1 ? percentDecoded(parts[1].utf8) ?? [] : [])
+        }
+        return out
+    }
+
     /// Bytes with `%XX` decoded; nil when an escape is malformed (then the name cannot be `key` for any server).
     package static func percentDecoded(_ bytes: Substring.UTF8View) -> [UInt8]? {
         var out: [UInt8] = []

@@ -238,4 +238,18 @@ private func problems(_ json: String) -> [String] {
                     == (expected.isEmpty ? base : base + "?" + expected), "\(provider)")
         }
     }
+
+    /// Gemini streams for exactly one `alt` (or `$alt`), read as Google reads names, whose value decodes to `sse`;
+    /// anything else is no stream, so the ceiling is written (a stream with one is only bounded).
+    @Test func aStreamIsOneAltThatIsSSEInAnySpellingOfItsName() {
+        let base = "/v1beta/models/m:streamGenerateContent?"
+        for query in ["alt=sse", "$alt=sse", "%61lt=sse", "ALT=sse", "%24alt=%73se", "key=1&alt=sse&x=2"] {
+            #expect(OutputCeiling.asksForEventStream(base + query), "\(query)")
+        }
+        for query in ["", "alt=json", "alt=sse&%61lt=json", "alt=sse&$alt=sse", "ALT=sse&alt=sse", "alt=SSE", "alt=sse%20",
+                      "alt", "alt=%zzsse", "salt=sse", "xalt=sse"] {
+            #expect(!OutputCeiling.asksForEventStream(base + query), "\(query)")
+        }
+        #expect(!OutputCeiling.asksForEventStream("/v1beta/models/m:streamGenerateContent"))
+    }
 }
