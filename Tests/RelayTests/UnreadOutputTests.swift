@@ -1,5 +1,6 @@
 import Foundation
 import HTTP1
+import JSON
 import Relay
 import RelayCore
 import RelayDev
@@ -109,7 +110,7 @@ struct UnreadOutputTests {
         let upstream = try Self.answering(done)
         let relay = try Self.relay(upstream, perDay: 100_000, reserve: 3000)
         let (head, body) = try Self.exchange(relay, path: "/v1/responses",
-                                             body: #"{"model":"o3",\#(background),"previous_response_id":"resp_0","input":"How are you today?"}"#)
+                                             body: #"{"model":"o3",\#(background),"input":"How are you today?"}"#)
         #expect(head.status == status, "\(String(decoding: body, as: UTF8.self))")
         try relay.waitUntilIdle()
         if status == 403 {
@@ -119,6 +120,60 @@ struct UnreadOutputTests {
         } else {
             try upstream.waitForScriptsToFinish()
             #expect(try Self.usedToday(relay) == 12)
+        }
+    }
+
+    /// Input the provider keeps or fetches by reference (a stored conversation, a file by id or URL) is billed in full
+    /// and counted by the relay only from the provider's counts, which a stream cancelled early never brings: on a
+    /// budgeted route it is refused before the provider, unless the route accepts it (`referencedInput`).
+    @Test("input by reference is refused on a budgeted route unless the route accepts it", arguments: [false, true])
+    func inputByReferenceIsRefused(accepted: Bool) throws {
+        let done = Array(#"{"id":"resp_2","object":"response","status":"completed","model":"o3","output":[],"usage":{"input_tokens":90000,"output_tokens":7,"total_tokens":90007}}"#.utf8)
+        let upstream = try Self.answering(done)
+        let relay = try Self.relay(upstream, perDay: 1_000_000) { config in config.routes[0].referencedInput = accepted }
+        let (head, body) = try Self.exchange(relay, path: "/v1/responses",
+                                             body: #"{"model":"o3","previous_response_id":"resp_1","input":"and then?"}"#)
+        try relay.waitUntilIdle()
+        if accepted {
+            #expect(head.status == 200)
+            try upstream.waitForScriptsToFinish()
+            #expect(try Self.usedToday(relay) == 90_007)
+        } else {
+            #expect(head.status == 400)
+            #expect(ClientAuthTests.code(String(decoding: body, as: UTF8.self)) == "input_not_metered")
+            #expect(upstream.requests.isEmpty)
+        }
+    }
+
+    /// Which bodies bring input by reference: stored state at the top level; files by id or URL at any depth, in
+    /// every provider's shape and escape; never the app's own names in a schema, `tools` or `metadata`.
+    @Test func whatCountsAsInputByReference() throws {
+        func finds(_ json: String) throws -> Bool { ReferencedInput.find(in: try JSONDocument(parsing: Array(json.utf8))) }
+        for json in [
+            #"{"previous_response_id":"resp_1"}"#, #"{"conversation":"conv_1"}"#, #"{"conversation":{"id":"conv_1"}}"#,
+            #"{"previous_respons\u0065_id":"resp_1"}"#,
+            #"{"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}"#,
+            #"{"input":[{"role":"user","content":[{"type":"input_file","file_url":"https://x/big.pdf"}]}]}"#,
+            #"{"input":[{"role":"user","content":[{"type":"input_image","file_id":"file-2"}]}]}"#,
+            #"{"contents":[{"parts":[{"fileData":{"mimeType":"application/pdf","fileUri":"https://x/y"}}]}]}"#,
+            #"{"contents":[{"parts":[{"file_data":{"file_uri":"gs://b/o"}}]}]}"#,
+            #"{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://x/a.pdf"}}]}]}"#,
+            #"{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]}"#,
+        ] {
+            #expect(try finds(json), "\(json)")
+        }
+        for json in [
+            #"{"model":"m","input":"hi"}"#, #"{"previous_response_id":null,"conversation":null}"#,
+            #"{"input":[{"previous_response_id":"resp_1"}]}"#,
+            #"{"tools":[{"type":"function","function":{"name":"f","parameters":{"properties":{"file_id":{"type":"string"},"file_url":{}}}}}]}"#,
+            #"{"metadata":{"conversation":"c","file_id":"x"}}"#,
+            #"{"response_format":{"type":"json_schema","json_schema":{"schema":{"properties":{"fileUri":{}}}}}}"#,
+            #"{"messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"data:application/pdf;base64,AAAA"}}]}]}"#,
+            #"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/cat.png"}}]}]}"#,
+            #"{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","data":"AAAA"}}]}]}"#,
+            #"{"messages":[{"role":"user","content":"file_id"}]}"#,
+        ] {
+            #expect(try !finds(json), "\(json)")
         }
     }
 

@@ -58,7 +58,8 @@ extension RelayHandler {
         exchange.keeping = StreamKeeping(heartbeatSeconds: route.heartbeatSeconds, resume: route.resume, registry: server.streams,
                                          route: route)
         server.exchangeStarted(exchange, on: state)
-        let plan = RequestBodyPlan.Settings(endpoint: endpoint, policy: route.bodyPolicy, injectsUsage: injects, budgets: nil)
+        var plan = RequestBodyPlan.Settings(endpoint: endpoint, policy: route.bodyPolicy, injectsUsage: injects, budgets: nil)
+        plan.allowsReferencedInput = route.referencedInput
         let failover = failoverClient(route: route, path: admitted.path, head: head, requestID: requestID, writer: writer,
                                       driver: state.driver)
         failover?.exchange = exchange

@@ -87,6 +87,10 @@ package struct RelayConfiguration: Sendable {
         /// With budgets, requests to endpoints whose cost the relay cannot count (`Endpoint.unmetered`) pass
         /// instead of getting 403 `endpoint_not_metered`: the operator accepts that they are not charged.
         package var unmetered = false
+        /// With budgets, requests with input the relay never sees (`ReferencedInput`: `previous_response_id`, files
+        /// by id or URL) pass instead of getting 400 `input_not_metered`: the operator accepts that such input is
+        /// charged only when the provider's counts come back (not for a stream cancelled before its end).
+        package var referencedInput = false
         /// Whether a proof of the genuine app is asked for (`attestation`: off, required, optional).
         package var attestation = RouteAttestation.off
         /// Seconds of provider silence before a `: keep-alive` comment on an event stream; 0 for none (`+Resume`).
@@ -429,7 +433,7 @@ struct ConfigReader {
                             upstreamNames: Set<String>) -> RelayConfiguration.Route? {
         guard let route = value as? [String: Any] else { problem(path, "must be an object"); return nil }
         checkKnown(route, ["prefix", "upstream", "stripPrefix", "methods", "auth", "exact", "models", "maxTokens",
-                           "usage", "onClientCancel", "drainMaxSeconds", "unmetered", "attestation", "upstreams", "maxAttempts",
+                           "usage", "onClientCancel", "drainMaxSeconds", "unmetered", "referencedInput", "attestation", "upstreams", "maxAttempts",
                            "heartbeatSeconds", "resume"], path)
         let prefix = string(route, "prefix", "\(path).prefix")
         let upstream = string(route, "upstream", "\(path).upstream") ?? (route["upstreams"] as? [String])?.first
@@ -456,11 +460,13 @@ struct ConfigReader {
         let provider = upstream.flatMap { upstreams[$0]?.provider } ?? .openai
         let usage = routeUsage(route, path, provider: provider)
         let unmetered = bool(route, "unmetered", "\(path).unmetered") ?? false
+        let referencedInput = bool(route, "referencedInput", "\(path).referencedInput") ?? false
         let attestation = routeAttestation(route, path)
         guard let prefix, let upstream else { return nil }
         var result = RelayConfiguration.Route(prefix: prefix, upstream: upstream, stripPrefix: strip, methods: methods, auth: auth ?? .none,
                                               exact: exact, bodyPolicy: bodyPolicy, provider: provider, usage: usage)
         result.unmetered = unmetered
+        result.referencedInput = referencedInput
         result.attestation = attestation
         routeStreaming(route, path, into: &result)
         readRouteUpstreams(route, path, upstreams: upstreams, upstreamNames: upstreamNames, into: &result)

@@ -19,6 +19,8 @@ package struct RequestBodyPlan: Sendable {
         package var injectsUsage: Bool
         /// The reservation's sizes, when budgets apply to this request; nil: nothing reserved, no ceiling written.
         package var budgets: Budgets?
+        /// The route lets input the relay never sees through under budgets (`Route.referencedInput`).
+        package var allowsReferencedInput = false
 
         package struct Budgets: Sendable, Equatable {
             /// The route's `maxTokens.limit`: the ceiling of a request that names none.
@@ -149,6 +151,7 @@ package struct RequestBodyPlan: Sendable {
             plan.injected = IncludeUsageInjection.inject(d, into: &edits)
         }
         if let budgets = settings.budgets, settings.endpoint.isMetered {
+            if !settings.allowsReferencedInput, ReferencedInput.find(in: d) { return .failure(.inputNotMetered) }
             let named: OutputCeiling.Named
             switch ceiling.named(in: d, count: { count(in: d, $0) }) {
             case .success(let n): named = n

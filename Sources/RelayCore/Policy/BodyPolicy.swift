@@ -164,6 +164,12 @@ extension RelayError {
         status: 415, type: "invalid_request_error", code: "unsupported_media_type",
         message: "Request bodies on this route must be JSON (Content-Type: application/json).")
 
+    /// 400 `input_not_metered`: a request whose input the relay never sees (`ReferencedInput`: a stored
+    /// conversation, a file by id or URL) on a route with budgets that does not accept it.
+    package static let inputNotMetered = RelayError(
+        status: 400, type: "invalid_request_error", code: "input_not_metered",
+        message: "Input by reference (previous_response_id, conversation, files by id or URL) is not available on this relay: it cannot be metered.")
+
     /// 403 `background_not_metered`: a Responses request with `"background": true` on a route with budgets. Its
     /// usage never comes in the answer the relay relays, so it cannot be charged.
     package static let backgroundNotMetered = RelayError(

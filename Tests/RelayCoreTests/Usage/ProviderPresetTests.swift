@@ -76,6 +76,8 @@ private func problems(_ json: String) -> [String] {
         #expect(!loaded.routes[0].injectsUsage)
         let anthropic = try load(config(upstream: #", "provider": "anthropic""#, route: #", "usage": { "inject": false }"#))
         #expect(!anthropic.routes[0].injectsUsage)
+        #expect(!loaded.routes[0].referencedInput)
+        #expect(try load(config(route: #", "referencedInput": true"#)).routes[0].referencedInput)
     }
 
     struct ProblemCase: Sendable, CustomTestStringConvertible {
@@ -90,6 +92,7 @@ private func problems(_ json: String) -> [String] {
         ProblemCase(name: "provider not a string", json: config(upstream: #", "provider": 1"#), path: "upstreams.u.provider"),
         ProblemCase(name: "provider in the wrong case", json: config(upstream: #", "provider": "OpenAI""#), path: "upstreams.u.provider"),
         ProblemCase(name: "usage not an object", json: config(route: #", "usage": true"#), path: "routes[0].usage"),
+        ProblemCase(name: "referencedInput not a bool", json: config(route: #", "referencedInput": "yes""#), path: "routes[0].referencedInput"),
         ProblemCase(name: "usage unknown key", json: config(route: #", "usage": { "injct": true }"#), path: "routes[0].usage.injct"),
         ProblemCase(name: "usage.inject not a bool", json: config(route: #", "usage": { "inject": 1 }"#), path: "routes[0].usage.inject"),
         ProblemCase(name: "usage.inject on anthropic", json: config(upstream: #", "provider": "anthropic""#, route: #", "usage": { "inject": true }"#),
