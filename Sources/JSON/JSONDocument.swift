@@ -178,6 +178,34 @@ public struct JSONDocument: Sendable {
         return count
     }
 
+    /// Member names to look for with `key(_:in:)`, made once: their bytes, and the set of their lengths.
+    public struct KeyNames: Sendable {
+        let names: [[UInt8]]
+        /// Bit n set when some name is n bytes long (64 or more: bit 63).
+        let lengths: UInt64
+
+        public init(_ names: [String]) {
+            self.names = names.map { Array($0.utf8) }
+            lengths = self.names.reduce(0) { $0 | 1 << UInt64(min($1.count, 63)) }
+        }
+    }
+
+    /// The index in `names` of the decoded key of the member `node`, or nil (not a member, or none of them). An
+    /// unescaped key no name is as long as costs one test; only an escaped key is decoded.
+    public func key(_ node: Int, in names: KeyNames) -> Int? {
+        let n = nodes[node]
+        guard n.keyStart >= 0 else { return nil }
+        let start = Int(n.keyStart), end = Int(n.keyEnd)
+        if !n.keyEscaped {
+            guard names.lengths & 1 << UInt64(min(end - start, 63)) != 0 else { return nil }
+            return bytes.withUnsafeBufferPointer { b in
+                names.names.firstIndex { $0.count == end - start && ($0.isEmpty || memcmp(b.baseAddress! + start, $0, $0.count) == 0) }
+            }
+        }
+        let decoded = JSONScanner(bytes).decodedBytes(start..<end)
+        return names.names.firstIndex { $0.elementsEqual(decoded) }
+    }
+
     func keyEquals(_ node: Int, _ wanted: UnsafeBufferPointer<UInt8>) -> Bool {
         let n = nodes[node]
         guard n.keyStart >= 0 else { return false }

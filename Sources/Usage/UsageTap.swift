@@ -69,19 +69,26 @@ public struct UsageTap: Sendable {
             var start = 0
             while start < end && (b[start] == 0x20 || b[start] == 0x09) { start += 1 }
             while end > start && (b[end - 1] == 0x20 || b[end - 1] == 0x09) { end -= 1 }
-            func equals(from: Int, _ literal: StaticString) -> Bool {
-                guard end - from == literal.utf8CodeUnitCount else { return false }
-                let wanted = literal.utf8Start
-                for i in 0..<(end - from) {
-                    let a = b[from + i], w = wanted[i]
-                    // ASCII case folded for letters only.
-                    guard a | 0x20 == w | 0x20, a | 0x20 >= 0x61 && a | 0x20 <= 0x7A || a == w else { return false }
+            if matches(b, start, end, eventStreamType) { return .eventStream }
+            if matches(b, start, end, jsonType) || (end - start > 5 && matches(b, end - 5, end, plusJSON)) { return .json }
+            return .ignored
+        }
+
+        private static let eventStreamType = Array("text/event-stream".utf8)
+        private static let jsonType = Array("application/json".utf8)
+        private static let plusJSON = Array("+json".utf8)
+
+        /// `b[from..<end]` is `lowercase` with ASCII letters in either case.
+        @inline(__always)
+        private static func matches(_ b: UnsafeBufferPointer<UInt8>, _ from: Int, _ end: Int, _ lowercase: [UInt8]) -> Bool {
+            guard end - from == lowercase.count else { return false }
+            return lowercase.withUnsafeBufferPointer { l in
+                for i in 0..<l.count {
+                    let a = b[from + i], w = l[i]
+                    if a != w && (a | 0x20 != w || w < 0x61 || w > 0x7A) { return false }
                 }
                 return true
             }
-            if equals(from: start, "text/event-stream") { return .eventStream }
-            if equals(from: start, "application/json") || (end - start > 5 && equals(from: end - 5, "+json")) { return .json }
-            return .ignored
         }
     }
 

@@ -17,30 +17,38 @@ import JSON
 /// Not inside a schema or `tools` (an app's function may well take a `file_id` argument) or `metadata` (its keys are
 /// the app's). Images by URL are not here: each is billed at a bounded number of tokens (a few thousand at most).
 package enum ReferencedInput {
-    static let topLevelKeys = ["previous_response_id", "conversation"]
-    static let keys = ["file_id", "file_url", "fileUri", "file_uri"]
-    /// Subtrees whose keys are the app's own names, not the provider's fields.
-    static let skipped = ["tools", "functions", "response_format", "parameters", "input_schema", "schema", "responseSchema",
-                          "response_schema", "json_schema", "metadata"]
+    /// At the top level only.
+    static let topLevel = JSONDocument.KeyNames(["previous_response_id", "conversation"])
+    /// At any depth, but in the subtrees below: a file by reference (0...3), an Anthropic source (4), and the
+    /// subtrees whose keys are the app's own names, not the provider's fields (5...).
+    static let names = JSONDocument.KeyNames(["file_id", "file_url", "fileUri", "file_uri", "source", "tools", "functions",
+                                              "response_format", "parameters", "input_schema", "schema", "responseSchema",
+                                              "response_schema", "json_schema", "metadata"])
 
     package static func find(in d: JSONDocument) -> Bool {
         guard d.kind(of: JSONDocument.root) == .object else { return false }
+        let topLevel = Self.topLevel, names = Self.names   // loaded once, not once per member
         for member in d.children(of: JSONDocument.root) where d.kind(of: member) != .null {
-            if topLevelKeys.contains(where: { d.hasKey(member, $0) }) { return true }
+            if d.key(member, in: topLevel) != nil { return true }
         }
-        return found(in: d, JSONDocument.root)
+        return found(in: d, JSONDocument.root, names)
     }
 
-    private static func found(in d: JSONDocument, _ node: Int) -> Bool {
+    private static func found(in d: JSONDocument, _ node: Int, _ names: JSONDocument.KeyNames) -> Bool {
+        let isObject = d.kind(of: node) == .object
         for child in d.children(of: node) {
-            if d.kind(of: node) == .object {
-                if skipped.contains(where: { d.hasKey(child, $0) }) { continue }
-                if d.kind(of: child) != .null, keys.contains(where: { d.hasKey(child, $0) }) { return true }
-                if d.hasKey(child, "source"), let type = d.member("type", of: child).flatMap(d.string), type == "url" || type == "file" {
-                    return true
+            let kind = d.kind(of: child)
+            if isObject, let name = d.key(child, in: names) {
+                switch name {
+                case 0...3:
+                    if kind != .null { return true }
+                case 4:
+                    if let type = d.member("type", of: child).flatMap(d.string), type == "url" || type == "file" { return true }
+                default:
+                    continue
                 }
             }
-            if d.kind(of: child) == .object || d.kind(of: child) == .array, found(in: d, child) { return true }
+            if kind == .object || kind == .array, found(in: d, child, names) { return true }
         }
         return false
     }

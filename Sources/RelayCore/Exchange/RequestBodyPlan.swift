@@ -187,26 +187,21 @@ package struct RequestBodyPlan: Sendable {
     /// - Anthropic's `speed` other than `standard` (fast mode, about six times the rates) and `inference_geo` other
     ///   than `global` (US-only inference, 1.1 times on the newer models): unpriced.
     package static func serviceTier(_ d: JSONDocument, endpoint: Endpoint) -> ServiceTier {
+        let names: [String]
+        switch endpoint {
+        case .openAIChat, .openAIResponses, .anthropicMessages: names = Self.serviceTierNames
+        case .geminiGenerate: names = Self.geminiServiceTierNames
+        case .free, .unmetered: return .standard
+        }
+        // A string value, `nil` for a `null`, a string no tier has for any other value; absent: not asked.
         func value(_ name: String) -> String?? {
             guard let node = d.member(name, of: JSONDocument.root) else { return nil }
             return .some(d.kind(of: node) == .null ? nil : d.string(node) ?? "\u{0}not a string")
         }
         var tier = ServiceTier.standard
-        let names: [String]
-        switch endpoint {
-        case .openAIChat, .openAIResponses, .anthropicMessages: names = ["service_tier"]
-        case .geminiGenerate: names = ["service_tier", "serviceTier"]
-        case .free, .unmetered: return .standard
-        }
         for name in names {
             guard case .some(let asked) = value(name), let asked else { continue }
-            switch asked.lowercased() {
-            case "auto", "default", "flex", "scale", "standard_only", "standard", "service_tier_standard", "service_tier_flex",
-                 "service_tier_unspecified":
-                break
-            default:
-                tier = max(tier, .priority)
-            }
+            if !Self.standardTiers.contains(asked.lowercased()) { tier = max(tier, .priority) }
         }
         if endpoint == .anthropicMessages {
             if case .some(.some(let speed)) = value("speed"), speed != "standard" { tier = .unpriced }
@@ -214,6 +209,12 @@ package struct RequestBodyPlan: Sendable {
         }
         return tier
     }
+
+    private static let serviceTierNames = ["service_tier"]
+    private static let geminiServiceTierNames = ["service_tier", "serviceTier"]
+    /// The `service_tier` values billed at most at the standard rates (compared lowercased).
+    private static let standardTiers: Set<String> = ["auto", "default", "flex", "scale", "standard_only", "standard",
+                                                     "service_tier_standard", "service_tier_flex", "service_tier_unspecified"]
 
     /// The reservation: the named ceiling (after a clamp), else the route's limit, else `defaultReserveTokens`;
     /// times the choices (each may reach the ceiling, all are billed); plus the prompt estimate; and never less than

@@ -112,15 +112,27 @@ extension Endpoint {
     /// `/openai/v1/…` API takes the deployment from the body's `model`).
     package static func azureDeployment(_ path: String) -> String?? {
         withBare(path) { bare -> String?? in
-            let segments = bare.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
-            func named(_ segment: Slice<UnsafeBufferPointer<UInt8>>, _ name: StaticString) -> Bool {
-                segment.count == name.utf8CodeUnitCount
-                    && zip(segment, UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)).allSatisfy { $0 | 0x20 == $1 }
+            // Every request on a strict route asks this, so the bytes are walked in place (no segments array).
+            func segment(_ at: Int, is name: StaticString) -> Bool {
+                let n = name.utf8CodeUnitCount
+                guard at + n <= bare.count, at + n == bare.count || bare[at + n] == UInt8(ascii: "/") else { return false }
+                for i in 0..<n where bare[at + i] | 0x20 != name.utf8Start[i] { return false }
+                return true
             }
-            guard let at = segments.indices.dropFirst().first(where: { named(segments[$0], "deployments") && named(segments[$0 - 1], "openai") })
-            else { return nil }
-            guard at + 2 < segments.count, !segments[at + 1].isEmpty else { return .some(nil) }
-            return .some(String(decoding: segments[at + 1], as: UTF8.self))
+            var start = 1   // the first segment's first byte (the path starts with `/`)
+            while start < bare.count {
+                var end = start
+                while end < bare.count && bare[end] != UInt8(ascii: "/") { end += 1 }
+                if segment(start, is: "openai"), end + 1 < bare.count, segment(end + 1, is: "deployments") {
+                    let name = end + 1 + 11 + 1
+                    var nameEnd = name
+                    while nameEnd < bare.count && bare[nameEnd] != UInt8(ascii: "/") { nameEnd += 1 }
+                    guard nameEnd > name, nameEnd + 1 < bare.count else { return .some(nil) }
+                    return .some(String(decoding: UnsafeBufferPointer(rebasing: bare[name..<nameEnd]), as: UTF8.self))
+                }
+                start = end + 1
+            }
+            return nil
         }
     }
 

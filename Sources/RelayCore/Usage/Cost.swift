@@ -13,7 +13,12 @@ package enum Cost {
     /// the same for every provider). A prompt past the model's long-context threshold prices every part at its
     /// long-context prices (`ModelPrice.forPrompt`).
     package static func nanoUSD(_ usage: Usage, price: ModelPrice) -> Int {
-        let price = price.forPrompt(usage.prompt)
+        // Borrowed, not copied (a copy retains the long-context and priority prices).
+        if let long = price.longContext, usage.prompt > long.above { return rated(usage, long.price) }
+        return rated(usage, price)
+    }
+
+    private static func rated(_ usage: Usage, _ price: ModelPrice) -> Int {
         let cached = max(0, usage.cached ?? 0)
         let written = max(0, usage.cacheCreation ?? 0)
         let oneHour = min(written, max(0, usage.cacheCreationOneHour ?? 0))
@@ -25,8 +30,9 @@ package enum Cost {
     /// A reservation's price: the prompt estimate at the input price, the output ceiling at the output price (the
     /// long-context prices past the threshold, by the prompt estimate).
     package static func reservation(promptTokens: Int, outputTokens: Int, price: ModelPrice) -> Int {
-        let price = price.forPrompt(promptTokens)
-        return nanoUSD([(max(0, promptTokens), price.input), (max(0, outputTokens), price.output)])
+        var (input, output) = (price.input, price.output)
+        if let long = price.longContext, promptTokens > long.above { (input, output) = (long.price.input, long.price.output) }
+        return nanoUSD([(max(0, promptTokens), input), (max(0, outputTokens), output)])
     }
 
     /// Σ tokens × nano-dollars-per-million, / 10⁶ rounded up, exactly: each price splits into whole nano-dollars
