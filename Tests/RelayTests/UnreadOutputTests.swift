@@ -241,14 +241,19 @@ struct GeminiPathModelTests {
         #expect(upstream.requests.isEmpty)
     }
 
-    /// Sends one Gemini request through a relay to a provider that answers an empty event stream; what the
-    /// provider received.
-    static func forwarded(path: String, headers: [(String, String)] = []) throws -> RecordedRequest {
-        let upstream = try ScriptedUpstream { connection in
+    /// A provider that answers one request with an empty event stream.
+    static func emptyStream() throws -> ScriptedUpstream {
+        try ScriptedUpstream { connection in
             _ = try connection.readRequest()
             try connection.writeHead(status: 200, headers: ReplicaTests.sseHead)
             try connection.writeLastChunk()
         }
+    }
+
+    /// Sends one Gemini request through a relay to a provider that answers an empty event stream; what the
+    /// provider received.
+    static func forwarded(path: String, headers: [(String, String)] = []) throws -> RecordedRequest {
+        let upstream = try emptyStream()
         let relay = try Self.relay(upstream)
         let client = try relay.client()
         try client.sendRequest(path: path, headers: UnreadOutputTests.auth + headers,
@@ -305,11 +310,7 @@ struct AzureDeploymentTests {
         ("/openai/v1/chat/completions", #"{"model":"o1","messages":[]}"#, 403),
     ])
     func theAllowlistReadsTheDeployment(path: String, body: String, status: Int) throws {
-        let upstream = try ScriptedUpstream { connection in
-            _ = try connection.readRequest()
-            try connection.writeHead(status: 200, headers: ReplicaTests.sseHead)
-            try connection.writeLastChunk()
-        }
+        let upstream = try GeminiPathModelTests.emptyStream()
         let relay = try Self.relay(upstream)
         let client = try relay.client()
         try client.sendRequest(path: path, headers: UnreadOutputTests.auth, body: Array(body.utf8))
