@@ -340,6 +340,17 @@ public enum Syscall {
         while Glibc_write(fd, &byte, 1) < 0 && errno == EINTR {}
     }
 
+    /// read(2) on a non-blocking pipe, EINTR retried: `.done(n)`, `.wouldBlock` when it is empty, `.endOfFile`.
+    static func readPipe(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
+        while true {
+            let n = read(fd, buffer.baseAddress, buffer.count)
+            if n > 0 { return .done(n) }
+            if n == 0 { return .endOfFile }
+            if errno == EINTR { continue }
+            return classify(errno)
+        }
+    }
+
     #if canImport(Glibc)
     /// A new epoll set (close-on-exec), or -1.
     static func epollCreate() -> Int32 { epoll_create1(Int32(EPOLL_CLOEXEC)) }

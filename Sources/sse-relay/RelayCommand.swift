@@ -187,49 +187,58 @@ package enum RelayCommand {
             return 1
         }
         let drainSeconds = configuration.timeouts.drainSeconds
-        // SIGHUP re-reads the price file; without one, SIGHUP keeps its default action.
-        if server.prices.file != nil { ReloadSignal.install(prices: server.prices, logger: logger) }
-        SignalHandling.install(logger: logger) { second in
-            if second {
-                logger.warning("second signal: exiting now")
-                exit(0)
+        let prices = server.prices
+        let signals = SignalHandling()
+        do {
+            try signals.start(reloading: prices.file != nil, logger: logger) { signal in
+                switch signal {
+                case .reload:
+                    ReloadSignal.reload(prices, logger: logger)
+                case .drain:
+                    server.beginDrain(deadline: drainSeconds) { aborted in
+                        server.shutdown()
+                        fakeProvider?.shutdown()
+                        logger.info("stopped", [("aborted_exchanges", .int(aborted))])
+                        exit(0)
+                    }
+                case .exitNow:
+                    logger.warning("second signal: exiting now")
+                    exit(0)
+                }
             }
-            server.beginDrain(deadline: drainSeconds) { aborted in
-                server.shutdown()
-                fakeProvider?.shutdown()
-                logger.info("stopped", [("aborted_exchanges", .int(aborted))])
-                exit(0)
-            }
+        } catch {
+            FileDescriptorLogSink.standardError.write(line: "cannot start: \(error)")
+            return 1
         }
         dispatchMain()
     }
 }
 
-/// SIGINT and SIGTERM through Dispatch signal sources, registered before anything can arrive. The first
-/// signal starts a drain; a second one exits at once.
-enum SignalHandling {
-    /// Keeps the sources alive for the process's life. Written once, by `install` on the main thread at start-up;
-    /// never read.
-    nonisolated(unsafe) static var sources: [any DispatchSourceSignal] = []
-
-    static func install(logger: Logger, onSignal: @escaping @Sendable (_ second: Bool) -> Void) {
-        let queue = DispatchQueue(label: "sse-relay.signals")
-        let count = Countdown()
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-            source.setEventHandler { @Sendable in
-                let n = count.increment()
-                logger.info("signal received", [("signal", .int(Int(sig))), ("count", .int(n))])
-                onSignal(n > 1)
-            }
-            source.activate()
-            sources.append(source)
-        }
+/// SIGINT and SIGTERM, and SIGHUP when there is a price file to reload, through `SignalPipe`: caught from the
+/// moment the server runs, so none is lost to whichever thread the kernel picks. The first SIGINT or SIGTERM starts
+/// a drain; a second one exits at once. Without a price file SIGHUP keeps its default action.
+struct SignalHandling {
+    enum Action: Equatable, Sendable {
+        case reload
+        case drain
+        case exitNow
     }
 
-    final class Countdown: Sendable {
-        private let value = Locked(0)
-        func increment() -> Int { value.wrappingAdd(1, ordering: .relaxed).newValue }
+    /// Stops (SIGINT or SIGTERM) seen so far; touched only on the signal queue, so a counter in a lock is enough.
+    private let stops = Locked(0)
+
+    /// What one delivered signal asks for.
+    func action(for signal: Int32) -> Action {
+        if signal == SIGHUP { return .reload }
+        let seen = stops.wrappingAdd(1, ordering: .relaxed).newValue
+        return seen > 1 ? .exitNow : .drain
+    }
+
+    func start(reloading: Bool, logger: Logger, _ perform: @escaping @Sendable (Action) -> Void) throws(SignalPipe.StartError) {
+        let caught = reloading ? [SIGINT, SIGTERM, SIGHUP] : [SIGINT, SIGTERM]
+        try SignalPipe.start(catching: caught, queue: DispatchQueue(label: "sse-relay.signals")) { signal in
+            if signal != SIGHUP { logger.info("signal received", [("signal", .int(Int(signal)))]) }
+            perform(action(for: signal))
+        }
     }
 }

@@ -26,38 +26,74 @@ struct PriceReloadTests {
         return String(line[range.upperBound...].prefix { $0 != "\"" })
     }
 
+    /// A price file in its own temporary folder (removed by `remove`), and a relay that reads it, routing `/v1/` to
+    /// `upstreamPort`.
+    struct Setup {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("prices-\(UUID().uuidString)")
+        var file: URL { directory.appendingPathComponent("prices.json") }
+
+        init() throws {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            try write(#"{"gpt-4o-mini*": {"input": 1, "output": 1}}"#)
+        }
+
+        func write(_ text: String) throws { try Data(text.utf8).write(to: file, options: .atomic) }
+
+        func relay(upstreamPort: Int) throws -> RelayProcess {
+            let configuration = """
+                {"listen": {"host": "127.0.0.1", "port": 0},
+                 "upstreams": {"up": {"baseURL": "http://127.0.0.1:\(upstreamPort)", "key": {"env": "RELOAD_TEST_KEY"}}},
+                 "routes": [{"prefix": "/v1/", "upstream": "up", "auth": "none"}],
+                 "pricingFile": "\(file.path)"}
+                """
+            return try RelayProcess(configuration: configuration, environment: ["RELOAD_TEST_KEY": "sk-reload-test"])
+        }
+
+        func remove() { try? FileManager.default.removeItem(at: directory) }
+    }
+
     @Test("SIGHUP re-reads the price file; a bad one is logged and the old prices stay")
     func reloadOnSIGHUP() throws {
         let upstream = try ReplicaTests.HeldUpstream()
         defer { upstream.server.shutdown() }
         upstream.gate.signal(10)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("prices-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let file = directory.appendingPathComponent("prices.json")
-        func write(_ text: String) throws { try Data(text.utf8).write(to: file, options: .atomic) }
-        try write(#"{"gpt-4o-mini*": {"input": 1, "output": 1}}"#)
-        let configuration = """
-            {"listen": {"host": "127.0.0.1", "port": 0},
-             "upstreams": {"up": {"baseURL": "http://127.0.0.1:\(upstream.server.port)", "key": {"env": "RELOAD_TEST_KEY"}}},
-             "routes": [{"prefix": "/v1/", "upstream": "up", "auth": "none"}],
-             "pricingFile": "\(file.path)"}
-            """
-        let relay = try RelayProcess(configuration: configuration, environment: ["RELOAD_TEST_KEY": "sk-reload-test"])
+        let setup = try Setup()
+        defer { setup.remove() }
+        let relay = try setup.relay(upstreamPort: upstream.server.port)
         defer { relay.terminate() }
         // 9 prompt + 2 completion tokens (the upstream's usage chunk) at $1 per million: 11 000 n$.
         #expect(try Self.cost(of: relay, after: 1) == "0.000011000")
 
-        try write(#"{"gpt-4o-mini*": {"input": 2, "output": 3}}"#)
+        try setup.write(#"{"gpt-4o-mini*": {"input": 2, "output": 3}}"#)
         kill(relay.pid, SIGHUP)
         _ = try relay.waitForLog("prices reloaded")
         #expect(try Self.cost(of: relay, after: 2) == "0.000024000", "9 × 2 + 2 × 3 $/M")
 
-        try write(#"{"gpt-4o-mini*": {"input": 2, "output": -3}}"#)
+        try setup.write(#"{"gpt-4o-mini*": {"input": 2, "output": -3}}"#)
         kill(relay.pid, SIGHUP)
         let refused = try relay.waitForLog("price file not reloaded")
         #expect(refused.contains("pricingFile.gpt-4o-mini*.output"), "\(refused)")
         #expect(try Self.cost(of: relay, after: 3) == "0.000024000", "the prices in force stay")
+        #expect(relay.isRunning)
+    }
+
+    @Test("every SIGHUP is one reload: twenty in a row, each logged, the relay up through all")
+    func everySIGHUPIsAReload() throws {
+        let setup = try Setup()
+        defer { setup.remove() }
+        // Port 9 (discard): no request is made; only the reloads are looked at.
+        let relay = try setup.relay(upstreamPort: 9)
+        defer { relay.terminate() }
+        // Each signal is waited for before the next, so no two can merge into one delivery. (Before signals went
+        // through `SignalPipe`, the second SIGHUP to a relay built with AddressSanitizer crashed it inside
+        // Dispatch's own signal handling.)
+        for round in 1...20 {
+            kill(relay.pid, SIGHUP)
+            try eventually("reload \(round) logged", timeout: 30) {
+                relay.log.filter { $0.contains("prices reloaded") }.count >= round
+            }
+        }
+        #expect(relay.log.filter { $0.contains("prices reloaded") }.count == 20)
         #expect(relay.isRunning)
     }
 }
