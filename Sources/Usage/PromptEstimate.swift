@@ -13,8 +13,13 @@ import JSON
 /// - the keys inside tool definitions and output schemas (`tools`, `functions`, `response_format`, `parameters`,
 ///   `input_schema`, `schema`, `responseSchema`), which providers serialise into the prompt;
 /// - not: the `model` name, structural tags (`role`, `type`, ids), and binary payloads (`data`, `image_url`, `url`,
-///   `file_data`, …): images, files and audio are billed by their own rules, which the relay cannot compute; the
-///   reservation covers them with its floor of the body's bytes ÷ 4 (README, "Budgets").
+///   `file_data`, …): images, files and audio are billed by their own rules, which the relay cannot compute.
+///
+/// Media (`tokens(_:mediaTokens:)`): each image, audio clip or inline file (an `image_url`, `input_audio`,
+/// `file_data`, Gemini's `inlineData`, an Anthropic `source`) counts the larger of its payload's characters ÷ 4 and
+/// `mediaTokens`, so neither a small, highly compressible image nor one by URL is free when the provider's count
+/// never comes (a stream cancelled before OpenAI's usage event). An Anthropic plain-text document (`source` of
+/// type `text`) is text the model reads; it is counted here too, at least as its characters ÷ 4.
 ///
 /// Characters are Unicode scalars after unescaping; text in languages that need more tokens per character is still
 /// undercounted, so the estimate is labelled `estimate`, never passed off as the provider's figure.
@@ -37,32 +42,60 @@ public enum PromptEstimate {
         return tokens(document)
     }
 
-    /// The estimated prompt tokens of a body already read.
+    /// Keys whose value is one media item: an image, an audio clip or an inline file (`source` only as an object).
+    static let mediaKeys: Set<String> = ["image_url", "inlineData", "inline_data", "input_audio", "file_data", "source"]
+
+    /// The estimated prompt tokens of a body already read: its text alone (the dev fake provider's count).
     public static func tokens(_ document: JSONDocument) -> Int { (characters(document) + 3) / 4 }
+
+    /// The estimated prompt tokens of a body already read, media included: the text's, plus for each media item
+    /// the larger of its payload's characters ÷ 4 and `mediaTokens`. Saturating.
+    public static func tokens(_ document: JSONDocument, mediaTokens: Int) -> Int {
+        var media = 0
+        let text = count(document, JSONDocument.root, inSchema: false, mediaTokens: mediaTokens, media: &media)
+        let (sum, overflow) = ((text + 3) / 4).addingReportingOverflow(media)
+        return overflow ? Int.max : sum
+    }
 
     /// The characters of tokenized text in a body already read.
     public static func characters(_ document: JSONDocument) -> Int {
-        count(document, JSONDocument.root, inSchema: false, depth: 0)
+        var media = 0
+        return count(document, JSONDocument.root, inSchema: false, mediaTokens: 0, media: &media)
     }
 
-    private static func count(_ d: JSONDocument, _ node: Int, inSchema: Bool, depth: Int) -> Int {
+    private static func count(_ d: JSONDocument, _ node: Int, inSchema: Bool, mediaTokens: Int, media: inout Int) -> Int {
         var total = 0
+        let inObject = d.kind(of: node) == .object
         for child in d.children(of: node) {
             var schema = inSchema
-            if d.kind(of: node) == .object {
+            if inObject {
                 if inSchema { total += d.keyCharacterCount(of: child) }
                 if let key = d.key(of: child) {
+                    if !inSchema && mediaKeys.contains(key) && (key != "source" || d.kind(of: child) == .object) {
+                        let payload = (payloadCharacters(d, child) + 3) / 4
+                        let (sum, overflow) = media.addingReportingOverflow(max(payload, mediaTokens))
+                        media = overflow ? Int.max : sum
+                        continue
+                    }
                     if d.kind(of: child) == .string && !inSchema && notText.contains(key) { continue }
-                    if key == "image_url" || key == "inlineData" || key == "inline_data" || key == "input_audio" { continue }
                     if schemas.contains(key) { schema = true }
                 }
             }
             switch d.kind(of: child) {
             case .string: total += d.characterCount(of: child)
-            case .object, .array: total += count(d, child, inSchema: schema, depth: depth + 1)
+            case .object, .array: total += count(d, child, inSchema: schema, mediaTokens: mediaTokens, media: &media)
             default: break
             }
         }
         return total
+    }
+
+    /// Every string's characters in a media item (its base64 data, its URL, a text document's text).
+    private static func payloadCharacters(_ d: JSONDocument, _ node: Int) -> Int {
+        switch d.kind(of: node) {
+        case .string: return d.characterCount(of: node)
+        case .object, .array: return d.children(of: node).reduce(0) { $0 + payloadCharacters(d, $1) }
+        default: return 0
+        }
     }
 }

@@ -121,13 +121,23 @@ import Usage
         #expect(try Self.plan(body, path: "/v1beta/models/gemini-2.5-pro:generateContent").get().model == "gemini-2.5-pro")
     }
 
-    /// The body's bytes ÷ 4 is the least a request reserves: images, files and audio the estimate cannot count.
+    /// The body's bytes ÷ 4 is the least a request reserves; an inline image's payload counts in the prompt (its
+    /// characters ÷ 4, at least `budgets.mediaTokens`).
     @Test func theReservationNeverGoesBelowTheBodysBytesOverFour() {
         let image = String(repeating: "A", count: 40_000)
         let body = Array(#"{"model":"gpt-4o","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,\#(image)"}}]}]}"#.utf8)
         let r = Self.reservation(body)
-        #expect(r.promptTokens == 0)
+        #expect(r.promptTokens == (22 + 40_000 + 3) / 4, "the data URL's characters ÷ 4")
         #expect(r.tokens == (body.count + 3) / 4)
+    }
+
+    /// An image by URL is a few bytes in the body and hundreds to tens of thousands of tokens at the provider: the
+    /// reservation counts it at `budgets.mediaTokens` (default 2 000), as a stream cancelled before the counts is.
+    @Test func anImageByURLReservesTheMediaAllowance() {
+        let body = Array(#"{"model":"gpt-4o","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"abcd"},{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}"#.utf8)
+        let r = Self.reservation(body)
+        #expect(r.promptTokens == 1 + BudgetConfiguration.defaultMediaTokens)
+        #expect(r.tokens == 5 + 1 + BudgetConfiguration.defaultMediaTokens)
     }
 
     /// The ceiling written into a request the guard cannot watch, byte for byte: inserted after the last member (or

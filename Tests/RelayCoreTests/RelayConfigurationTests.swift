@@ -407,6 +407,9 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
         #expect(c.budgets?.cancelFloorTokensPerSecond == 50)
         let floor = try load(minimal(root: #","budgets": {"total": {"tokensPerMonth": 5}, "cancelFloorTokensPerSecond": 0}"#))
         #expect(floor.budgets?.cancelFloorTokensPerSecond == 0)
+        #expect(c.budgets?.mediaTokens == 2_000)
+        let media = try load(minimal(root: #","budgets": {"total": {"tokensPerMonth": 5}, "mediaTokens": 50000}"#))
+        #expect(media.budgets?.mediaTokens == 50_000)
     }
 
     @Test func maxTrackedIdentitiesIsRead() throws {
@@ -437,9 +440,11 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
     @Test func budgetProblemsNameTheirKeyPaths() {
         #expect(paths(problems(minimal(root: #","budgets": {}"#))) == ["budgets"])
         #expect(Set(paths(problems(minimal(root: #","budgets": {"perIdentity": {"tokensPerDay": 0, "tokensPerWeek": 5}, "onExceed": "stop", "#
-                                           + #""defaultReserveTokens": -1, "total": {"tokensPerMonth": 1.5}, "cancelFloorTokensPerSecond": -1}"#))))
+                                           + #""defaultReserveTokens": -1, "total": {"tokensPerMonth": 1.5}, "cancelFloorTokensPerSecond": -1, "#
+                                           + #""mediaTokens": 0}"#))))
                 == ["budgets.perIdentity.tokensPerDay", "budgets.perIdentity.tokensPerWeek", "budgets.onExceed",
-                    "budgets.defaultReserveTokens", "budgets.total.tokensPerMonth", "budgets.cancelFloorTokensPerSecond", "budgets"])
+                    "budgets.defaultReserveTokens", "budgets.total.tokensPerMonth", "budgets.cancelFloorTokensPerSecond",
+                    "budgets.mediaTokens", "budgets"])
     }
 }
 

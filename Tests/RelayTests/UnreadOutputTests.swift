@@ -97,6 +97,31 @@ struct UnreadOutputTests {
         #expect(try Self.usedToday(relay) == 12)
     }
 
+    /// A stream cancelled before OpenAI's usage event is charged an estimate. Images count in it: each at least
+    /// `budgets.mediaTokens` (here 3 000), or its payload ÷ 4 if more, so a tiny, highly compressible image, or one by
+    /// URL, which the provider bills by its size in pixels, is not free to a client that cancels before the counts.
+    @Test("a stream cancelled before the provider's counts is charged each image at least budgets.mediaTokens")
+    func aCancelledStreamIsChargedItsImages() throws {
+        let sent = Gate(), proceed = Gate()
+        let finished = Mailbox<Bool>()
+        let upstream = try UsageAccountingTests.pausingUpstream(sent: sent, proceed: proceed, finished: finished)
+        let relay = try Self.relay(upstream, perDay: 1_000_000) { $0.budgets?.mediaTokens = 3_000 }
+        let client = try relay.client()
+        let body = #"{"model":"gpt-4o","stream":true,"max_completion_tokens":10,"messages":[{"role":"user","content":["#
+            + #"{"type":"text","text":"abcd"},{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}},"#
+            + #"{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}"#
+        try client.sendRequest(method: "POST", path: "/v1/chat/completions", headers: Self.auth, body: Array(body.utf8))
+        try sent.wait()
+        _ = try client.readHead()
+        _ = try client.readChunkedBody(until: UsageAccountingTests.content[1])
+        client.close()
+        try relay.waitUntilNoConnections()
+        proceed.signal()
+        try relay.waitUntilIdle()
+        // "abcd": 1 token; two images at 3 000 each; two content events relayed.
+        #expect(try Self.usedToday(relay) == 1 + 2 * 3_000 + 2)
+    }
+
     /// A Responses request with `"background": true` answers at once (`queued`, no usage) while the model runs on
     /// at the provider, its output read later by free GETs; with `previous_response_id` or a file by URL its prompt
     /// is a history or a document the relay never sees. On a budgeted route it is refused before the provider, in

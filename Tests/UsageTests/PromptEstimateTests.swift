@@ -9,6 +9,8 @@ struct PromptEstimateTests {
         var provider: Provider
         var body: String
         var characters: Int?
+        /// The media cases: text characters ÷ 4 plus each media item's tokens, at `mediaTokens` 1 000.
+        var tokens = 0
         var testDescription: String { name }
     }
 
@@ -60,5 +62,51 @@ struct PromptEstimateTests {
     func tokensAreCharactersOverFourRoundedUp(_ c: (Int, Int)) {
         let body = #"{"messages":[{"content":""# + String(repeating: "a", count: c.0) + #""}]}"#
         #expect(PromptEstimate.tokens(requestBody: Array(body.utf8)) == c.1)
+    }
+
+    /// Each image, audio clip or inline file counts at least `mediaTokens`, or its payload's characters ÷ 4 when
+    /// that is more: a stream cancelled before OpenAI's usage event is charged this, so a small, highly
+    /// compressible image (or one by URL) is not free.
+    static let mediaCases: [Case] = [
+        Case(name: "OpenAI chat: an image by URL and a tiny inline one, each at least mediaTokens", provider: .openai, body: #"""
+            {"messages":[{"role":"user","content":[{"type":"text","text":"abcd"},
+             {"type":"image_url","image_url":{"url":"https://example.com/a.png","detail":"high"}},
+             {"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}
+            """#, tokens: 1 + 1_000 + 1_000),
+        Case(name: "OpenAI chat: a large inline image counts its payload ÷ 4", provider: .openai,
+             body: #"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,"#
+                 + String(repeating: "A", count: 8_000 - 22) + #""}}]}]}"#, tokens: 2_000),
+        Case(name: "OpenAI: audio and an inline file (chat and Responses)", provider: .openai, body: #"""
+            {"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}},
+             {"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,AAAA"}}]}],
+             "input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,AA"}]}]}
+            """#, tokens: 2 + 3_000),
+        Case(name: "Anthropic: an image, a PDF and a plain-text document, each a source", provider: .anthropic, body: #"""
+            {"messages":[{"role":"user","content":[
+             {"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}},
+             {"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"AAAA"}},
+             {"type":"document","source":{"type":"text","media_type":"text/plain","data":"\#(String(repeating: "w", count: 9_000))"}}]}]}
+            """#, tokens: 1_000 + 1_000 + (4 + 10 + 9_000 + 3) / 4),
+        Case(name: "Gemini: inline data in either spelling", provider: .gemini, body: #"""
+            {"contents":[{"role":"user","parts":[{"text":"ab"},{"inlineData":{"mimeType":"image/png","data":"AAAA"}},
+             {"inline_data":{"mime_type":"audio/wav","data":"AAAA"}}]}]}
+            """#, tokens: 1 + 2_000),
+        Case(name: "A schema's property named source is text, not an image", provider: .openai, body: #"""
+            {"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object",
+             "properties":{"source":{"type":"string"}}}}}],"metadata":{"source":"app"}}
+            """#, tokens: (4 + 8 + 8 + 4 + 1 + 10 + 4 + 6 + 10 + 6 + 4 + 6 + 3 + 3) / 4),
+    ]
+
+    @Test(arguments: mediaCases)
+    func mediaCountsAtLeastItsAllowance(_ c: Case) throws {
+        let document = try JSONDocument(parsing: Array(c.body.utf8))
+        #expect(PromptEstimate.tokens(document, mediaTokens: 1_000) == c.tokens)
+    }
+
+    @Test("without media the estimate is the text's alone, whatever mediaTokens is")
+    func noMediaNoAllowance() throws {
+        let document = try JSONDocument(parsing: Array(#"{"messages":[{"role":"user","content":"abcdefgh"}]}"#.utf8))
+        #expect(PromptEstimate.tokens(document, mediaTokens: 1_000) == 2)
+        #expect(PromptEstimate.tokens(document) == 2)
     }
 }

@@ -23,7 +23,8 @@ struct ExchangeAdmission: Sendable {
     /// The body plan's part of the budgets: the sizes a reservation is made of; nil without budgets.
     var planBudgets: RequestBodyPlan.Settings.Budgets? {
         guard let budgets, budgetKey != nil else { return nil }
-        return RequestBodyPlan.Settings.Budgets(routeMaxTokens: routeMaxTokens, defaultReserveTokens: budgets.defaultReserveTokens)
+        return RequestBodyPlan.Settings.Budgets(routeMaxTokens: routeMaxTokens, defaultReserveTokens: budgets.defaultReserveTokens,
+                                                mediaTokens: budgets.mediaTokens)
     }
 }
 

@@ -36,7 +36,8 @@ extension RelayHandler {
         let endpoint = admitted.endpoint
         let injects = route.injectsUsage(at: endpoint)
         let usage = UsageMeter.Settings(provider: endpoint.wireFormat ?? route.provider, injectsUsage: injects,
-                                        modelAllowlist: route.bodyPolicy.models, bills: endpoint != .free)
+                                        modelAllowlist: route.bodyPolicy.models, bills: endpoint != .free,
+                                        mediaTokens: configuration.budgets?.mediaTokens ?? BudgetConfiguration.defaultMediaTokens)
         var record = ExchangeRecord(requestID: requestID, method: head.method, path: admitted.path.path,
                                     query: admitted.path.query, route: route.prefix,
                                     upstream: upstream.name, clientAddress: writer.clientAddress, startedAt: now)

@@ -67,12 +67,20 @@ package struct BudgetConfiguration: Sendable, Equatable {
     /// the reasoning it caused (README, "Budgets"). 0 turns the floor off.
     package static let defaultCancelFloor = 50
 
+    /// Tokens each image, audio clip or inline file counts at least when the provider's count is unknown (a
+    /// reservation; a stream that ends before the provider's usage): more than one image costs on gpt-4o (at most
+    /// 1 445), Claude (about 1 600) or Gemini (258 to 1 120). Not enough for gpt-4o-mini, whose large images cost tens
+    /// of thousands of tokens, for the same dollars: raise `budgets.mediaTokens` for token budgets on such a model.
+    package static let defaultMediaTokens = 2_000
+
     package var perIdentity = BudgetLimits()
     package var total = BudgetLimits()
     package var onExceed = OnExceed.cut
     package var defaultReserveTokens = BudgetConfiguration.defaultReserve
     /// `budgets.cancelFloorTokensPerSecond`; see `defaultCancelFloor`.
     package var cancelFloorTokensPerSecond = BudgetConfiguration.defaultCancelFloor
+    /// `budgets.mediaTokens`; see `defaultMediaTokens`.
+    package var mediaTokens = BudgetConfiguration.defaultMediaTokens
     /// Some limit is in dollars: every metered request needs a price (403 `model_not_priced` without one).
     package var hasDollarLimits: Bool { perIdentity.hasDollarLimits || total.hasDollarLimits }
 
@@ -180,7 +188,7 @@ extension ConfigReader {
     mutating func readBudgets(_ object: [String: Any], into config: inout RelayConfiguration) {
         guard let value = object["budgets"] else { return }
         guard let b = value as? [String: Any] else { problem("budgets", "must be an object"); return }
-        checkKnown(b, ["perIdentity", "total", "onExceed", "defaultReserveTokens", "cancelFloorTokensPerSecond"], "budgets")
+        checkKnown(b, ["perIdentity", "total", "onExceed", "defaultReserveTokens", "cancelFloorTokensPerSecond", "mediaTokens"], "budgets")
         var budgets = BudgetConfiguration()
         func limits(_ key: String) -> BudgetLimits {
             let path = "budgets.\(key)"
@@ -206,6 +214,9 @@ extension ConfigReader {
         }
         if let v = int(b, "cancelFloorTokensPerSecond", "budgets.cancelFloorTokensPerSecond", min: 0, max: 1_000_000) {
             budgets.cancelFloorTokensPerSecond = v
+        }
+        if let v = int(b, "mediaTokens", "budgets.mediaTokens", min: 1, max: 10_000_000) {
+            budgets.mediaTokens = v
         }
         if budgets.perIdentity.isEmpty && budgets.total.isEmpty {
             problem("budgets", "sets no limit: give budgets.perIdentity or budgets.total a tokensPerDay, tokensPerMonth, usdPerDay or usdPerMonth")

@@ -16,7 +16,8 @@ import JSON
 ///   (`fileData`); and Anthropic's URL sources: a `source` object whose `type` is `url` or `file`.
 /// Not inside a schema or `tools` (an app's function may well take a `file_id` argument) or `metadata` (its keys are
 /// the app's). Images by URL are not here: each is billed a bounded number of tokens (by the model: tens of thousands
-/// for a large image on gpt-4o-mini), uncounted only on a stream cancelled before the provider's counts.
+/// for a large image on gpt-4o-mini), estimated at `budgets.mediaTokens` each on a stream cancelled before the
+/// provider's counts (`PromptEstimate`).
 package enum ReferencedInput {
     /// At the top level only.
     static let topLevel = JSONDocument.KeyNames(["previous_response_id", "conversation"])

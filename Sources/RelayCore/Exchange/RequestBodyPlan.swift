@@ -26,10 +26,14 @@ package struct RequestBodyPlan: Sendable {
             /// The route's `maxTokens.limit`: the ceiling of a request that names none.
             package var routeMaxTokens: Int?
             package var defaultReserveTokens: Int
+            /// `budgets.mediaTokens`: what each image, audio clip or inline file adds to the prompt at least.
+            package var mediaTokens: Int
 
-            package init(routeMaxTokens: Int?, defaultReserveTokens: Int) {
+            package init(routeMaxTokens: Int?, defaultReserveTokens: Int,
+                         mediaTokens: Int = BudgetConfiguration.defaultMediaTokens) {
                 self.routeMaxTokens = routeMaxTokens
                 self.defaultReserveTokens = defaultReserveTokens
+                self.mediaTokens = mediaTokens
             }
         }
 
@@ -223,7 +227,7 @@ package struct RequestBodyPlan: Sendable {
                                     ceiling named: OutputCeiling.Named?) -> Reservation {
         var ceiling = named?.ceiling
         if let cap = policy.maxTokens, cap.mode == .clamp, let c = ceiling { ceiling = min(c, max(0, cap.limit)) }
-        let prompt = min(d.map { PromptEstimate.tokens($0) } ?? 0, maxReservation)
+        let prompt = min(d.map { PromptEstimate.tokens($0, mediaTokens: budgets.mediaTokens) } ?? 0, maxReservation)
         let perChoice = min(ceiling ?? budgets.routeMaxTokens ?? budgets.defaultReserveTokens, maxReservation)
         let (output, overflow) = perChoice.multipliedReportingOverflow(by: named?.choices ?? 1)
         let saturated = overflow ? maxReservation : min(output, maxReservation)

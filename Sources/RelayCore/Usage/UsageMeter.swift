@@ -21,14 +21,18 @@ package struct UsageMeter: Sendable {
         /// The endpoint bills what it answers (not `Endpoint.free`). A retrieval (`GET /v1/responses/ID`) answers
         /// a stored object with the usage of a generation already charged: it is not read, and costs nothing.
         var bills: Bool
+        /// What each image, audio clip or inline file adds to a prompt estimate at least (`budgets.mediaTokens`).
+        var mediaTokens: Int
 
         package init(provider: Provider = .openai, injectsUsage: Bool = false, modelAllowlist: [String]? = nil,
-             maxTapBytes: Int = UsageTap.defaultMaxEventBytes, bills: Bool = true) {
+             maxTapBytes: Int = UsageTap.defaultMaxEventBytes, bills: Bool = true,
+             mediaTokens: Int = BudgetConfiguration.defaultMediaTokens) {
             self.provider = provider
             self.injectsUsage = injectsUsage
             self.modelAllowlist = modelAllowlist
             self.maxTapBytes = maxTapBytes
             self.bills = bills
+            self.mediaTokens = mediaTokens
         }
     }
 
@@ -39,7 +43,7 @@ package struct UsageMeter: Sendable {
     /// from it only when the provider gives no prompt count, so a request the provider accounts for costs no walk.
     private var requestDocument: JSONDocument?
     /// The prompt estimate, when a result needs it.
-    package var estimatedPrompt: Int? { requestDocument.map { PromptEstimate.tokens($0) } }
+    package var estimatedPrompt: Int? { requestDocument.map { PromptEstimate.tokens($0, mediaTokens: settings.mediaTokens) } }
     /// The relay added the usage request: the client's stream loses the usage-only event.
     private(set) var injected = false
     package private(set) var tap: UsageTap?
