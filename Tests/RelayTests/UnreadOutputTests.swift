@@ -149,24 +149,62 @@ struct UnreadOutputTests {
     }
 
     /// Input the provider keeps or fetches by reference (a stored conversation, a file by id or URL) is billed in full
-    /// and counted by the relay only from the provider's counts, which a stream cancelled early never brings: on a
-    /// budgeted route it is refused before the provider, unless the route accepts it (`referencedInput`).
-    @Test("input by reference is refused on a budgeted route unless the route accepts it", arguments: [false, true])
-    func inputByReferenceIsRefused(accepted: Bool) throws {
+    /// and counted by the relay only from the provider's counts, which a stream cancelled early never brings; a tool
+    /// the provider runs (a web search) is billed per call, never in the counts. On a budgeted route each is refused
+    /// before the provider, unless the route accepts it (`referencedInput`, `providerTools`).
+    @Test("input by reference and provider tools are refused on a budgeted route unless the route accepts them",
+          arguments: [(false, false), (false, true), (true, false), (true, true)])
+    func uncountedCostsAreRefused(tool: Bool, accepted: Bool) throws {
         let done = Array(#"{"id":"resp_2","object":"response","status":"completed","model":"o3","output":[],"usage":{"input_tokens":90000,"output_tokens":7,"total_tokens":90007}}"#.utf8)
         let upstream = try Self.answering(done)
-        let relay = try Self.relay(upstream, perDay: 1_000_000) { config in config.routes[0].referencedInput = accepted }
-        let (head, body) = try Self.exchange(relay, path: "/v1/responses",
-                                             body: #"{"model":"o3","previous_response_id":"resp_1","input":"and then?"}"#)
+        let relay = try Self.relay(upstream, perDay: 1_000_000) { config in
+            if tool { config.routes[0].providerTools = accepted } else { config.routes[0].referencedInput = accepted }
+        }
+        let body = tool ? #"{"model":"o3","tools":[{"type":"web_search"}],"input":"news?"}"#
+                        : #"{"model":"o3","previous_response_id":"resp_1","input":"and then?"}"#
+        let (head, answer) = try Self.exchange(relay, path: "/v1/responses", body: body)
         try relay.waitUntilIdle()
         if accepted {
             #expect(head.status == 200)
             try upstream.waitForScriptsToFinish()
             #expect(try Self.usedToday(relay) == 90_007)
         } else {
-            #expect(head.status == 400)
-            #expect(ClientAuthTests.code(String(decoding: body, as: UTF8.self)) == "input_not_metered")
+            #expect(head.status == (tool ? 403 : 400))
+            #expect(ClientAuthTests.code(String(decoding: answer, as: UTF8.self)) == (tool ? "tool_not_metered" : "input_not_metered"))
             #expect(upstream.requests.isEmpty)
+        }
+    }
+
+    /// Which tools the provider runs (billed per call): anything in `tools` but the app's own, in every provider's
+    /// shape and escape, a kind the relay does not know included; and the top-level switches for search and MCP.
+    @Test func whatCountsAsAProviderTool() throws {
+        func finds(_ json: String) throws -> Bool { ProviderTools.find(in: try JSONDocument(parsing: Array(json.utf8))) }
+        for json in [
+            #"{"tools":[{"type":"web_search"}]}"#, #"{"tools":[{"type":"web_search_preview_2025_03_11"}]}"#,
+            #"{"tools":[{"type":"function","name":"f"},{"type":"file_search","vector_store_ids":["vs_1"]}]}"#,
+            #"{"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}"#, #"{"tools":[{"type":"image_generation"}]}"#,
+            #"{"tools":[{"type":"mcp","server_url":"https://x"}]}"#, #"{"tools":[{"type":"web_search"}]}"#,
+            #"{"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":5}]}"#,
+            #"{"tools":[{"type":"code_execution_20250825","name":"code_execution"}]}"#,
+            #"{"tools":[{"googleSearch":{}}]}"#, #"{"tools":[{"functionDeclarations":[],"google_search":{}}]}"#,
+            #"{"tools":[{"codeExecution":{}}]}"#, #"{"tools":[{"urlContext":{}}]}"#, #"{"tools":[{"someFutureTool":{}}]}"#,
+            #"{"tools":[{"type":7}]}"#, #"{"tools":["web_search"]}"#,
+            #"{"web_search_options":{}}"#, #"{"mcp_servers":[{"type":"url","url":"https://x","name":"n"}]}"#,
+        ] {
+            #expect(try finds(json), "\(json)")
+        }
+        for json in [
+            #"{"model":"m","input":"hi"}"#, #"{"tools":[]}"#, #"{"tools":null,"web_search_options":null}"#,
+            #"{"tools":[{"type":"function","function":{"name":"web_search","parameters":{"type":"object"}}}]}"#,
+            #"{"tools":[{"type":"custom","name":"grammar"}]}"#,
+            #"{"tools":[{"name":"get_weather","description":"d","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}]}"#,
+            #"{"tools":[{"type":"bash_20250124","name":"bash"},{"type":"text_editor_20250728","name":"str_replace_based_edit_tool"}]}"#,
+            #"{"tools":[{"type":"computer_20250124","name":"computer","display_width_px":1024,"display_height_px":768}]}"#,
+            #"{"tools":[{"type":"computer_use_preview","display_width":1024},{"type":"local_shell"},{"type":"apply_patch"}]}"#,
+            #"{"tools":[{"functionDeclarations":[{"name":"f"}]}]}"#, #"{"tools":[{"function_declarations":[{"name":"f"}]}]}"#,
+            #"{"messages":[{"role":"user","content":"use web_search_options"}],"metadata":{"tools":"googleSearch"}}"#,
+        ] {
+            #expect(try !finds(json), "\(json)")
         }
     }
 
@@ -176,7 +214,7 @@ struct UnreadOutputTests {
         func finds(_ json: String) throws -> Bool { ReferencedInput.find(in: try JSONDocument(parsing: Array(json.utf8))) }
         for json in [
             #"{"previous_response_id":"resp_1"}"#, #"{"conversation":"conv_1"}"#, #"{"conversation":{"id":"conv_1"}}"#,
-            #"{"previous_respons\u0065_id":"resp_1"}"#,
+            #"{"previous_respons\u0065_id":"resp_1"}"#, #"{"prompt":{"id":"pmpt_1","version":"2"},"input":"hi"}"#,
             #"{"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}"#,
             #"{"input":[{"role":"user","content":[{"type":"input_file","file_url":"https://x/big.pdf"}]}]}"#,
             #"{"input":[{"role":"user","content":[{"type":"input_image","file_id":"file-2"}]}]}"#,
@@ -189,7 +227,8 @@ struct UnreadOutputTests {
         }
         for json in [
             #"{"model":"m","input":"hi"}"#, #"{"previous_response_id":null,"conversation":null}"#,
-            #"{"input":[{"previous_response_id":"resp_1"}]}"#,
+            #"{"input":[{"previous_response_id":"resp_1"}]}"#, #"{"model":"gpt-3.5-turbo-instruct","prompt":"Say hi"}"#,
+            #"{"prompt":["a","b"]}"#, #"{"prompt":null}"#,
             #"{"tools":[{"type":"function","function":{"name":"f","parameters":{"properties":{"file_id":{"type":"string"},"file_url":{}}}}}]}"#,
             #"{"metadata":{"conversation":"c","file_id":"x"}}"#,
             #"{"response_format":{"type":"json_schema","json_schema":{"schema":{"properties":{"fileUri":{}}}}}}"#,

@@ -61,6 +61,7 @@ extension RelayHandler {
         server.exchangeStarted(exchange, on: state)
         var plan = RequestBodyPlan.Settings(endpoint: endpoint, policy: route.bodyPolicy, injectsUsage: injects, budgets: nil)
         plan.allowsReferencedInput = route.referencedInput
+        plan.allowsProviderTools = route.providerTools
         let failover = failoverClient(route: route, path: admitted.path, head: head, requestID: requestID, writer: writer,
                                       driver: state.driver)
         failover?.exchange = exchange

@@ -91,6 +91,10 @@ package struct RelayConfiguration: Sendable {
         /// by id or URL) pass instead of getting 400 `input_not_metered`: the operator accepts that such input is
         /// charged only when the provider's counts come back (not for a stream cancelled before its end).
         package var referencedInput = false
+        /// With budgets, requests that turn on a tool the provider runs (`ProviderTools`: web or file search, code
+        /// execution, image generation, remote MCP servers) pass instead of getting 403 `tool_not_metered`: the
+        /// operator accepts that their per-call fees are not charged.
+        package var providerTools = false
         /// Whether a proof of the genuine app is asked for (`attestation`: off, required, optional).
         package var attestation = RouteAttestation.off
         /// Seconds of provider silence before a `: keep-alive` comment on an event stream; 0 for none (`+Resume`).
@@ -433,7 +437,7 @@ struct ConfigReader {
                             upstreamNames: Set<String>) -> RelayConfiguration.Route? {
         guard let route = value as? [String: Any] else { problem(path, "must be an object"); return nil }
         checkKnown(route, ["prefix", "upstream", "stripPrefix", "methods", "auth", "exact", "models", "maxTokens",
-                           "usage", "onClientCancel", "drainMaxSeconds", "unmetered", "referencedInput", "attestation", "upstreams", "maxAttempts",
+                           "usage", "onClientCancel", "drainMaxSeconds", "unmetered", "referencedInput", "providerTools", "attestation", "upstreams", "maxAttempts",
                            "heartbeatSeconds", "resume"], path)
         let prefix = string(route, "prefix", "\(path).prefix")
         let upstream = string(route, "upstream", "\(path).upstream") ?? (route["upstreams"] as? [String])?.first
@@ -461,12 +465,14 @@ struct ConfigReader {
         let usage = routeUsage(route, path, provider: provider)
         let unmetered = bool(route, "unmetered", "\(path).unmetered") ?? false
         let referencedInput = bool(route, "referencedInput", "\(path).referencedInput") ?? false
+        let providerTools = bool(route, "providerTools", "\(path).providerTools") ?? false
         let attestation = routeAttestation(route, path)
         guard let prefix, let upstream else { return nil }
         var result = RelayConfiguration.Route(prefix: prefix, upstream: upstream, stripPrefix: strip, methods: methods, auth: auth ?? .none,
                                               exact: exact, bodyPolicy: bodyPolicy, provider: provider, usage: usage)
         result.unmetered = unmetered
         result.referencedInput = referencedInput
+        result.providerTools = providerTools
         result.attestation = attestation
         routeStreaming(route, path, into: &result)
         readRouteUpstreams(route, path, upstreams: upstreams, upstreamNames: upstreamNames, into: &result)

@@ -10,7 +10,8 @@ import JSON
 /// request is refused (400 `input_not_metered`) unless the route accepts the risk (`referencedInput`).
 ///
 /// What counts (keys compared after decoding escapes; a `null` value is none):
-/// - at the top level, the Responses API's stored state: `previous_response_id` and `conversation`;
+/// - at the top level, the Responses API's stored state: `previous_response_id` and `conversation`, and a stored
+///   prompt template (`prompt` as an object: `{"id": "pmpt_…"}`; a string `prompt` is a completion's own text);
 /// - at any depth, files by id or URL: `file_id` (OpenAI's chat `file` part and Responses `input_file` /
 ///   `input_image`, Anthropic's `file` source), `file_url` (Responses), Gemini's `fileUri` / `file_uri`
 ///   (`fileData`); and Anthropic's URL sources: a `source` object whose `type` is `url` or `file`.
@@ -19,8 +20,8 @@ import JSON
 /// for a large image on gpt-4o-mini), estimated at `budgets.mediaTokens` each on a stream cancelled before the
 /// provider's counts (`PromptEstimate`).
 package enum ReferencedInput {
-    /// At the top level only.
-    static let topLevel = JSONDocument.KeyNames(["previous_response_id", "conversation"])
+    /// At the top level only: stored state (0, 1) and, as an object, a stored prompt (2).
+    static let topLevel = JSONDocument.KeyNames(["previous_response_id", "conversation", "prompt"])
     /// At any depth, but in the subtrees below: a file by reference (0...3), an Anthropic source (4), and the
     /// subtrees whose keys are the app's own names, not the provider's fields (5...).
     static let names = JSONDocument.KeyNames(["file_id", "file_url", "fileUri", "file_uri", "source", "tools", "functions",
@@ -31,7 +32,7 @@ package enum ReferencedInput {
         guard d.kind(of: JSONDocument.root) == .object else { return false }
         let topLevel = Self.topLevel, names = Self.names   // loaded once, not once per member
         for member in d.children(of: JSONDocument.root) where d.kind(of: member) != .null {
-            if d.key(member, in: topLevel) != nil { return true }
+            if let name = d.key(member, in: topLevel), name < 2 || d.kind(of: member) == .object { return true }
         }
         return found(in: d, JSONDocument.root, names)
     }

@@ -21,6 +21,8 @@ package struct RequestBodyPlan: Sendable {
         package var budgets: Budgets?
         /// The route lets input the relay never sees through under budgets (`Route.referencedInput`).
         package var allowsReferencedInput = false
+        /// The route lets requests that turn on a provider's own tools through under budgets (`Route.providerTools`).
+        package var allowsProviderTools = false
 
         package struct Budgets: Sendable, Equatable {
             /// The route's `maxTokens.limit`: the ceiling of a request that names none.
@@ -156,6 +158,7 @@ package struct RequestBodyPlan: Sendable {
         }
         if let budgets = settings.budgets, settings.endpoint.isMetered {
             if !settings.allowsReferencedInput, ReferencedInput.find(in: d) { return .failure(.inputNotMetered) }
+            if !settings.allowsProviderTools, ProviderTools.find(in: d) { return .failure(.toolNotMetered) }
             let named: OutputCeiling.Named
             switch ceiling.named(in: d, count: { count(in: d, $0) }) {
             case .success(let n): named = n

@@ -170,6 +170,13 @@ extension RelayError {
         status: 400, type: "invalid_request_error", code: "input_not_metered",
         message: "Input by reference (previous_response_id, conversation, files by id or URL) is not available on this relay: it cannot be metered.")
 
+    /// 403 `tool_not_metered`: a request that turns on a tool the provider runs (`ProviderTools`: a web search, a
+    /// file search, code execution…), billed per call and never in the counts, on a route with budgets that does
+    /// not accept it.
+    package static let toolNotMetered = RelayError(
+        status: 403, type: "invalid_request_error", code: "tool_not_metered",
+        message: "Tools the provider runs (web search, file search, code execution, image generation…) are not available on this relay: their cost cannot be metered.")
+
     /// 403 `background_not_metered`: a Responses request with `"background": true` on a route with budgets. Its
     /// usage never comes in the answer the relay relays, so it cannot be charged.
     package static let backgroundNotMetered = RelayError(

@@ -78,6 +78,8 @@ private func problems(_ json: String) -> [String] {
         #expect(!anthropic.routes[0].injectsUsage)
         #expect(!loaded.routes[0].referencedInput)
         #expect(try load(config(route: #", "referencedInput": true"#)).routes[0].referencedInput)
+        #expect(!loaded.routes[0].providerTools)
+        #expect(try load(config(route: #", "providerTools": true"#)).routes[0].providerTools)
     }
 
     struct ProblemCase: Sendable, CustomTestStringConvertible {
@@ -93,6 +95,7 @@ private func problems(_ json: String) -> [String] {
         ProblemCase(name: "provider in the wrong case", json: config(upstream: #", "provider": "OpenAI""#), path: "upstreams.u.provider"),
         ProblemCase(name: "usage not an object", json: config(route: #", "usage": true"#), path: "routes[0].usage"),
         ProblemCase(name: "referencedInput not a bool", json: config(route: #", "referencedInput": "yes""#), path: "routes[0].referencedInput"),
+        ProblemCase(name: "providerTools not a bool", json: config(route: #", "providerTools": 1"#), path: "routes[0].providerTools"),
         ProblemCase(name: "usage unknown key", json: config(route: #", "usage": { "injct": true }"#), path: "routes[0].usage.injct"),
         ProblemCase(name: "usage.inject not a bool", json: config(route: #", "usage": { "inject": 1 }"#), path: "routes[0].usage.inject"),
         ProblemCase(name: "usage.inject on anthropic", json: config(upstream: #", "provider": "anthropic""#, route: #", "usage": { "inject": true }"#),

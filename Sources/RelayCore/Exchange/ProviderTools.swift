@@ -1,0 +1,55 @@
+import JSON
+
+/// Whether a request body asks the provider to run a tool of its own. Pure.
+///
+/// Why it matters: the app's own tools (functions) cost only the tokens of their definitions, calls and results,
+/// all in the provider's counts. A tool the provider runs is billed apart, per call or per container, and never in
+/// those counts: a web search ($10 to $35 per 1 000 on OpenAI, Anthropic and Gemini's grounding), a file search,
+/// a code interpreter's container, an image generation (at image-output prices). A client could make one cheap
+/// request cost dollars. So on a route with budgets such a request is refused (403 `tool_not_metered`) unless the
+/// route accepts those costs (`providerTools`).
+///
+/// What counts (keys compared after decoding escapes; a `null` value is none):
+/// - at the top level: OpenAI's `web_search_options` (chat with a search model) and Anthropic's `mcp_servers`;
+/// - each entry of the top-level `tools`: with a `type`, anything but the app's own kinds (`function`, `custom`) and
+///   the tools the app itself carries out (OpenAI's `computer_use_preview`, `local_shell`, `apply_patch`;
+///   Anthropic's `bash_…`, `text_editor_…`, `computer_…`, `memory_…`); without one (Anthropic's custom tools,
+///   Gemini's tool objects), any key but a custom tool's or Gemini's `functionDeclarations`: `googleSearch`,
+///   `codeExecution`, `urlContext`, a key the relay does not know. An unknown tool is never taken for a free one.
+package enum ProviderTools {
+    /// Types of tools the app carries out itself.
+    static let clientTypes: Set<String> = ["function", "custom", "computer_use_preview", "local_shell", "apply_patch"]
+    /// Anthropic's versioned tools the app carries out (`bash_20250124`, `text_editor_20250728`, …).
+    static let clientTypePrefixes = ["bash_", "text_editor_", "computer_", "memory_"]
+    /// The keys of a tool without a `type` that the app carries out: an Anthropic custom tool's, Gemini's functions.
+    static let clientKeys: Set<String> = ["name", "description", "input_schema", "cache_control", "strict", "input_examples",
+                                          "defer_loading", "allowed_callers", "functionDeclarations", "function_declarations"]
+    /// Top-level fields: `tools` (0), and those that turn on a provider's own tool (1...).
+    static let topLevel = JSONDocument.KeyNames(["tools", "web_search_options", "mcp_servers"])
+
+    package static func find(in d: JSONDocument) -> Bool {
+        guard d.kind(of: JSONDocument.root) == .object else { return false }
+        let topLevel = Self.topLevel   // loaded once, not once per member
+        for member in d.children(of: JSONDocument.root) where d.kind(of: member) != .null {
+            switch d.key(member, in: topLevel) {
+            case nil: continue
+            case 0:
+                if d.kind(of: member) != .array || d.children(of: member).contains(where: { runsAtProvider(d, $0) }) { return true }
+            default: return true
+            }
+        }
+        return false
+    }
+
+    /// One entry of `tools`.
+    static func runsAtProvider(_ d: JSONDocument, _ tool: Int) -> Bool {
+        guard d.kind(of: tool) == .object else { return d.kind(of: tool) != .null }
+        if let typeNode = d.member("type", of: tool), d.kind(of: typeNode) != .null {
+            guard let type = d.string(typeNode) else { return true }
+            return !(clientTypes.contains(type) || clientTypePrefixes.contains { type.hasPrefix($0) })
+        }
+        return d.children(of: tool).contains { member in
+            d.kind(of: member) != .null && !(d.key(of: member).map(clientKeys.contains) ?? false)
+        }
+    }
+}
