@@ -89,6 +89,25 @@ import Usage
         #expect(output(#"{"model":"claude","max_tokens":900,"max_completion_tokens":1,"messages":[]}"#, .anthropic, "/v1/messages") == (900, true))
     }
 
+    /// Gemini reads an integer written as a string (proto3's JSON): `"candidateCount": "8"` is eight answers. Such a
+    /// count once went unread, reserving one default answer for eight of up to 65 536 tokens. Anything but a JSON
+    /// number or `null` in a ceiling or choices key is refused, on every endpoint.
+    @Test func aCountWrittenAsAStringIsRefused() {
+        let gemini = "/v1beta/models/gemini-2.5-pro:generateContent"
+        for (body, key) in [(#"{"contents":[],"generationConfig":{"candidateCount":"8","maxOutputTokens":100}}"#, "candidateCount"),
+                            (#"{"contents":[],"generationConfig":{"maxOutputTokens":"65536"}}"#, "maxOutputTokens"),
+                            (#"{"contents":[],"generation_config":{"candidate_count":"8"}}"#, "candidateCount"),
+                            (#"{"contents":[],"generationConfig":{"candidateCount":true}}"#, "candidateCount"),
+                            (#"{"contents":[],"generationConfig":{"maxOutputTokens":-1}}"#, "maxOutputTokens")] {
+            #expect(Self.plan(Array(body.utf8), path: gemini).failure == .invalidCount(key), "\(body)")
+        }
+        #expect(Self.plan(Self.body(#""n":"2""#)).failure == .invalidCount("n"))
+        #expect(Self.plan(Self.body(#""max_tokens":"100""#)).failure == .invalidCount("max_tokens"))
+        #expect(Self.plan(Array(#"{"model":"m","prompt":"hi","best_of":"20"}"#.utf8), path: "/v1/completions").failure == .invalidCount("best_of"))
+        #expect(Self.plan(Array(#"{"contents":[],"generationConfig":{"candidateCount":null,"maxOutputTokens":null}}"#.utf8), path: gemini).failure == nil)
+        #expect(Self.plan(Self.body(#""n":2,"max_tokens":100"#)).failure == nil)
+    }
+
     /// A ceiling or choices key given twice (at any depth, or as two spellings of one field): the provider reads one
     /// (often the last, maybe `null`), the relay cannot know which, so the request is refused rather than reserved
     /// for the smaller.

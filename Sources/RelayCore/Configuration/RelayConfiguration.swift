@@ -87,7 +87,7 @@ package struct RelayConfiguration: Sendable {
         /// With budgets, requests to endpoints whose cost the relay cannot count (`Endpoint.unmetered`) pass
         /// instead of getting 403 `endpoint_not_metered`: the operator accepts that they are not charged.
         package var unmetered = false
-        /// With budgets, requests with input the relay never sees (`ReferencedInput`: `previous_response_id`, files
+        /// With budgets, requests with input the relay cannot count (`ReferencedInput`: `previous_response_id`, files
         /// by id or URL) pass instead of getting 400 `input_not_metered`: the operator accepts that such input is
         /// charged only when the provider's counts come back (not for a stream cancelled before its end).
         package var referencedInput = false

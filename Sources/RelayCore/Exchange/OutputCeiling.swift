@@ -86,7 +86,10 @@ package struct OutputCeiling: Sendable, Equatable {
         return found.count <= 1 ? .success(found.first) : .failure(.ambiguousBody)
     }
 
-    /// The ceiling and choices the body names, each read with `count` (nil: not a count).
+    /// The ceiling and choices the body names, each read with `count` (nil: not a count). Anything but a JSON
+    /// number or `null` there is refused (400 `invalid_count`): Gemini reads `"candidateCount": "8"` as 8 (proto3's
+    /// JSON takes integers written as strings), and a count the relay did not read would reserve one default answer
+    /// for eight long ones.
     package func named(in d: JSONDocument, count: (Int) -> Int?) -> Result<Named, RelayError> {
         let object: Int?
         switch holder(in: d) {
@@ -101,14 +104,16 @@ package struct OutputCeiling: Sendable, Equatable {
             case .success(let m): member = m
             case .failure(let e): return .failure(e)
             }
-            guard let member, d.kind(of: member) == .number, let n = count(member) else { continue }
+            guard let member, d.kind(of: member) != .null else { continue }
+            guard d.kind(of: member) == .number, let n = count(member) else { return .failure(.invalidCount(spellings[0])) }
             if spellings == choices {
                 named.choices = max(named.choices, n)
             } else {
                 named.ceiling = max(named.ceiling ?? 0, n)
             }
         }
-        if let generated, let member = d.member(generated, of: object), d.kind(of: member) == .number, let n = count(member) {
+        if let generated, let member = d.member(generated, of: object), d.kind(of: member) != .null {
+            guard d.kind(of: member) == .number, let n = count(member) else { return .failure(.invalidCount(generated)) }
             named.choices = max(named.choices, n)
         }
         return .success(named)

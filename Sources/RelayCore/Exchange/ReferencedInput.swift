@@ -1,7 +1,7 @@
 import JSON
 
-/// Whether a request body brings input the relay never sees: content the provider fetches or keeps by reference, and
-/// bills as input tokens. Pure.
+/// Whether a request body brings input the relay cannot count: content the provider fetches or keeps by reference,
+/// or an inline document or video whose tokens its bytes do not bound, all billed as input tokens. Pure.
 ///
 /// Why it matters: the provider's prompt count is the only measure of such input, and an OpenAI stream reports it
 /// only at its end. A client that cancels after the first byte leaves the relay its own estimate, which counts the
@@ -12,29 +12,62 @@ import JSON
 /// What counts (keys compared after decoding escapes; a `null` value is none):
 /// - at the top level, the Responses API's stored state: `previous_response_id` and `conversation`, and a stored
 ///   prompt template (`prompt` as an object: `{"id": "pmpt_…"}`; a string `prompt` is a completion's own text);
+/// - an item of the Responses `input` by reference: `{"type": "item_reference", "id": …}`, or an item with an `id`
+///   and neither `type` nor `role` (the type is optional), which the provider replaces with the stored item (any
+///   earlier input or output, up to the context window);
 /// - at any depth, files by id or URL: `file_id` (OpenAI's chat `file` part and Responses `input_file` /
 ///   `input_image`, Anthropic's `file` source), `file_url` (Responses), Gemini's `fileUri` / `file_uri`
-///   (`fileData`); and Anthropic's URL sources: a `source` object whose `type` is `url` or `file`.
+///   (`fileData`); and Anthropic's URL sources: a `source` object whose `type` is `url` or `file`;
+/// - at any depth, inline documents and video: OpenAI's `file_data` (a PDF, or a .docx: a zip whose 2.5 kB held
+///   72 000 tokens of text), Gemini's `inlineData` / `inline_data` of any type but `image/…` and `audio/…` (a PDF's
+///   pages, a video's seconds, each a fixed count however few bytes they take), an Anthropic `base64` source of any
+///   type but an image. An image's tokens are bounded by its size in pixels, which the provider caps, and audio's
+///   by its length, which its bytes bound: those count in the estimate (`PromptEstimate`, `budgets.mediaTokens`).
 /// Not inside a schema or `tools` (an app's function may well take a `file_id` argument) or `metadata` (its keys are
 /// the app's). Images by URL are not here: each is billed a bounded number of tokens (by the model: tens of thousands
 /// for a large image on gpt-4o-mini), estimated at `budgets.mediaTokens` each on a stream cancelled before the
 /// provider's counts (`PromptEstimate`).
 package enum ReferencedInput {
-    /// At the top level only: stored state (0, 1) and, as an object, a stored prompt (2).
-    static let topLevel = JSONDocument.KeyNames(["previous_response_id", "conversation", "prompt"])
-    /// At any depth, but in the subtrees below: a file by reference (0...3), an Anthropic source (4), and the
-    /// subtrees whose keys are the app's own names, not the provider's fields (5...).
-    static let names = JSONDocument.KeyNames(["file_id", "file_url", "fileUri", "file_uri", "source", "tools", "functions",
-                                              "response_format", "parameters", "input_schema", "schema", "responseSchema",
-                                              "response_schema", "json_schema", "metadata"])
+    /// At the top level only: stored state (0, 1), a stored prompt as an object (2), and the Responses `input` (3),
+    /// whose items may be references.
+    static let topLevel = JSONDocument.KeyNames(["previous_response_id", "conversation", "prompt", "input"])
+    /// At any depth, but in the subtrees below: a file by reference or inline (0...4), an Anthropic source (5),
+    /// Gemini's inline data (6, 7), and the subtrees whose keys are the app's own names, not the provider's fields
+    /// (8...).
+    static let names = JSONDocument.KeyNames(["file_id", "file_url", "fileUri", "file_uri", "file_data", "source", "inlineData",
+                                              "inline_data", "tools", "functions", "response_format", "parameters",
+                                              "input_schema", "schema", "responseSchema", "response_schema", "json_schema",
+                                              "metadata"])
 
     package static func find(in d: JSONDocument) -> Bool {
         guard d.kind(of: JSONDocument.root) == .object else { return false }
         let topLevel = Self.topLevel, names = Self.names   // loaded once, not once per member
         for member in d.children(of: JSONDocument.root) where d.kind(of: member) != .null {
-            if let name = d.key(member, in: topLevel), name < 2 || d.kind(of: member) == .object { return true }
+            switch d.key(member, in: topLevel) {
+            case 0, 1: return true
+            case 2: if d.kind(of: member) == .object { return true }
+            case 3: if d.kind(of: member) == .array, d.children(of: member).contains(where: { isItemReference(d, $0) }) { return true }
+            default: continue
+            }
         }
         return found(in: d, JSONDocument.root, names)
+    }
+
+    /// Whether `node` is a string naming an image type (or, `allowingAudio`, an audio type): media whose tokens the
+    /// estimate bounds.
+    static func isMediaType(_ d: JSONDocument, _ node: Int?, allowingAudio: Bool) -> Bool {
+        guard let node, let type = d.string(node)?.lowercased() else { return false }
+        return type.hasPrefix("image/") || (allowingAudio && type.hasPrefix("audio/"))
+    }
+
+    /// An item of the Responses `input` that names a stored item instead of carrying one.
+    static func isItemReference(_ d: JSONDocument, _ item: Int) -> Bool {
+        guard d.kind(of: item) == .object else { return false }
+        let type = d.member("type", of: item).flatMap { d.kind(of: $0) == .null ? nil : $0 }
+        if let type { return d.string(type).map { $0 == "item_reference" } ?? false }
+        let id = d.member("id", of: item).flatMap { d.kind(of: $0) == .null ? nil : $0 }
+        let role = d.member("role", of: item).flatMap { d.kind(of: $0) == .null ? nil : $0 }
+        return id != nil && role == nil
     }
 
     private static func found(in d: JSONDocument, _ node: Int, _ names: JSONDocument.KeyNames) -> Bool {
@@ -43,10 +76,18 @@ package enum ReferencedInput {
             let kind = d.kind(of: child)
             if isObject, let name = d.key(child, in: names) {
                 switch name {
-                case 0...3:
+                case 0...4:
                     if kind != .null { return true }
-                case 4:
-                    if let type = d.member("type", of: child).flatMap(d.string), type == "url" || type == "file" { return true }
+                case 5:
+                    if kind == .object, let type = d.member("type", of: child).flatMap(d.string) {
+                        if type == "url" || type == "file" { return true }
+                        if type == "base64", !isMediaType(d, d.member("media_type", of: child), allowingAudio: false) { return true }
+                    }
+                case 6, 7:
+                    if kind != .null, !isMediaType(d, d.member("mimeType", of: child) ?? d.member("mime_type", of: child),
+                                                   allowingAudio: true) {
+                        return true
+                    }
                 default:
                     continue
                 }

@@ -164,11 +164,11 @@ extension RelayError {
         status: 415, type: "invalid_request_error", code: "unsupported_media_type",
         message: "Request bodies on this route must be JSON (Content-Type: application/json).")
 
-    /// 400 `input_not_metered`: a request whose input the relay never sees (`ReferencedInput`: a stored
+    /// 400 `input_not_metered`: a request whose input the relay cannot count (`ReferencedInput`: a stored
     /// conversation, a file by id or URL) on a route with budgets that does not accept it.
     package static let inputNotMetered = RelayError(
         status: 400, type: "invalid_request_error", code: "input_not_metered",
-        message: "Input by reference (previous_response_id, conversation, files by id or URL) is not available on this relay: it cannot be metered.")
+        message: "Input by reference (previous_response_id, conversation, item references, files by id or URL) and inline documents or video are not available on this relay: they cannot be metered.")
 
     /// 403 `tool_not_metered`: a request that turns on a tool the provider runs (`ProviderTools`: a web search, a
     /// file search, code execution…), billed per call and never in the counts, on a route with budgets that does
@@ -192,6 +192,13 @@ extension RelayError {
     package static func invalidMaxTokens(_ key: String) -> RelayError {
         RelayError(status: 400, type: "invalid_request_error", code: "invalid_max_tokens",
                    message: "\"\(key)\" must be a non-negative integer.")
+    }
+
+    /// 400 `invalid_count`: a ceiling or a number of choices written as anything but a non-negative JSON number (a
+    /// provider may read a string as the number it spells: `OutputCeiling.named`).
+    package static func invalidCount(_ key: String) -> RelayError {
+        RelayError(status: 400, type: "invalid_request_error", code: "invalid_count",
+                   message: "\"\(key)\" must be a non-negative integer written as a JSON number.")
     }
 
     /// 400 `max_tokens_exceeded`; states the configured limit, not the requested value.
