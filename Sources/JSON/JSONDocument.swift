@@ -141,41 +141,44 @@ public struct JSONDocument: Sendable {
         return JSONTopLevel.integer(in: bytes, at: range(of: node))
     }
 
-    /// The Unicode scalars a string value decodes to (an escape counts as the one character it stands for, a
-    /// surrogate pair as one); 0 for anything else.
-    public func characterCount(of node: Int) -> Int {
+    /// A string value's weight for a token estimate, in quarter tokens (0 for anything else), after decoding escapes:
+    /// 1 for each ASCII character (English runs about four to a token), 4 for each UTF-8 byte of any other
+    /// character (a token a byte: the most a byte-level tokenizer spends, which text in a rare script costs).
+    public func textWeight(of node: Int) -> Int {
         let n = nodes[node]
         guard n.kind == .string else { return 0 }
-        return Self.scalars(bytes, Int(n.start) + 1, Int(n.end) - 1, escaped: n.stringEscaped)
+        return Self.weight(bytes, Int(n.start) + 1, Int(n.end) - 1, escaped: n.stringEscaped)
     }
 
-    /// The characters of an object member's key (decoded), 0 for a value that is not a member.
-    public func keyCharacterCount(of node: Int) -> Int {
+    /// `textWeight(of:)` for an object member's key; 0 for a value that is not a member.
+    public func keyTextWeight(of node: Int) -> Int {
         let n = nodes[node]
         guard n.keyStart >= 0 else { return 0 }
-        return Self.scalars(bytes, Int(n.keyStart), Int(n.keyEnd), escaped: n.keyEscaped)
+        return Self.weight(bytes, Int(n.keyStart), Int(n.keyEnd), escaped: n.keyEscaped)
     }
 
-    private static func scalars(_ bytes: [UInt8], _ start: Int, _ end: Int, escaped: Bool) -> Int {
-        var count = 0
+    private static func weight(_ bytes: [UInt8], _ start: Int, _ end: Int, escaped: Bool) -> Int {
+        var weight = 0
         var j = start
         while j < end {
             let c = bytes[j]
             if escaped && c == UInt8(ascii: "\\") {
                 if bytes[j + 1] == UInt8(ascii: "u") {
-                    // The scanner validated pairs: a high surrogate's escape is followed by its low half.
+                    // The scanner validated pairs: a high surrogate's escape is followed by its low half (4 bytes).
                     let unit = JSONScanner.hex4Unchecked(bytes, j)
-                    j += (unit >= 0xD800 && unit <= 0xDBFF) ? 12 : 6
+                    let pair = unit >= 0xD800 && unit <= 0xDBFF
+                    weight += pair ? 16 : unit < 0x80 ? 1 : unit < 0x800 ? 8 : 12
+                    j += pair ? 12 : 6
                 } else {
+                    weight += 1
                     j += 2
                 }
-                count += 1
             } else {
-                if c & 0xC0 != 0x80 { count += 1 }
+                weight += c < 0x80 ? 1 : 4
                 j += 1
             }
         }
-        return count
+        return weight
     }
 
     /// Member names to look for with `key(_:in:)`, made once: their bytes, and the set of their lengths.

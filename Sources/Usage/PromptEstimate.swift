@@ -1,9 +1,12 @@
 import JSON
 
-/// The prompt-token estimate: the characters of every string the provider will tokenize, divided by four and
-/// rounded up (OpenAI's rule of thumb for English: one token ≈ 4 characters). Used for the budget reservation, and
-/// for the usage of a stream that ended without the provider's counts. It must never under-count: a client chooses
-/// the body, and whatever the estimate misses is spent for free.
+/// The prompt-token estimate: the text of every string the provider will tokenize, weighed by
+/// `JSONDocument.textWeight` (an ASCII character a quarter token, OpenAI's rule of thumb for English; any other
+/// character a token per UTF-8 byte, the most a byte-level tokenizer spends: 50 000 Linear B characters cost 200 000
+/// tokens, and counted four to a token they were 16 times under), divided by four and rounded up. Used for the
+/// budget reservation, and for the usage of a stream that ended without the provider's counts. It must never
+/// under-count: a client chooses the body, and whatever the estimate misses is spent for free. Common non-English
+/// text is over-counted (Chinese about 2 to 3 times): the price of a bound that holds for every script.
 ///
 /// What counts, read from the body as the one strict reader (`JSONDocument`) decoded it, so `"m\u0065ssages"` is
 /// `messages` and no escape hides text:
@@ -16,13 +19,11 @@ import JSON
 ///   `file_data`, …): images, files and audio are billed by their own rules, which the relay cannot compute.
 ///
 /// Media (`tokens(_:mediaTokens:)`): each image, audio clip or inline file (an `image_url`, `input_audio`,
-/// `file_data`, Gemini's `inlineData`, an Anthropic `source`) counts the larger of its payload's characters ÷ 4 and
+/// `file_data`, Gemini's `inlineData`, an Anthropic `source`) counts the larger of its payload's weight ÷ 4 and
 /// `mediaTokens`, so neither a small, highly compressible image nor one by URL is free when the provider's count
 /// never comes (a stream cancelled before OpenAI's usage event). An Anthropic plain-text document (`source` of
-/// type `text`) is text the model reads; it is counted here too, at least as its characters ÷ 4.
-///
-/// Characters are Unicode scalars after unescaping; text in languages that need more tokens per character is still
-/// undercounted, so the estimate is labelled `estimate`, never passed off as the provider's figure.
+/// type `text`) is text the model reads; it is counted here too, at least as its weight ÷ 4. The estimate is
+/// labelled `estimate`, never passed off as the provider's figure.
 public enum PromptEstimate {
     /// Keys whose string values are not text the model reads as words.
     static let notText: Set<String> = [
@@ -46,10 +47,10 @@ public enum PromptEstimate {
     static let mediaKeys: Set<String> = ["image_url", "inlineData", "inline_data", "input_audio", "file_data", "source"]
 
     /// The estimated prompt tokens of a body already read: its text alone (the dev fake provider's count).
-    public static func tokens(_ document: JSONDocument) -> Int { (characters(document) + 3) / 4 }
+    public static func tokens(_ document: JSONDocument) -> Int { (weight(document) + 3) / 4 }
 
     /// The estimated prompt tokens of a body already read, media included: the text's, plus for each media item
-    /// the larger of its payload's characters ÷ 4 and `mediaTokens`. Saturating.
+    /// the larger of its payload's weight ÷ 4 and `mediaTokens`. Saturating.
     public static func tokens(_ document: JSONDocument, mediaTokens: Int) -> Int {
         var media = 0
         let text = count(document, JSONDocument.root, inSchema: false, mediaTokens: mediaTokens, media: &media)
@@ -57,8 +58,8 @@ public enum PromptEstimate {
         return overflow ? Int.max : sum
     }
 
-    /// The characters of tokenized text in a body already read.
-    public static func characters(_ document: JSONDocument) -> Int {
+    /// The weight of tokenized text in a body already read, in quarter tokens (`JSONDocument.textWeight`).
+    public static func weight(_ document: JSONDocument) -> Int {
         var media = 0
         return count(document, JSONDocument.root, inSchema: false, mediaTokens: 0, media: &media)
     }
@@ -69,10 +70,10 @@ public enum PromptEstimate {
         for child in d.children(of: node) {
             var schema = inSchema
             if inObject {
-                if inSchema { total += d.keyCharacterCount(of: child) }
+                if inSchema { total += d.keyTextWeight(of: child) }
                 if let key = d.key(of: child) {
                     if !inSchema && mediaKeys.contains(key) && (key != "source" || d.kind(of: child) == .object) {
-                        let payload = (payloadCharacters(d, child) + 3) / 4
+                        let payload = (payloadWeight(d, child) + 3) / 4
                         let (sum, overflow) = media.addingReportingOverflow(max(payload, mediaTokens))
                         media = overflow ? Int.max : sum
                         continue
@@ -82,7 +83,7 @@ public enum PromptEstimate {
                 }
             }
             switch d.kind(of: child) {
-            case .string: total += d.characterCount(of: child)
+            case .string: total += d.textWeight(of: child)
             case .object, .array: total += count(d, child, inSchema: schema, mediaTokens: mediaTokens, media: &media)
             default: break
             }
@@ -90,11 +91,11 @@ public enum PromptEstimate {
         return total
     }
 
-    /// Every string's characters in a media item (its base64 data, its URL, a text document's text).
-    private static func payloadCharacters(_ d: JSONDocument, _ node: Int) -> Int {
+    /// Every string's weight in a media item (its base64 data, its URL, a text document's text).
+    private static func payloadWeight(_ d: JSONDocument, _ node: Int) -> Int {
         switch d.kind(of: node) {
-        case .string: return d.characterCount(of: node)
-        case .object, .array: return d.children(of: node).reduce(0) { $0 + payloadCharacters(d, $1) }
+        case .string: return d.textWeight(of: node)
+        case .object, .array: return d.children(of: node).reduce(0) { $0 + payloadWeight(d, $1) }
         default: return 0
         }
     }

@@ -66,17 +66,19 @@ private func error(_ bytes: [UInt8]) -> JSONScanError? {
         #expect(error(Array("".utf8))?.kind == .empty)
     }
 
-    @Test(arguments: [(#""abc""#, 3), (#""""#, 0), (#""a\nb""#, 3), (#""\u00e9t\u00E9""#, 3), (#""é✓""#, 2),
-                      (#""\ud83d\ude00!""#, 2), (#""😀""#, 1), ("12", 0)] as [(String, Int)])
-    func characterCounts(_ c: (String, Int)) throws {
+    /// Quarter tokens: an ASCII character 1, any other character 4 per UTF-8 byte, escapes decoded first.
+    @Test(arguments: [(#""abc""#, 3), (#""""#, 0), (#""a\nb""#, 3), (#""\u0041""#, 1), (#""\u00e9t\u00E9""#, 8 + 1 + 8),
+                      (#""é✓""#, 8 + 12), (#""\u2713""#, 12), (#""\ud83d\ude00!""#, 16 + 1), (#""😀""#, 16), ("12", 0)]
+          as [(String, Int)])
+    func textWeights(_ c: (String, Int)) throws {
         let d = try document(#"{"s":\#(c.0)}"#)
-        #expect(d.characterCount(of: try #require(d.member("s", of: JSONDocument.root))) == c.1)
+        #expect(d.textWeight(of: try #require(d.member("s", of: JSONDocument.root))) == c.1)
     }
 
-    @Test func keyCharacterCountsDecode() throws {
-        let d = try document(#"{"\u0061bc":1}"#)
-        #expect(d.keyCharacterCount(of: 1) == 3)
-        #expect(d.keyCharacterCount(of: JSONDocument.root) == 0)
+    @Test func keyTextWeightsDecode() throws {
+        let d = try document(#"{"\u0061b\u00e9":1}"#)
+        #expect(d.keyTextWeight(of: 1) == 1 + 1 + 8)
+        #expect(d.keyTextWeight(of: JSONDocument.root) == 0)
     }
 
     @Test func editsApplyInOnePassAndKeepEveryOtherByte() {

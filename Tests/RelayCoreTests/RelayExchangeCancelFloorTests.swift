@@ -1,5 +1,5 @@
 // A cancel is never free (issue 18 §4): a stream that ends without the provider's counts is charged at least
-// `budgets.cancelFloorTokensPerSecond` for every second since the provider's head, capped by its output
+// `budgets.cancelFloorTokensPerSecond` for every second since the call to the provider, capped by its output
 // reservation; and a client that leaves between OpenAI's finish chunk and its usage chunk leaves the relay reading
 // for that chunk, at most `ExchangeStateMachine.finishDrainSeconds`. The exchange harness's manual clock measures
 // the silence exactly.
@@ -59,10 +59,10 @@ extension RelayExchangeTests {
         #expect(store.settled.map(\.used) == [5 + 300])
     }
 
-    @Test func theFloorCountsFromTheHeadInFractionsOfASecondRoundedUp() {
+    @Test func theFloorCountsFromTheCallInFractionsOfASecondRoundedUp() {
         let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store, budgets: Self.floorBudgets)
-        h.advance(3)   // before the head: the provider had not answered, nothing generated yet
+        h.advance(3)   // before the request was whole: nothing asked of the provider yet
         Self.headAnswered(h, store, reserved: 4096 + 5)
         h.advance(1.01)
         h.run {
@@ -93,7 +93,9 @@ extension RelayExchangeTests {
         #expect(offStore.settled.map(\.used) == [5])
     }
 
-    @Test func aClientThatLeavesBeforeTheHeadPaysThePromptOnly() {
+    /// A stream's head can wait for its first chunk, after a thinking model's silent phase (Gemini), which the
+    /// provider bills: a client that leaves before the head (8 s) pays the floor from the call, not the prompt alone.
+    @Test func aStreamLeftBeforeItsHeadPaysTheFloorFromTheCall() {
         let store = RecordingAdmissionStore(.byHand)
         let h = Self.admitting(store, budgets: Self.floorBudgets)
         h.run {
@@ -103,7 +105,7 @@ extension RelayExchangeTests {
         }
         h.advance(8)
         h.run { h.exchange.clientClosed() }
-        #expect(store.settled.map(\.used) == [5])
+        #expect(store.settled.map(\.used) == [5 + 8 * 50])
     }
 
     /// A request whose answer comes whole has its head only when the provider is done: a client that leaves

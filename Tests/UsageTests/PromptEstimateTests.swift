@@ -8,8 +8,8 @@ struct PromptEstimateTests {
         var name: String
         var provider: Provider
         var body: String
-        var characters: Int?
-        /// The media cases: text characters ÷ 4 plus each media item's tokens, at `mediaTokens` 1 000.
+        var weight: Int?
+        /// The media cases: text weight ÷ 4 plus each media item's tokens, at `mediaTokens` 1 000.
         var tokens = 0
         var testDescription: String { name }
     }
@@ -19,43 +19,51 @@ struct PromptEstimateTests {
             {"model":"gpt-4o","messages":[{"role":"system","content":"Be brief."},
              {"role":"user","content":[{"type":"text","text":"Hi \u00e9\n"},{"type":"image_url","image_url":{"url":"data:xx"}}]},
              {"role":"assistant","content":null,"tool_calls":[{"function":{"arguments":"{}"}}]}],"stream":true}
-            """#, characters: 9 + 5 + 2),
+            """#, weight: 9 + (3 + 8 + 1) + 2),
         Case(name: "OpenAI Responses: instructions and input items", provider: .openai, body: #"""
             {"model":"gpt-4.1","instructions":"abc","input":[{"role":"user","content":"hello"},
              {"role":"user","content":[{"type":"input_text","text":"xy"}]}]}
-            """#, characters: 3 + 5 + 2),
-        Case(name: "OpenAI Responses: input as a string", provider: .azureOpenAI, body: #"{"input":"four"}"#, characters: 4),
+            """#, weight: 3 + 5 + 2),
+        Case(name: "OpenAI Responses: input as a string", provider: .azureOpenAI, body: #"{"input":"four"}"#, weight: 4),
         Case(name: "Anthropic: system blocks, messages, tool results", provider: .anthropic, body: #"""
             {"model":"claude","system":[{"type":"text","text":"sys"}],"messages":[{"role":"user","content":"abcd"},
              {"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"res"}]},
              {"type":"text","text":"ok"}]}],"max_tokens":10}
-            """#, characters: 3 + 4 + 3 + 2),
+            """#, weight: 3 + 4 + 3 + 2),
         // The attacks of issue 18: escaped key names, and text outside `messages`.
         Case(name: "Escaped keys are read as the provider reads them", provider: .openai,
-             body: #"{"m\u0065ssages":[{"role":"user","c\u006fntent":"abcd"}],"\u006dodel":"gpt-4o"}"#, characters: 4),
+             body: #"{"m\u0065ssages":[{"role":"user","c\u006fntent":"abcd"}],"\u006dodel":"gpt-4o"}"#, weight: 4),
         Case(name: "Tools: names, descriptions and every key of the schema", provider: .openai, body: #"""
             {"tools":[{"type":"function","function":{"name":"get_weather","description":"Get it",
              "parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]}
-            """#, characters: (4 + 8 + 4 + 11 + 10 + 4 + 10 + 4 + 4) + (8 + 11 + 6 + 6 + 6)),
+            """#, weight: (4 + 8 + 4 + 11 + 10 + 4 + 10 + 4 + 4) + (8 + 11 + 6 + 6 + 6)),
         Case(name: "Function call arguments and tool results", provider: .openai, body: #"""
             {"messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},
              {"role":"tool","tool_call_id":"c1","content":"42"}]}
-            """#, characters: 1 + 7 + 2),
-        Case(name: "Anthropic: system as a string", provider: .anthropic, body: #"{"system":"12345","messages":[]}"#, characters: 5),
+            """#, weight: 1 + 7 + 2),
+        Case(name: "Anthropic: system as a string", provider: .anthropic, body: #"{"system":"12345","messages":[]}"#, weight: 5),
         Case(name: "Gemini: contents and systemInstruction", provider: .gemini, body: #"""
             {"systemInstruction":{"parts":[{"text":"ab"}]},"contents":[{"role":"user","parts":[{"text":"cde"},
              {"inlineData":{"mimeType":"image/png","data":"AAAA"}}]},{"role":"model","parts":[{"text":"f"}]}]}
-            """#, characters: 2 + 3 + 1),
-        Case(name: "Not JSON", provider: .openai, body: "hello", characters: nil),
-        Case(name: "Truncated JSON", provider: .openai, body: #"{"messages":[{"content":"abc"}"#, characters: nil),
-        Case(name: "A JSON array", provider: .openai, body: "[1]", characters: nil),
-        Case(name: "No messages", provider: .openai, body: #"{"model":"x"}"#, characters: 0),
+            """#, weight: 2 + 3 + 1),
+        Case(name: "Not JSON", provider: .openai, body: "hello", weight: nil),
+        Case(name: "Truncated JSON", provider: .openai, body: #"{"messages":[{"content":"abc"}"#, weight: nil),
+        Case(name: "A JSON array", provider: .openai, body: "[1]", weight: nil),
+        Case(name: "No messages", provider: .openai, body: #"{"model":"x"}"#, weight: 0),
     ]
 
     @Test(arguments: cases)
-    func characters(_ c: Case) {
+    func weights(_ c: Case) {
         let document = try? JSONDocument(parsing: Array(c.body.utf8))
-        #expect(document.map(PromptEstimate.characters) == c.characters)
+        #expect(document.map(PromptEstimate.weight) == c.weight)
+    }
+
+    /// Text outside ASCII counts a token per UTF-8 byte, the most a byte-level tokenizer spends: 1 000 Linear B
+    /// characters (4 bytes each) are 4 000 tokens in cl100k, and counted four characters to a token they were 250.
+    @Test(arguments: [("\u{10000}", 1_000, 4_000), ("中", 100, 300), ("é", 10, 20), ("a", 8, 2)] as [(String, Int, Int)])
+    func textOutsideASCIICountsATokenPerByte(_ c: (String, Int, Int)) {
+        let body = #"{"messages":[{"role":"user","content":""# + String(repeating: c.0, count: c.1) + #""}]}"#
+        #expect(PromptEstimate.tokens(requestBody: Array(body.utf8)) == c.2)
     }
 
     @Test(arguments: [(0, 0), (1, 1), (4, 1), (5, 2), (8, 2), (401, 101)])
@@ -64,7 +72,7 @@ struct PromptEstimateTests {
         #expect(PromptEstimate.tokens(requestBody: Array(body.utf8)) == c.1)
     }
 
-    /// Each image, audio clip or inline file counts at least `mediaTokens`, or its payload's characters ÷ 4 when
+    /// Each image, audio clip or inline file counts at least `mediaTokens`, or its payload's weight ÷ 4 when
     /// that is more: a stream cancelled before OpenAI's usage event is charged this, so a small, highly
     /// compressible image (or one by URL) is not free.
     static let mediaCases: [Case] = [

@@ -46,10 +46,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private(set) var meter: UsageMeter
     /// The call reached the provider (it did not fail to connect): the prompt may be billed.
     private var callReachedProvider = false
-    /// When the call started, and whether its answer comes whole (`RequestBodyPlan.answersWhole`): the cancel
-    /// floor of such a request counts from the call, since its head comes only when the provider is done.
+    /// When the call started: the cancel floor counts from it (`timeFloor`).
     private var callStartedAt: Instant?
-    private var answersWhole = false
     /// Asks the admission store when the request is whole; nil admits without asking (unit tests of other parts).
     var admission: ExchangeAdmission?
     /// What the store granted; settled at the end.
@@ -130,7 +128,6 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                 request.body = plan.body
                 meter.requestPlanned(plan, path: record.path)
                 reservation = plan.reservation
-                answersWhole = plan.answersWhole
                 serviceTier = plan.serviceTier
             }
             body = []
@@ -476,14 +473,14 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     }
 
     /// The cancel floor (`RequestBodyPlan.Reservation.outputFloor`) at `now`, on the exchange's clock: only with
-    /// budgets and a reservation, counted from the response head (before it a stream's provider has generated
-    /// nothing billable), or from the call's start for an answer that comes whole (its head comes only when the
-    /// provider is done). The charge of a cancel, and what a budget guard counts beside the visible output, so a
-    /// reasoning model's silent phase (billed, never shown) moves the guard too.
+    /// budgets and a reservation, counted from the call's start. Not from the response head: an answer that comes
+    /// whole has its head only when the provider is done, and a stream's head can wait for the first chunk, after
+    /// a thinking model's silent phase (Gemini), which the provider bills whether or not a head came. The charge of
+    /// a cancel, and what a budget guard counts beside the visible output, so a reasoning model's silent phase
+    /// (billed, never shown) moves the guard too.
     private func timeFloor(at now: Instant) -> Int {
-        guard let budgets = admission?.budgets, let reservation, let grant,
-              let head = record.upstreamHeadAt ?? (answersWhole ? callStartedAt : nil) else { return 0 }
-        return reservation.outputFloor(secondsSinceHead: now.seconds(since: head), tokensPerSecond: budgets.cancelFloorTokensPerSecond,
+        guard let budgets = admission?.budgets, let reservation, let grant, let start = callStartedAt else { return 0 }
+        return reservation.outputFloor(secondsSinceCall: now.seconds(since: start), tokensPerSecond: budgets.cancelFloorTokensPerSecond,
                                        reservedTokens: grant.reservedTokens)
     }
 

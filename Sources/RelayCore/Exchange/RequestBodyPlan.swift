@@ -73,14 +73,14 @@ package struct RequestBodyPlan: Sendable {
         }
 
         /// The least output charged to a stream that ended without the provider's counts (`budgets.
-        /// cancelFloorTokensPerSecond`): `tokensPerSecond` for every second since the provider's response head
+        /// cancelFloorTokensPerSecond`): `tokensPerSecond` for every second since the call to the provider started
         /// (rounded up), capped by the output this request reserved, `reservedTokens` (the grant's, extensions
         /// included) less the prompt part. The time a reasoning model spends silent is billed, and visible text
         /// alone cannot show it; the cap keeps the charge within what the admission already set aside.
-        package func outputFloor(secondsSinceHead: Double, tokensPerSecond: Int, reservedTokens: Int) -> Int {
+        package func outputFloor(secondsSinceCall: Double, tokensPerSecond: Int, reservedTokens: Int) -> Int {
             let cap = max(0, reservedTokens - promptTokens)
-            guard secondsSinceHead > 0, tokensPerSecond > 0, cap > 0 else { return 0 }
-            let floor = (secondsSinceHead * Double(tokensPerSecond)).rounded(.up)
+            guard secondsSinceCall > 0, tokensPerSecond > 0, cap > 0 else { return 0 }
+            let floor = (secondsSinceCall * Double(tokensPerSecond)).rounded(.up)
             return floor >= Double(cap) ? cap : Int(floor)
         }
     }
@@ -91,9 +91,6 @@ package struct RequestBodyPlan: Sendable {
     package var injected = false
     /// The model the body names (client text: logged through the logger's escaping only).
     package var model: String?
-    /// A metered request whose answer comes whole (not an event stream): its head arrives only when the provider
-    /// is done, so its cancel floor counts from the call, not the head (`RelayExchange`).
-    package var answersWhole = false
     /// The body as read, for the prompt estimate when the provider gives no count; nil when not a JSON object.
     package var document: JSONDocument?
     /// The processing the request asked for (`serviceTier(_:endpoint:)`): what its prices are.
@@ -165,7 +162,6 @@ package struct RequestBodyPlan: Sendable {
             case .failure(let error): return .failure(error)
             }
             plan.reservation = reservation(d, body: body, budgets: budgets, policy: settings.policy, ceiling: named)
-            plan.answersWhole = !ceiling.streams(d, path: path)
             // A Responses request with `"background": true` answers at once (`queued`, without usage) while the
             // model runs on at the provider, and its counts come only to later GETs the relay does not charge:
             // neither its output nor its prompt (a `previous_response_id`'s whole history, a file by URL) is ever
