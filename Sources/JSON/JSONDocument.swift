@@ -193,6 +193,26 @@ public struct JSONDocument: Sendable {
         }
     }
 
+    /// Whether some member at any depth below `node`, whose key is one of `names`, passes `test(index in names,
+    /// member)`: true ends the search; false looks inside that member too; nil skips its subtree (a subtree whose
+    /// keys are the app's own, not the provider's fields). Members with other keys, and array elements, are looked
+    /// inside.
+    public func anyMember(below node: Int, named names: KeyNames, _ test: (Int, Int) -> Bool?) -> Bool {
+        let isObject = kind(of: node) == .object
+        for child in children(of: node) {
+            if isObject, let name = key(child, in: names) {
+                switch test(name, child) {
+                case true?: return true
+                case nil: continue
+                case false?: break
+                }
+            }
+            let k = kind(of: child)
+            if k == .object || k == .array, anyMember(below: child, named: names, test) { return true }
+        }
+        return false
+    }
+
     /// The index in `names` of the decoded key of the member `node`, or nil (not a member, or none of them). An
     /// unescaped key no name is as long as costs one test; only an escaped key is decoded.
     public func key(_ node: Int, in names: KeyNames) -> Int? {

@@ -8,6 +8,10 @@ struct ProviderCounts: Sendable, Equatable {
     var cacheCreation: Int?
     /// Anthropic's `cache_creation.ephemeral_1h_input_tokens`: the part of `cacheCreation` written for an hour.
     var cacheCreationOneHour: Int?
+    /// The audio part of `prompt` and of `completion`, the image part of `completion` (`Usage`).
+    var audioPrompt: Int?
+    var audioCompletion: Int?
+    var imageCompletion: Int?
     /// Anthropic's `input_tokens` (uncached input only), kept so a later event can update one part of `prompt`.
     var uncachedInput: Int?
     /// The provider's final counts arrived (the usage chunk, `response.completed`, `message_delta`, the last
@@ -55,6 +59,8 @@ enum UsageReaders {
         c.completion = completion ?? c.completion
         c.cached = int(4, "cached_tokens") ?? int(5, "cached_tokens") ?? c.cached
         c.reasoning = int(6, "reasoning_tokens") ?? int(7, "reasoning_tokens") ?? c.reasoning
+        c.audioPrompt = int(4, "audio_tokens") ?? int(5, "audio_tokens") ?? c.audioPrompt
+        c.audioCompletion = int(6, "audio_tokens") ?? int(7, "audio_tokens") ?? c.audioCompletion
         if prompt != nil && completion != nil { c.final = true }
     }
 
@@ -99,6 +105,10 @@ enum UsageReaders {
         }
         c.cached = int(p, u, "cachedContentTokenCount") ?? c.cached
         c.reasoning = thoughts ?? c.reasoning
+        c.audioPrompt = modality("AUDIO", in: p, p.member("promptTokensDetails", inObjectAt: u)) ?? c.audioPrompt
+        let candidatesDetails = p.member("candidatesTokensDetails", inObjectAt: u)
+        c.audioCompletion = modality("AUDIO", in: p, candidatesDetails) ?? c.audioCompletion
+        c.imageCompletion = modality("IMAGE", in: p, candidatesDetails) ?? c.imageCompletion
         if final && prompt != nil { c.final = true }
     }
 
@@ -120,6 +130,19 @@ enum UsageReaders {
                 gemini(p, usageAt: u, into: &c, final: true)
             }
         }
+    }
+
+    /// The tokens of `name` in a Gemini list of counts by modality (`[{"modality": "AUDIO", "tokenCount": 12}]`),
+    /// summed; nil without a list or an entry for it.
+    private static func modality(_ name: String, in p: JSONPeek, _ list: Int?) -> Int? {
+        guard let list, p.byte(at: list) == UInt8(ascii: "[") else { return nil }
+        var total: Int?
+        for entry in p.elements(ofArrayAt: list) {
+            guard let m = p.member("modality", inObjectAt: entry), let end = p.endOfString(at: m),
+                  p.bytes[(m + 1)..<(end - 1)].elementsEqual(name.utf8) else { continue }
+            total = (total ?? 0).addingSaturated(int(p, entry, "tokenCount") ?? 0)
+        }
+        return total
     }
 
     private static func int(_ p: JSONPeek, _ object: Int, _ key: String) -> Int? {

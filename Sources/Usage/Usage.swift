@@ -30,16 +30,25 @@ public struct Usage: Sendable, Equatable, CustomStringConvertible {
     public var reasoning: Int?
     public var cacheCreation: Int?
     public var cacheCreationOneHour: Int?
+    /// The audio part of `prompt` and of `completion`, and the image part of `completion` (OpenAI's `audio_tokens`
+    /// details, Gemini's counts by modality): billed at their own, higher rates (`ModelPrice.audioInput`…).
+    public var audioPrompt: Int?
+    public var audioCompletion: Int?
+    public var imageCompletion: Int?
     public var source: Source
 
     public init(prompt: Int, completion: Int, cached: Int? = nil, reasoning: Int? = nil, cacheCreation: Int? = nil,
-                cacheCreationOneHour: Int? = nil, source: Source) {
+                cacheCreationOneHour: Int? = nil, audioPrompt: Int? = nil, audioCompletion: Int? = nil,
+                imageCompletion: Int? = nil, source: Source) {
         self.prompt = prompt
         self.completion = completion
         self.cached = cached
         self.reasoning = reasoning
         self.cacheCreation = cacheCreation
         self.cacheCreationOneHour = cacheCreationOneHour
+        self.audioPrompt = audioPrompt
+        self.audioCompletion = audioCompletion
+        self.imageCompletion = imageCompletion
         self.source = source
     }
 

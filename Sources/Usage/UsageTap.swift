@@ -246,12 +246,14 @@ public struct UsageTap: Sendable {
     private func usage(from c: ProviderCounts, estimatedPrompt: Int?) -> Usage {
         if c.final, let prompt = c.prompt, let completion = c.completion {
             return Usage(prompt: prompt, completion: completion, cached: c.cached, reasoning: c.reasoning,
-                         cacheCreation: c.cacheCreation, cacheCreationOneHour: c.cacheCreationOneHour, source: .provider)
+                         cacheCreation: c.cacheCreation, cacheCreationOneHour: c.cacheCreationOneHour, audioPrompt: c.audioPrompt,
+                         audioCompletion: c.audioCompletion, imageCompletion: c.imageCompletion, source: .provider)
         }
         guard !c.isEmpty || contentEvents > 0 || estimatedPrompt != nil else { return .none }
         return Usage(prompt: c.prompt ?? estimatedPrompt ?? 0, completion: max(c.completion ?? 0, estimatedOutputTokens),
                      cached: c.cached, reasoning: c.reasoning, cacheCreation: c.cacheCreation,
-                     cacheCreationOneHour: c.cacheCreationOneHour, source: .estimate)
+                     cacheCreationOneHour: c.cacheCreationOneHour, audioPrompt: c.audioPrompt, audioCompletion: c.audioCompletion,
+                     imageCompletion: c.imageCompletion, source: .estimate)
     }
 
     // MARK: Events

@@ -50,20 +50,24 @@ struct DollarBudgetTests {
         try BudgetTests.expectRefusedBeforeTheProvider(relay, upstream)
     }
 
-    @Test("with a dollar budget, a model without a price is refused 403 model_not_priced; the provider sees nothing")
-    func unpricedModelRefused() throws {
+    /// A model without a price, or a request with audio whose model has no audio prices (gpt-4o here), would cost
+    /// an unknown amount: refused before the provider.
+    @Test("with a dollar budget, an unpriced model or unpriced audio is refused 403; the provider sees nothing", arguments: [
+        ("o3", "", "model_not_priced"), ("gpt-4o", #","modalities":["text","audio"],"audio":{"voice":"alloy"}"#, "modality_not_priced"),
+    ])
+    func unpricedModelRefused(model: String, extra: String, code: String) throws {
         let upstream = try ScriptedUpstream { connection in _ = try connection.readRequest() }
         let relay = try Self.relay(upstream, limits: BudgetLimits(nanoUSDPerDay: 1_000_000_000))
         let client = try relay.client()
-        try Self.post(client, body: Array(#"{"model":"o3","stream":true,"messages":[{"role":"user","content":"hi"}]}"#.utf8))
+        try Self.post(client, body: Array(#"{"model":"\#(model)","stream":true,"messages":[{"role":"user","content":"hi"}]\#(extra)}"#.utf8))
         let head = try client.readHead()
         let body = String(decoding: try client.readBody(head: head), as: UTF8.self)
         #expect(head.status == 403)
-        #expect(ClientAuthTests.code(body) == "model_not_priced")
-        #expect(!body.contains("o3"), "the model is not echoed")
+        #expect(ClientAuthTests.code(body) == code)
+        #expect(!body.contains(model), "the model is not echoed")
         try relay.waitUntilIdle()
         #expect(upstream.requests.isEmpty)
-        #expect(relay.server.metrics.render().contains(#"sse_relay_rejections_total{reason="model_not_priced"} 1"#))
+        #expect(relay.server.metrics.render().contains(#"sse_relay_rejections_total{reason="\#(code)"} 1"#))
     }
 
     /// The token test's stream (BudgetTests.cutMidStream) with the limit in dollars: 33 tokens reserved at $1 per

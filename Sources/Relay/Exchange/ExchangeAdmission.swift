@@ -30,8 +30,8 @@ struct ExchangeAdmission: Sendable {
 
 extension ExchangeAdmission {
     /// The request's budget charge and the price it was admitted at (`BudgetCharge.of`).
-    func charge(_ reservation: RequestBodyPlan.Reservation, model: String?, prices: PriceBook?, tier: ServiceTier)
+    func charge(_ reservation: RequestBodyPlan.Reservation, model: String?, prices: PriceBook?, tier: ServiceTier, audio: Bool)
         -> Result<(charge: BudgetCharge?, price: ModelPrice?), RelayError> {
-        BudgetCharge.of(reservation, budgetKey: budgetKey, budgets: budgets, model: model, prices: prices, tier: tier)
+        BudgetCharge.of(reservation, budgetKey: budgetKey, budgets: budgets, model: model, prices: prices, tier: tier, audio: audio)
     }
 }

@@ -66,6 +66,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     private var admittedPrice: ModelPrice?
     /// The processing the request asked for (`RequestBodyPlan.serviceTier`): the prices it is charged at.
     private var serviceTier = ServiceTier.standard
+    /// The request brings or asks for audio (`RequestBodyPlan.usesAudio`): its price needs audio rates.
+    private var usesAudio = false
     /// Heartbeats and the resumable stream (`RelayExchange+Streams.swift`).
     var keeping = StreamKeeping()
 
@@ -129,6 +131,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                 meter.requestPlanned(plan, path: record.path)
                 reservation = plan.reservation
                 serviceTier = plan.serviceTier
+                usesAudio = plan.usesAudio
             }
             body = []
         } else {
@@ -142,7 +145,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         self.reservation = reservation
         admittedCall = (request, call.upstream)
         let charge: (charge: BudgetCharge?, price: ModelPrice?)
-        switch admission.charge(reservation, model: meter.requestedModel, prices: prices, tier: serviceTier) {
+        switch admission.charge(reservation, model: meter.requestedModel, prices: prices, tier: serviceTier, audio: usesAudio) {
         case .success(let priced): charge = priced
         case .failure(let error):
             admittedCall = nil

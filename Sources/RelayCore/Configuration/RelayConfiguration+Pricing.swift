@@ -23,6 +23,12 @@ extension RelayError {
         status: 403, type: "invalid_request_error", code: "model_not_priced",
         message: "This model has no price on the relay, and the relay enforces a budget in dollars.")
 
+    /// 403 `modality_not_priced`: the request brings or asks for audio (`AudioRequest`), which its model has no
+    /// audio prices for (`audioInput`, `audioOutput`), under a budget in dollars.
+    package static let modalityNotPriced = RelayError(
+        status: 403, type: "invalid_request_error", code: "modality_not_priced",
+        message: "This request brings or asks for audio, which has no price on the relay for this model, and the relay enforces a budget in dollars.")
+
     /// 403 `service_tier_not_priced`: the request asks for processing (`"service_tier": "priority"`, Anthropic's
     /// `speed` or `inference_geo`) its model has no price for, under a budget in dollars.
     package static let serviceTierNotPriced = RelayError(

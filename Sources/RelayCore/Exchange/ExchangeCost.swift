@@ -75,14 +75,17 @@ extension BudgetCharge {
     /// (403 `model_not_priced`): an unknown price must never mean free. The price found is returned for the
     /// extensions and the settle.
     /// A priority request (`tier`) is priced at the model's priority prices; without them, under a dollar budget, it
-    /// is refused (403 `service_tier_not_priced`).
+    /// is refused (403 `service_tier_not_priced`); so is a request with audio (`audio`) whose model has no audio
+    /// prices (403 `modality_not_priced`).
     package static func of(_ reservation: RequestBodyPlan.Reservation, budgetKey: String?, budgets: BudgetConfiguration?, model: String?,
-                           prices: PriceBook?, tier: ServiceTier = .standard) -> Result<(charge: BudgetCharge?, price: ModelPrice?), RelayError> {
+                           prices: PriceBook?, tier: ServiceTier = .standard,
+                           audio: Bool = false) -> Result<(charge: BudgetCharge?, price: ModelPrice?), RelayError> {
         guard let key = budgetKey else { return .success((nil, nil)) }
         let standard = prices?.price(for: model)
         let price = standard?.forTier(tier)
-        if price == nil, reservation.tokens > 0, budgets?.hasDollarLimits == true {
-            return .failure(standard == nil ? .modelNotPriced : .serviceTierNotPriced)
+        if reservation.tokens > 0, budgets?.hasDollarLimits == true {
+            if price == nil { return .failure(standard == nil ? .modelNotPriced : .serviceTierNotPriced) }
+            if audio, price?.pricesAudio != true { return .failure(.modalityNotPriced) }
         }
         let nano = price.map {
             Cost.reservation(promptTokens: reservation.promptTokens, outputTokens: reservation.tokens - reservation.promptTokens, price: $0)

@@ -50,7 +50,22 @@ package enum ReferencedInput {
             default: continue
             }
         }
-        return found(in: d, JSONDocument.root, names)
+        return d.anyMember(below: JSONDocument.root, named: names) { name, member in
+            let kind = d.kind(of: member)
+            switch name {
+            case 0...4:
+                return kind != .null
+            case 5:
+                guard kind == .object, let type = d.member("type", of: member).flatMap(d.string) else { return false }
+                return type == "url" || type == "file"
+                    || (type == "base64" && !isMediaType(d, d.member("media_type", of: member), allowingAudio: false))
+            case 6, 7:
+                return kind != .null && !isMediaType(d, d.member("mimeType", of: member) ?? d.member("mime_type", of: member),
+                                                     allowingAudio: true)
+            default:
+                return nil
+            }
+        }
     }
 
     /// Whether `node` is a string naming an image type (or, `allowingAudio`, an audio type): media whose tokens the
@@ -68,32 +83,5 @@ package enum ReferencedInput {
         let id = d.member("id", of: item).flatMap { d.kind(of: $0) == .null ? nil : $0 }
         let role = d.member("role", of: item).flatMap { d.kind(of: $0) == .null ? nil : $0 }
         return id != nil && role == nil
-    }
-
-    private static func found(in d: JSONDocument, _ node: Int, _ names: JSONDocument.KeyNames) -> Bool {
-        let isObject = d.kind(of: node) == .object
-        for child in d.children(of: node) {
-            let kind = d.kind(of: child)
-            if isObject, let name = d.key(child, in: names) {
-                switch name {
-                case 0...4:
-                    if kind != .null { return true }
-                case 5:
-                    if kind == .object, let type = d.member("type", of: child).flatMap(d.string) {
-                        if type == "url" || type == "file" { return true }
-                        if type == "base64", !isMediaType(d, d.member("media_type", of: child), allowingAudio: false) { return true }
-                    }
-                case 6, 7:
-                    if kind != .null, !isMediaType(d, d.member("mimeType", of: child) ?? d.member("mime_type", of: child),
-                                                   allowingAudio: true) {
-                        return true
-                    }
-                default:
-                    continue
-                }
-            }
-            if kind == .object || kind == .array, found(in: d, child, names) { return true }
-        }
-        return false
     }
 }

@@ -95,6 +95,9 @@ package struct RequestBodyPlan: Sendable {
     package var document: JSONDocument?
     /// The processing the request asked for (`serviceTier(_:endpoint:)`): what its prices are.
     package var serviceTier = ServiceTier.standard
+    /// The request brings or asks for audio (`AudioRequest`), read only with budgets: its model needs audio prices
+    /// under a dollar budget.
+    package var usesAudio = false
     /// What to reserve; a request without budgets reserves nothing.
     package var reservation = Reservation(tokens: 0, promptTokens: 0, hasCeiling: true)
 
@@ -156,6 +159,7 @@ package struct RequestBodyPlan: Sendable {
         if let budgets = settings.budgets, settings.endpoint.isMetered {
             if !settings.allowsReferencedInput, ReferencedInput.find(in: d) { return .failure(.inputNotMetered) }
             if !settings.allowsProviderTools, ProviderTools.find(in: d) { return .failure(.toolNotMetered) }
+            plan.usesAudio = AudioRequest.find(in: d)
             let named: OutputCeiling.Named
             switch ceiling.named(in: d, count: { count(in: d, $0) }) {
             case .success(let n): named = n

@@ -9,7 +9,9 @@ import Usage
 package enum Cost {
     /// What `usage` costs at `price`: fresh input at `input`, cache reads at `cachedInput`, cache writes at
     /// `cacheWrite` (those for an hour at `cacheWriteOneHour`), output (reasoning included: `Usage.completion` holds
-    /// it) at `output`. Fresh input is the prompt less its cached and cache-written parts (`Usage`'s counting rules,
+    /// it) at `output`; the audio parts of input and output at `audioInput` and `audioOutput`, the image part of the
+    /// output at `imageOutput` (each the text price when not given; an audio request under a dollar budget is
+    /// admitted only with both audio prices: `BudgetCharge.of`). Fresh input is the prompt less its cached and cache-written parts (`Usage`'s counting rules,
     /// the same for every provider). A prompt past the model's long-context threshold prices every part at its
     /// long-context prices (`ModelPrice.forPrompt`).
     package static func nanoUSD(_ usage: Usage, price: ModelPrice) -> Int {
@@ -23,8 +25,14 @@ package enum Cost {
         let written = max(0, usage.cacheCreation ?? 0)
         let oneHour = min(written, max(0, usage.cacheCreationOneHour ?? 0))
         let fresh = max(0, usage.prompt - cached - written)
-        return nanoUSD([(fresh, price.input), (cached, price.cachedInput), (written - oneHour, price.cacheWrite),
-                        (oneHour, price.cacheWriteOneHour), (max(0, usage.completion), price.output)])
+        let audioIn = min(fresh, max(0, usage.audioPrompt ?? 0))
+        let completion = max(0, usage.completion)
+        let audioOut = min(completion, max(0, usage.audioCompletion ?? 0))
+        let imageOut = min(completion - audioOut, max(0, usage.imageCompletion ?? 0))
+        return nanoUSD([(fresh - audioIn, price.input), (audioIn, price.audioInput ?? price.input), (cached, price.cachedInput),
+                        (written - oneHour, price.cacheWrite), (oneHour, price.cacheWriteOneHour),
+                        (completion - audioOut - imageOut, price.output), (audioOut, price.audioOutput ?? price.output),
+                        (imageOut, price.imageOutput ?? price.output)])
     }
 
     /// A reservation's price: the prompt estimate at the input price, the output ceiling at the output price (the

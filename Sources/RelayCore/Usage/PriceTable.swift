@@ -20,9 +20,16 @@ package struct ModelPrice: Sendable, Equatable {
     /// The prices of a request that asks for priority processing (`"service_tier": "priority"`), which OpenAI bills
     /// at higher rates per token (`priority` in the table); nil when the table gives none.
     package var priority: PriorityPrice?
+    /// Audio input and output (OpenAI's audio models, Gemini's audio in and speech out), billed well above text
+    /// (8 to 66 times): a request with audio under a dollar budget needs both (403 `modality_not_priced`).
+    package var audioInput: Int?
+    package var audioOutput: Int?
+    /// Image output (Gemini's image models: $30 per million against $2.50 for text); `output` when not given.
+    package var imageOutput: Int?
 
     package init(input: Int, cachedInput: Int? = nil, output: Int, cacheWrite: Int? = nil, cacheWriteOneHour: Int? = nil,
-                 longContext: LongContextPrice? = nil, priority: PriorityPrice? = nil) {
+                 longContext: LongContextPrice? = nil, priority: PriorityPrice? = nil, audioInput: Int? = nil,
+                 audioOutput: Int? = nil, imageOutput: Int? = nil) {
         self.input = input
         self.cachedInput = cachedInput ?? input
         self.output = output
@@ -30,7 +37,13 @@ package struct ModelPrice: Sendable, Equatable {
         self.cacheWriteOneHour = cacheWriteOneHour ?? max(self.cacheWrite, 2 * input)
         self.longContext = longContext
         self.priority = priority
+        self.audioInput = audioInput
+        self.audioOutput = audioOutput
+        self.imageOutput = imageOutput
     }
+
+    /// Both audio prices are given.
+    package var pricesAudio: Bool { audioInput != nil && audioOutput != nil }
 
     /// The prices of a request in `tier`: these for the standard tier; for priority, the priority prices, or nil
     /// when the table has none (an unknown price: never the standard one, which would make the difference free);
@@ -143,7 +156,7 @@ package struct PriceTable: Sendable, Equatable {
     package static let maxUSDPerMillion = 100_000
     /// The longest model name or pattern.
     package static let maxNameBytes = 256
-    static let fields = ["input", "cachedInput", "output", "cacheWrite", "cacheWriteOneHour"]
+    static let fields = ["input", "cachedInput", "output", "cacheWrite", "cacheWriteOneHour", "audioInput", "audioOutput", "imageOutput"]
     /// The longest threshold `longContext.above` takes: ten million tokens, beyond any model's context.
     static let maxLongContextAbove = 10_000_000
 
@@ -219,7 +232,8 @@ package struct PriceTable: Sendable, Equatable {
         }
         guard !fieldProblem, let input = values["input"], let output = values["output"] else { return nil }
         return ModelPrice(input: input, cachedInput: values["cachedInput"], output: output, cacheWrite: values["cacheWrite"],
-                          cacheWriteOneHour: values["cacheWriteOneHour"], longContext: long, priority: priority)
+                          cacheWriteOneHour: values["cacheWriteOneHour"], longContext: long, priority: priority,
+                          audioInput: values["audioInput"], audioOutput: values["audioOutput"], imageOutput: values["imageOutput"])
     }
 
     /// `longContext`: `above` (whole tokens, 1 to `maxLongContextAbove`) and the prices past it.

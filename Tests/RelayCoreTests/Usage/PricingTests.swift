@@ -196,6 +196,71 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
         #expect(t.price(for: "gpt-5")?.forTier(.priority)?.cacheWrite == 2_500_000_000, "defaults to the priority input price")
     }
 
+    /// Audio and images are billed at their own rates: gpt-4o-mini-audio-preview takes $0.15 / $0.60 for text and
+    /// $10 / $20 for audio; OpenAI reports the audio parts in the usage details, Gemini in its counts by modality.
+    /// Without `audioInput` / `audioOutput` / `imageOutput` a part is priced at the text rate (a request with audio
+    /// is not admitted so under a dollar budget: `anAudioRequestNeedsAudioPricesUnderADollarBudget`).
+    @Test func audioAndImagePartsArePricedAtTheirOwnRates() throws {
+        let t = try table(#"{"gpt-4o-mini-audio*": {"input": 0.15, "output": 0.60, "audioInput": 10, "audioOutput": 20}, "# +
+                          #""gemini-2.5-flash-image": {"input": 0.30, "output": 2.50, "imageOutput": 30}, "plain": {"input": 1, "output": 2}}"#)
+        let book = PriceBook(table: t)
+        let chat = tapped(.openai, #"data: {"id":"c","model":"gpt-4o-mini-audio-preview","choices":[],"usage":{"prompt_tokens":1000,"completion_tokens":500,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":800},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":400}}}"# + "\n\ndata: [DONE]\n\n")
+        #expect(chat.usage().audioPrompt == 800 && chat.usage().audioCompletion == 400)
+        #expect(ExchangeCost(chat.usage(), reported: chat.reportedModel, requested: nil, prices: book).nanoUSD
+                == 200 * 150 + 800 * 10_000 + 100 * 600 + 400 * 20_000)
+        let gemini = tapped(.gemini, #"data: {"candidates":[{"content":{"parts":[{"text":"!"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":1300,"promptTokensDetails":[{"modality":"TEXT","tokenCount":100}],"candidatesTokensDetails":[{"modality":"TEXT","tokenCount":10},{"modality":"IMAGE","tokenCount":1290}]},"modelVersion":"gemini-2.5-flash-image"}"# + "\r\n\r\n")
+        #expect(gemini.usage().imageCompletion == 1290 && gemini.usage().audioPrompt == nil)
+        #expect(ExchangeCost(gemini.usage(), reported: gemini.reportedModel, requested: nil, prices: book).nanoUSD
+                == 100 * 300 + 10 * 2_500 + 1290 * 30_000)
+        let usage = Usage(prompt: 100, completion: 10, audioPrompt: 60, audioCompletion: 5, imageCompletion: 5, source: .provider)
+        #expect(ExchangeCost(usage, reported: "plain", requested: nil, prices: book).nanoUSD == 100 * 1_000 + 10 * 2_000,
+                "no audio or image prices: the text ones")
+        #expect(t.price(for: "gpt-4o-mini-audio-preview")?.pricesAudio == true)
+        #expect(t.price(for: "plain")?.pricesAudio == false)
+    }
+
+    /// Under a dollar budget a request that brings or asks for audio needs its model's audio prices: priced as text,
+    /// it would cost 8 to 66 times less than its bill. A token budget, or a model with audio prices, admits it.
+    @Test func anAudioRequestNeedsAudioPricesUnderADollarBudget() throws {
+        let book = PriceBook(table: try table(#"{"gpt-4o-audio*": {"input": 2.5, "output": 10, "audioInput": 40, "audioOutput": 80}, "# +
+                                              #""gpt-4o-mini*": {"input": 0.15, "output": 0.60}}"#))
+        let dollars = BudgetConfiguration(perIdentity: BudgetLimits(nanoUSDPerDay: 1_000_000_000))
+        let tokens = BudgetConfiguration(perIdentity: BudgetLimits(tokensPerDay: 1_000_000))
+        let reservation = RequestBodyPlan.Reservation(tokens: 100, promptTokens: 10, hasCeiling: true)
+        func charge(_ model: String, _ budgets: BudgetConfiguration, audio: Bool) -> RelayError? {
+            BudgetCharge.of(reservation, budgetKey: "k", budgets: budgets, model: model, prices: book, audio: audio).failure
+        }
+        #expect(charge("gpt-4o-mini-audio-preview", dollars, audio: true) == .modalityNotPriced)
+        #expect(charge("gpt-4o-mini-audio-preview", dollars, audio: false) == nil)
+        #expect(charge("gpt-4o-audio-preview", dollars, audio: true) == nil)
+        #expect(charge("gpt-4o-mini-audio-preview", tokens, audio: true) == nil)
+        #expect(charge("unknown", dollars, audio: true) == .modelNotPriced)
+    }
+
+    /// Which bodies bring or ask for audio, in every provider's shape; never the app's own names.
+    @Test func whatCountsAsAnAudioRequest() throws {
+        func finds(_ json: String) throws -> Bool { AudioRequest.find(in: try JSONDocument(parsing: Array(json.utf8))) }
+        for json in [
+            #"{"model":"gpt-4o-audio-preview","modalities":["text","audio"],"audio":{"voice":"alloy","format":"wav"}}"#,
+            #"{"modalities":["AUDIO"]}"#, #"{"audio":{"voice":"alloy"}}"#,
+            #"{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"mp3"}}]}]}"#,
+            #"{"contents":[{"parts":[{"inlineData":{"mimeType":"audio/ogg","data":"AAAA"}}]}]}"#,
+            #"{"contents":[{"parts":[{"inline_data":{"mime_type":"Audio/wav","data":"AAAA"}}]}]}"#,
+            #"{"contents":[],"generationConfig":{"responseModalities":["AUDIO"]}}"#,
+            #"{"contents":[],"generation_config":{"speech_config":{"voice_config":{}}}}"#,
+        ] {
+            #expect(try finds(json), "\(json)")
+        }
+        for json in [
+            #"{"model":"gpt-4o","messages":[{"role":"user","content":"audio"}]}"#, #"{"modalities":["text"],"audio":null}"#,
+            #"{"contents":[{"parts":[{"inlineData":{"mimeType":"image/png","data":"AAAA"}}]}],"generationConfig":{"responseModalities":["TEXT","IMAGE"]}}"#,
+            #"{"tools":[{"type":"function","function":{"name":"f","parameters":{"properties":{"input_audio":{}}}}}]}"#,
+            #"{"metadata":{"input_audio":"x"}}"#,
+        ] {
+            #expect(try !finds(json), "\(json)")
+        }
+    }
+
     /// The tier a body asks for: standard for none and for the values billed at most at standard rates; priority for
     /// `priority` and for anything the relay does not know; read only on the endpoints that take it.
     @Test func theServiceTierABodyAsksFor() throws {
