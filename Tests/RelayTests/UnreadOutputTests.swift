@@ -190,6 +190,7 @@ struct UnreadOutputTests {
             #"{"tools":[{"codeExecution":{}}]}"#, #"{"tools":[{"urlContext":{}}]}"#, #"{"tools":[{"someFutureTool":{}}]}"#,
             #"{"tools":[{"type":7}]}"#, #"{"tools":["web_search"]}"#,
             #"{"web_search_options":{}}"#, #"{"mcp_servers":[{"type":"url","url":"https://x","name":"n"}]}"#,
+            #"{"data_sources":[{"type":"azure_search","parameters":{"endpoint":"https://s","index_name":"i"}}]}"#,
         ] {
             #expect(try finds(json), "\(json)")
         }

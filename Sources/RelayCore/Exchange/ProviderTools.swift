@@ -10,7 +10,8 @@ import JSON
 /// route accepts those costs (`providerTools`).
 ///
 /// What counts (keys compared after decoding escapes; a `null` value is none):
-/// - at the top level: OpenAI's `web_search_options` (chat with a search model) and Anthropic's `mcp_servers`;
+/// - at the top level: OpenAI's `web_search_options` (chat with a search model), Anthropic's `mcp_servers`, and
+///   Azure OpenAI's `data_sources` ("on your data": a search the provider runs, its results billed as input);
 /// - each entry of the top-level `tools`: with a `type`, anything but the app's own kinds (`function`, `custom`) and
 ///   the tools the app itself carries out (OpenAI's `computer_use_preview`, `local_shell`, `apply_patch`;
 ///   Anthropic's `bash_…`, `text_editor_…`, `computer_…`, `memory_…`); without one (Anthropic's custom tools,
@@ -25,7 +26,7 @@ package enum ProviderTools {
     static let clientKeys: Set<String> = ["name", "description", "input_schema", "cache_control", "strict", "input_examples",
                                           "defer_loading", "allowed_callers", "functionDeclarations", "function_declarations"]
     /// Top-level fields: `tools` (0), and those that turn on a provider's own tool (1...).
-    static let topLevel = JSONDocument.KeyNames(["tools", "web_search_options", "mcp_servers"])
+    static let topLevel = JSONDocument.KeyNames(["tools", "web_search_options", "mcp_servers", "data_sources", "dataSources"])
 
     package static func find(in d: JSONDocument) -> Bool {
         guard d.kind(of: JSONDocument.root) == .object else { return false }
