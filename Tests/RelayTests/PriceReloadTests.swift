@@ -11,7 +11,7 @@ import Darwin
 
 /// `pricingFile` and SIGHUP on the built binary (issue 23): a changed file prices the next exchange anew; a bad file
 /// is logged with its key path and the prices in force stay; the relay runs on through both.
-@Suite("Price file reload", .serialized)
+@Suite("Price file reload and signals", .serialized)
 struct PriceReloadTests {
     static func cost(of relay: RelayProcess, after count: Int) throws -> String {
         let (status, _) = try ReplicaTests.request(relay)
@@ -95,5 +95,29 @@ struct PriceReloadTests {
         }
         #expect(relay.log.filter { $0.contains("prices reloaded") }.count == 20)
         #expect(relay.isRunning)
+    }
+
+    /// Signals go through the command's signal pipe (`SignalPipe`): the first SIGTERM drains (a running stream holds
+    /// the relay up), a second exits at once.
+    @Test("SIGTERM drains while a stream runs; a second SIGTERM exits at once")
+    func aSecondSignalExitsAtOnce() throws {
+        let upstream = try ReplicaTests.HeldUpstream()   // its gate is closed: the stream is held until the end
+        defer {
+            upstream.gate.signal(1)
+            upstream.server.shutdown()
+        }
+        let setup = try Setup()
+        defer { setup.remove() }
+        let relay = try setup.relay(upstreamPort: upstream.server.port)
+        defer { relay.terminate() }
+        let (client, head) = try ReplicaTests.open(relay)
+        defer { client.close() }
+        #expect(head.status == 200)
+        kill(relay.pid, SIGTERM)
+        _ = try relay.waitForLog("draining", timeout: 30)
+        #expect(relay.isRunning, "the drain waits for the running stream")
+        kill(relay.pid, SIGTERM)
+        _ = try relay.waitForLog("second signal: exiting now", timeout: 30)
+        try eventually("the relay exited", timeout: 30) { !relay.isRunning }
     }
 }
