@@ -30,10 +30,11 @@ public enum PromptEstimate {
         "model", "role", "type", "id", "tool_call_id", "tool_use_id", "call_id", "detail", "mimeType", "mime_type",
         "data", "image_url", "url", "file_data", "file_id", "file_url", "fileUri", "file_uri", "signature",
     ]
-    /// Keys whose subtrees are schemas: their keys are tokenized too.
+    /// Keys whose subtrees are schemas or the app's own JSON (function arguments and results): their keys are
+    /// tokenized too, and nothing in them is a media item.
     static let schemas: Set<String> = [
         "tools", "functions", "response_format", "parameters", "input_schema", "schema", "responseSchema",
-        "response_schema", "json_schema",
+        "response_schema", "json_schema", "functionCall", "function_call", "functionResponse", "function_response",
     ]
 
     /// The estimated prompt tokens of a request body, or nil when it is not a JSON object (read with duplicate keys
@@ -86,7 +87,9 @@ public enum PromptEstimate {
                         continue
                     }
                     if d.kind(of: child) == .string && !inSchema && notText.contains(key) { continue }
-                    if schemas.contains(key) { schema = true }
+                    // A function call's arguments and result are the app's JSON, serialized into the prompt like a
+                    // schema (an Anthropic `tool_use` `input` is an object; the Responses `input` never is).
+                    if schemas.contains(key) || (key == "input" && d.kind(of: child) == .object) { schema = true }
                 }
             }
             switch d.kind(of: child) {

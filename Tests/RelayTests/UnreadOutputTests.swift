@@ -180,7 +180,7 @@ struct UnreadOutputTests {
     @Test func whatCountsAsAProviderTool() throws {
         func finds(_ json: String) throws -> Bool { ProviderTools.find(in: try JSONDocument(parsing: Array(json.utf8))) }
         for json in [
-            #"{"tools":[{"type":"web_search"}]}"#, #"{"tools":[{"type":"web_search_preview_2025_03_11"}]}"#,
+            #"{"tools":[{"type":"web_search_preview_2025_03_11"}]}"#,
             #"{"tools":[{"type":"function","name":"f"},{"type":"file_search","vector_store_ids":["vs_1"]}]}"#,
             #"{"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}"#, #"{"tools":[{"type":"image_generation"}]}"#,
             #"{"tools":[{"type":"mcp","server_url":"https://x"}]}"#, #"{"tools":[{"type":"web_search"}]}"#,
@@ -240,6 +240,9 @@ struct UnreadOutputTests {
             #"{"input":[{"previous_response_id":"resp_1"}]}"#, #"{"model":"gpt-3.5-turbo-instruct","prompt":"Say hi"}"#,
             #"{"prompt":["a","b"]}"#, #"{"prompt":null}"#,
             #"{"input":[{"role":"user","id":"msg_1","content":"hi"}]}"#,
+            // Function calls' arguments and results are the app's JSON, whatever their keys.
+            #"{"contents":[{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"files":[{"file_id":"x","inlineData":{}}]}}}]}]}"#,
+            #"{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"source":{"type":"file","file_id":"x"}}}]}]}"#,
             #"{"input":[{"type":"message","id":"msg_1","role":"assistant","content":[]},{"type":"function_call_output","call_id":"c","output":"x"}]}"#,
             #"{"tools":[{"type":"function","function":{"name":"f","parameters":{"properties":{"file_id":{"type":"string"},"file_url":{}}}}}]}"#,
             #"{"metadata":{"conversation":"c","file_id":"x"}}"#,

@@ -111,6 +111,15 @@ struct PromptEstimateTests {
         #expect(PromptEstimate.tokens(document, mediaTokens: 1_000) == c.tokens)
     }
 
+    /// A function call's arguments are the app's JSON: a key named `source` or `image_url` there is no image, and
+    /// its keys are tokenized (`{"source":{"lang":"en"}}`: source, lang, en = 12 characters).
+    @Test func functionArgumentsAreTextNotMedia() throws {
+        let anthropic = try JSONDocument(parsing: Array(#"{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"source":{"lang":"en"}}}]}]}"#.utf8))
+        #expect(PromptEstimate.tokens(anthropic, mediaTokens: 1_000) == (1 + 6 + 4 + 2 + 3) / 4)
+        let gemini = try JSONDocument(parsing: Array(#"{"contents":[{"parts":[{"functionCall":{"name":"f","args":{"image_url":"u"}}}]}]}"#.utf8))
+        #expect(PromptEstimate.tokens(gemini, mediaTokens: 1_000) == (4 + 1 + 4 + 9 + 1 + 3) / 4)
+    }
+
     @Test("without media the estimate is the text's alone, whatever mediaTokens is")
     func noMediaNoAllowance() throws {
         let document = try JSONDocument(parsing: Array(#"{"messages":[{"role":"user","content":"abcdefgh"}]}"#.utf8))

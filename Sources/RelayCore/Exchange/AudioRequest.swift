@@ -8,13 +8,15 @@ import JSON
 /// What counts (keys compared after decoding escapes; a `null` value is none): OpenAI's `modalities` naming
 /// `audio` and its `audio` output settings at the top level; Gemini's `responseModalities` naming `AUDIO` (any case)
 /// or `speechConfig` in `generationConfig`; at any depth, an `input_audio` part and Gemini inline data of an
-/// `audio/…` type. Not inside a schema, `tools` or `metadata`, whose keys are the app's.
+/// `audio/…` type. Not inside a schema, `tools`, `metadata` or a function call's arguments or result, whose keys
+/// are the app's.
 package enum AudioRequest {
-    /// At any depth: audio input (0), Gemini's inline data (1, 2), the generation settings (3, 4), and subtrees whose
-    /// keys are the app's (5...).
+    /// At any depth: audio input (0), Gemini's inline data (1, 2), the generation settings (3, 4), `input` as an object
+    /// (5: a `tool_use`'s arguments), and subtrees whose keys are the app's (6...: as in `ReferencedInput`).
     static let names = JSONDocument.KeyNames(["input_audio", "inlineData", "inline_data", "generationConfig", "generation_config",
-                                              "tools", "functions", "response_format", "parameters", "input_schema", "schema",
-                                              "responseSchema", "response_schema", "json_schema", "metadata"])
+                                              "input", "tools", "functions", "response_format", "parameters", "input_schema",
+                                              "schema", "responseSchema", "response_schema", "json_schema", "metadata",
+                                              "functionCall", "function_call", "functionResponse", "function_response"])
     /// In a Gemini generation config: the answer's modalities (0, 1) and speech settings (2, 3).
     static let generation = JSONDocument.KeyNames(["responseModalities", "response_modalities", "speechConfig", "speech_config"])
 
@@ -32,6 +34,8 @@ package enum AudioRequest {
                 return type.flatMap(d.string)?.lowercased().hasPrefix("audio/") == true
             case 3, 4:
                 return d.kind(of: member) == .object && asksForAudio(d, member, generation)
+            case 5:
+                return d.kind(of: member) == .object ? nil : false
             default:
                 return nil
             }

@@ -23,8 +23,9 @@ import JSON
 ///   pages, a video's seconds, each a fixed count however few bytes they take), an Anthropic `base64` source of any
 ///   type but an image. An image's tokens are bounded by its size in pixels, which the provider caps, and audio's
 ///   by its length, which its bytes bound: those count in the estimate (`PromptEstimate`, `budgets.mediaTokens`).
-/// Not inside a schema or `tools` (an app's function may well take a `file_id` argument) or `metadata` (its keys are
-/// the app's). Images by URL are not here: each is billed a bounded number of tokens (by the model: tens of thousands
+/// Not inside a schema or `tools` (an app's function may well take a `file_id` argument), `metadata`, a function
+/// call's arguments or its result (Anthropic's `tool_use` `input`, Gemini's `functionCall` and `functionResponse`):
+/// their keys are the app's. Images by URL are not here: each is billed a bounded number of tokens (by the model: tens of thousands
 /// for a large image on gpt-4o-mini), estimated at `budgets.mediaTokens` each on a stream cancelled before the
 /// provider's counts (`PromptEstimate`).
 package enum ReferencedInput {
@@ -32,12 +33,14 @@ package enum ReferencedInput {
     /// whose items may be references.
     static let topLevel = JSONDocument.KeyNames(["previous_response_id", "conversation", "prompt", "input"])
     /// At any depth, but in the subtrees below: a file by reference or inline (0...4), an Anthropic source (5),
-    /// Gemini's inline data (6, 7), and the subtrees whose keys are the app's own names, not the provider's fields
-    /// (8...).
+    /// Gemini's inline data (6, 7), and the subtrees whose keys are the app's own names, not the provider's fields:
+    /// `input` as an object (8: an Anthropic `tool_use`'s arguments; the Responses `input` is an array or a string),
+    /// schemas, `metadata`, and Gemini's function calls and their results (9...).
     static let names = JSONDocument.KeyNames(["file_id", "file_url", "fileUri", "file_uri", "file_data", "source", "inlineData",
-                                              "inline_data", "tools", "functions", "response_format", "parameters",
+                                              "inline_data", "input", "tools", "functions", "response_format", "parameters",
                                               "input_schema", "schema", "responseSchema", "response_schema", "json_schema",
-                                              "metadata"])
+                                              "metadata", "functionCall", "function_call", "functionResponse",
+                                              "function_response"])
 
     package static func find(in d: JSONDocument) -> Bool {
         guard d.kind(of: JSONDocument.root) == .object else { return false }
@@ -62,6 +65,8 @@ package enum ReferencedInput {
             case 6, 7:
                 return kind != .null && !isMediaType(d, d.member("mimeType", of: member) ?? d.member("mime_type", of: member),
                                                      allowingAudio: true)
+            case 8:
+                return kind == .object ? nil : false
             default:
                 return nil
             }

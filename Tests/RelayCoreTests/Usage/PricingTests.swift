@@ -256,6 +256,8 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
             #"{"contents":[{"parts":[{"inlineData":{"mimeType":"image/png","data":"AAAA"}}]}],"generationConfig":{"responseModalities":["TEXT","IMAGE"]}}"#,
             #"{"tools":[{"type":"function","function":{"name":"f","parameters":{"properties":{"input_audio":{}}}}}]}"#,
             #"{"metadata":{"input_audio":"x"}}"#,
+            #"{"contents":[{"parts":[{"functionCall":{"name":"f","args":{"input_audio":"x"}}}]}]}"#,
+            #"{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"input_audio":{"data":"x"}}}]}]}"#,
         ] {
             #expect(try !finds(json), "\(json)")
         }
