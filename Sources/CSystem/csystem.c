@@ -32,7 +32,13 @@ int csystem_signal_pipe(void) {
     pthread_mutex_lock(&signal_pipe_lock);
     if (signal_pipe_read < 0) {
         int ends[2];
-        if (pipe(ends) == 0) {
+#ifdef __linux__
+        // Both flags at once: no window in which a fork and exec elsewhere inherits the pipe.
+        int made = pipe2(ends, O_CLOEXEC | O_NONBLOCK);
+#else
+        int made = pipe(ends);
+#endif
+        if (made == 0) {
             if (set_flags(ends[0]) == 0 && set_flags(ends[1]) == 0) {
                 signal_pipe_read = ends[0];
                 signal_pipe_write = ends[1];

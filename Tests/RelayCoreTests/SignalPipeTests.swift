@@ -1,4 +1,5 @@
-// Signals through `SignalPipe` (README, "Operations"): the command's SIGINT, SIGTERM and SIGHUP are caught this way.
+// Signals through `SignalPipe`: the command's SIGINT, SIGTERM and SIGHUP (README, `timeouts.drainSeconds` and
+// `pricingFile`) are caught this way.
 // Sent to the whole process, so the kernel picks the thread; every one must reach the handler, in order.
 #if canImport(Glibc)
 import Glibc

@@ -191,11 +191,13 @@ struct UnreadOutputTests {
             #"{"tools":[{"type":7}]}"#, #"{"tools":["web_search"]}"#,
             #"{"web_search_options":{}}"#, #"{"mcp_servers":[{"type":"url","url":"https://x","name":"n"}]}"#,
             #"{"data_sources":[{"type":"azure_search","parameters":{"endpoint":"https://s","index_name":"i"}}]}"#,
+            #"{"model":"gpt-4o-search-preview","messages":[]}"#, #"{"model":"gpt-5-Search-api"}"#,
         ] {
             #expect(try finds(json), "\(json)")
         }
         for json in [
             #"{"model":"m","input":"hi"}"#, #"{"tools":[]}"#, #"{"tools":null,"web_search_options":null}"#,
+            #"{"model":"gpt-4o","messages":[{"role":"user","content":"search the web"}]}"#,
             #"{"tools":[{"type":"function","function":{"name":"web_search","parameters":{"type":"object"}}}]}"#,
             #"{"tools":[{"type":"custom","name":"grammar"}]}"#,
             #"{"tools":[{"name":"get_weather","description":"d","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}]}"#,

@@ -82,11 +82,13 @@ extension BudgetCharge {
                            audio: Bool = false) -> Result<(charge: BudgetCharge?, price: ModelPrice?), RelayError> {
         guard let key = budgetKey else { return .success((nil, nil)) }
         let standard = prices?.price(for: model)
-        let price = standard?.forTier(tier)
+        var price = standard?.forTier(tier)
         if reservation.tokens > 0, budgets?.hasDollarLimits == true {
             if price == nil { return .failure(standard == nil ? .modelNotPriced : .serviceTierNotPriced) }
             if audio, price?.pricesAudio != true { return .failure(.modalityNotPriced) }
         }
+        // A request with audio is held, and its steps priced, as if every token were audio (`ModelPrice.forAudio`).
+        if audio { price = price?.forAudio }
         let nano = price.map {
             Cost.reservation(promptTokens: reservation.promptTokens, outputTokens: reservation.tokens - reservation.promptTokens, price: $0)
         } ?? 0

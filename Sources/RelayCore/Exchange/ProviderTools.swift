@@ -12,6 +12,8 @@ import JSON
 /// What counts (keys compared after decoding escapes; a `null` value is none):
 /// - at the top level: OpenAI's `web_search_options` (chat with a search model), Anthropic's `mcp_servers`, and
 ///   Azure OpenAI's `data_sources` ("on your data": a search the provider runs, its results billed as input);
+/// - a `model` whose name says `search` (OpenAI's `gpt-4o-search-preview`, `gpt-5-search-api`: a web search on
+///   every call, billed per call);
 /// - each entry of the top-level `tools`: with a `type`, anything but the app's own kinds (`function`, `custom`) and
 ///   the tools the app itself carries out (OpenAI's `computer_use_preview`, `local_shell`, `apply_patch`;
 ///   Anthropic's `bash_…`, `text_editor_…`, `computer_…`, `memory_…`); without one (Anthropic's custom tools,
@@ -25,8 +27,8 @@ package enum ProviderTools {
     /// The keys of a tool without a `type` that the app carries out: an Anthropic custom tool's, Gemini's functions.
     static let clientKeys: Set<String> = ["name", "description", "input_schema", "cache_control", "strict", "input_examples",
                                           "defer_loading", "allowed_callers", "functionDeclarations", "function_declarations"]
-    /// Top-level fields: `tools` (0), and those that turn on a provider's own tool (1...).
-    static let topLevel = JSONDocument.KeyNames(["tools", "web_search_options", "mcp_servers", "data_sources", "dataSources"])
+    /// Top-level fields: `tools` (0), `model` (1), and those that turn on a provider's own tool (2...).
+    static let topLevel = JSONDocument.KeyNames(["tools", "model", "web_search_options", "mcp_servers", "data_sources", "dataSources"])
 
     package static func find(in d: JSONDocument) -> Bool {
         guard d.kind(of: JSONDocument.root) == .object else { return false }
@@ -36,6 +38,8 @@ package enum ProviderTools {
             case nil: continue
             case 0:
                 if d.kind(of: member) != .array || d.children(of: member).contains(where: { runsAtProvider(d, $0) }) { return true }
+            case 1:
+                if d.string(member)?.lowercased().contains("search") == true { return true }
             default: return true
             }
         }

@@ -16,7 +16,17 @@ package enum Cost {
     /// long-context prices (`ModelPrice.forPrompt`).
     package static func nanoUSD(_ usage: Usage, price: ModelPrice) -> Int {
         // Borrowed, not copied (a copy retains the long-context and priority prices).
-        if let long = price.longContext, usage.prompt > long.above { return rated(usage, long.price) }
+        if let long = price.longContext, usage.prompt > long.above {
+            // Audio and image prices the long-context entry does not give are the entry's own (never the text ones).
+            guard (usage.audioPrompt ?? 0) > 0 || (usage.audioCompletion ?? 0) > 0 || (usage.imageCompletion ?? 0) > 0 else {
+                return rated(usage, long.price)
+            }
+            var inherited = long.price
+            inherited.audioInput = inherited.audioInput ?? price.audioInput
+            inherited.audioOutput = inherited.audioOutput ?? price.audioOutput
+            inherited.imageOutput = inherited.imageOutput ?? price.imageOutput
+            return rated(usage, inherited)
+        }
         return rated(usage, price)
     }
 

@@ -45,6 +45,20 @@ package struct ModelPrice: Sendable, Equatable {
     /// Both audio prices are given.
     package var pricesAudio: Bool { audioInput != nil && audioOutput != nil }
 
+    /// The prices a request with audio is reserved and extended at: every token at the higher of its text and audio
+    /// price, since which of them will be audio is unknown until the provider's counts.
+    package var forAudio: ModelPrice {
+        var audio = self
+        audio.input = max(input, audioInput ?? input)
+        audio.output = max(output, audioOutput ?? output)
+        if let long = longContext {
+            let inherited = ModelPrice(input: long.price.input, cachedInput: long.price.cachedInput, output: long.price.output,
+                                       audioInput: long.price.audioInput ?? audioInput, audioOutput: long.price.audioOutput ?? audioOutput)
+            audio.longContext = LongContextPrice(above: long.above, price: inherited.forAudio)
+        }
+        return audio
+    }
+
     /// The prices of a request in `tier`: these for the standard tier; for priority, the priority prices, or nil
     /// when the table has none (an unknown price: never the standard one, which would make the difference free);
     /// nil for an option no table prices.

@@ -44,6 +44,9 @@ package struct UsageMeter: Sendable {
     private var requestDocument: JSONDocument?
     /// The prompt estimate, when a result needs it.
     package var estimatedPrompt: Int? { requestDocument.map { PromptEstimate.tokens($0, mediaTokens: settings.mediaTokens) } }
+    /// The request brings or asks for audio (`RequestBodyPlan.usesAudio`, read with budgets): an estimate counts
+    /// every token as audio, at the audio prices, since which of them were audio is unknown.
+    private var usesAudio = false
     /// The relay added the usage request: the client's stream loses the usage-only event.
     private(set) var injected = false
     package private(set) var tap: UsageTap?
@@ -69,6 +72,7 @@ package struct UsageMeter: Sendable {
         requestedModel = plan.model ?? UsageLabels.requestedModel(path: path)
         requestDocument = plan.document
         injected = plan.injected
+        usesAudio = plan.usesAudio
     }
 
     /// A request without a body (a GET): only a Gemini path can name the model.
@@ -174,9 +178,19 @@ package struct UsageMeter: Sendable {
                 estimate.completion = outputFloor
                 estimate.source = .estimate
             }
-            return (estimate, model)
+            return (audioEstimate(estimate), model)
         }
         guard callReachedProvider, !refused, !answered, estimatedPrompt != nil || outputFloor > 0 else { return (.none, nil) }
-        return (Usage(prompt: estimatedPrompt ?? 0, completion: outputFloor, source: .estimate), nil)
+        return (audioEstimate(Usage(prompt: estimatedPrompt ?? 0, completion: outputFloor, source: .estimate)), nil)
+    }
+
+    /// An estimate of a request with audio: all of it audio (never less than the provider's partial audio counts).
+    private func audioEstimate(_ usage: Usage) -> Usage {
+        guard usesAudio, usage.source == .estimate else { return usage }
+        var audio = usage
+        audio.audioPrompt = usage.prompt
+        audio.audioCompletion = usage.completion
+        audio.imageCompletion = nil
+        return audio
     }
 }

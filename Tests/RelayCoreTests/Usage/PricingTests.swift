@@ -235,6 +235,30 @@ private func problemPaths(_ root: String, files: [String: String] = [:]) -> [Str
         #expect(charge("gpt-4o-audio-preview", dollars, audio: true) == nil)
         #expect(charge("gpt-4o-mini-audio-preview", tokens, audio: true) == nil)
         #expect(charge("unknown", dollars, audio: true) == .modelNotPriced)
+        // Held as if every token were audio: 10 prompt at $40, 90 output at $80 per million.
+        let held = try BudgetCharge.of(reservation, budgetKey: "k", budgets: dollars, model: "gpt-4o-audio-preview", prices: book,
+                                       audio: true).get()
+        #expect(held.charge?.nanoUSD == 10 * 40_000 + 90 * 80_000)
+        #expect(held.price?.output == 80_000_000_000, "the guard's steps at the audio output price")
+        let text = try BudgetCharge.of(reservation, budgetKey: "k", budgets: dollars, model: "gpt-4o-audio-preview", prices: book).get()
+        #expect(text.charge?.nanoUSD == 10 * 2_500 + 90 * 10_000)
+    }
+
+    /// Which tokens of a cancelled audio stream were audio is unknown: the estimate counts them all as audio. Past a
+    /// long-context threshold, the audio prices the long-context entry lacks are the entry's own.
+    @Test func anAudioEstimateIsAllAudioAndLongContextKeepsTheAudioPrices() throws {
+        let body = Array(#"{"model":"gpt-4o-audio-preview","stream":true,"modalities":["text","audio"],"audio":{"voice":"alloy"},"messages":[{"role":"user","content":"abcdefgh"}]}"#.utf8)
+        let plan = try RequestBodyPlan.make(body, path: "/v1/chat/completions", settings: .init(
+            endpoint: .openAIChat, policy: BodyPolicy(), injectsUsage: false, budgets: .init(routeMaxTokens: nil, defaultReserveTokens: 10))).get()
+        #expect(plan.usesAudio)
+        var meter = UsageMeter(settings: .init())
+        meter.requestPlanned(plan, path: "/v1/chat/completions")
+        let usage = meter.usage(callReachedProvider: true, outputFloor: 50)
+        // 22 characters of strings (the message, "text", "audio", "alloy"): 6 tokens.
+        #expect(usage == Usage(prompt: 6, completion: 50, audioPrompt: 6, audioCompletion: 50, source: .estimate))
+        let t = try table(#"{"m": {"input": 1, "output": 2, "audioInput": 10, "audioOutput": 20, "longContext": {"above": 100, "input": 3, "output": 4}}}"#)
+        let long = Usage(prompt: 200, completion: 10, audioPrompt: 50, audioCompletion: 10, source: .provider)
+        #expect(ExchangeCost(long, reported: "m", requested: nil, prices: PriceBook(table: t)).nanoUSD == 150 * 3_000 + 50 * 10_000 + 10 * 20_000)
     }
 
     /// Which bodies bring or ask for audio, in every provider's shape; never the app's own names.
