@@ -28,32 +28,33 @@ import JSON
 /// labelled `estimate`, never passed off as the provider's figure.
 public enum PromptEstimate {
     /// Keys whose string values are not text the model reads as words.
-    static let notText: Set<String> = [
-        "model", "role", "type", "id", "tool_call_id", "tool_use_id", "call_id", "detail", "mimeType", "mime_type",
-        "data", "image_url", "url", "file_data", "file_id", "file_url", "fileUri", "file_uri", "signature",
-    ]
+    static let notText = ["model", "role", "type", "id", "tool_call_id", "tool_use_id", "call_id", "detail", "mimeType",
+                          "mime_type", "data", "url", "file_id", "file_url", "fileUri", "file_uri", "signature"]
     /// Keys whose subtrees are schemas or the app's own JSON (function arguments and results): their keys are
     /// tokenized too, and nothing in them is a media item.
-    static let schemas: Set<String> = [
-        "tools", "functions", "response_format", "parameters", "input_schema", "schema", "responseSchema",
-        "response_schema", "json_schema", "functionCall", "function_call", "functionResponse", "function_response",
-    ]
+    static let schemas = ["tools", "functions", "response_format", "parameters", "input_schema", "schema", "responseSchema",
+                          "response_schema", "json_schema", "functionCall", "function_call", "functionResponse",
+                          "function_response"]
+    /// Keys whose value is one media item: an image, an audio clip or an inline file (`source` only as an object).
+    /// Their string values are not text either.
+    static let media = ["image_url", "inlineData", "inline_data", "input_audio", "file_data", "source"]
+
+    /// Every key the walk looks at, found with one `JSONDocument.key(_:in:)` per member (no string made, nothing
+    /// hashed: a `Set<String>` per key cost 7 k instructions per request), and what each is (`Role`). `input` is
+    /// the app's JSON only as an object (an Anthropic `tool_use`'s arguments; the Responses `input` never is).
+    static let keys = JSONDocument.KeyNames(notText + schemas + media + ["input"])
+    static let roles: [Role] = notText.map { _ in .notText } + schemas.map { _ in .schema } + media.map { _ in .media } + [.inputObject]
+
+    /// `source`'s index in `keys`: a media item only as an object, text otherwise.
+    static let sourceIndex = notText.count + schemas.count + media.firstIndex(of: "source")!
+
+    enum Role { case notText, schema, media, inputObject }
 
     /// The estimated prompt tokens of a request body, or nil when it is not a JSON object (read with duplicate keys
     /// allowed: the dev fake provider answers whatever it gets).
     public static func tokens(requestBody: [UInt8]) -> Int? {
         guard let document = try? JSONDocument(parsing: requestBody, duplicates: .allowed) else { return nil }
         return tokens(document)
-    }
-
-    /// Whether `key`'s value is one media item: an image, an audio clip or an inline file (`source` only as an
-    /// object). Compared by `switch`, not looked up in a set: every key of every body passes here, and hashing each
-    /// cost 7 k instructions per request (callgrind).
-    static func isMediaKey(_ key: String) -> Bool {
-        switch key {
-        case "image_url", "inlineData", "inline_data", "input_audio", "file_data", "source": true
-        default: false
-        }
     }
 
     /// The estimated prompt tokens of a body already read: its text alone (the dev fake provider's count).
@@ -77,24 +78,33 @@ public enum PromptEstimate {
     private static func count(_ d: JSONDocument, _ node: Int, inSchema: Bool, mediaTokens: Int, media: inout Int) -> Int {
         var total = 0
         let inObject = d.kind(of: node) == .object
+        let keys = Self.keys   // loaded once, not once per member
         for child in d.children(of: node) {
             var schema = inSchema
+            let kind = d.kind(of: child)
             if inObject {
                 if inSchema { total += d.keyTextWeight(of: child) }
-                if let key = d.key(of: child) {
-                    if !inSchema && isMediaKey(key) && (key != "source" || d.kind(of: child) == .object) {
+                if let index = d.key(child, in: keys) {
+                    switch roles[index] {
+                    case .media where index == Self.sourceIndex && kind != .object:
+                        break
+                    case .media where !inSchema:
                         let payload = (payloadWeight(d, child) + 3) / 4
                         let (sum, overflow) = media.addingReportingOverflow(max(payload, mediaTokens))
                         media = overflow ? Int.max : sum
                         continue
+                    case .media:
+                        break
+                    case .notText:
+                        if kind == .string && !inSchema { continue }
+                    case .schema:
+                        schema = true
+                    case .inputObject:
+                        if kind == .object { schema = true }
                     }
-                    if d.kind(of: child) == .string && !inSchema && notText.contains(key) { continue }
-                    // A function call's arguments and result are the app's JSON, serialized into the prompt like a
-                    // schema (an Anthropic `tool_use` `input` is an object; the Responses `input` never is).
-                    if schemas.contains(key) || (key == "input" && d.kind(of: child) == .object) { schema = true }
                 }
             }
-            switch d.kind(of: child) {
+            switch kind {
             case .string: total += d.textWeight(of: child)
             case .object, .array: total += count(d, child, inSchema: schema, mediaTokens: mediaTokens, media: &media)
             default: break

@@ -192,6 +192,7 @@ struct UnreadOutputTests {
             #"{"web_search_options":{}}"#, #"{"mcp_servers":[{"type":"url","url":"https://x","name":"n"}]}"#,
             #"{"data_sources":[{"type":"azure_search","parameters":{"endpoint":"https://s","index_name":"i"}}]}"#,
             #"{"model":"gpt-4o-search-preview","messages":[]}"#, #"{"model":"gpt-5-Search-api"}"#,
+            #"{"model":"gpt-4o-s\u0065arch-preview"}"#,
         ] {
             #expect(try finds(json), "\(json)")
         }
