@@ -16,7 +16,8 @@ import Darwin
 /// never reads it (a SIGHUP in three was lost this way under load). A signal that arrives again before its handler
 /// ran is one delivery, as POSIX has it; a second SIGTERM after the first was handled is always seen.
 package enum SignalPipe {
-    /// The read source, kept for the process's life. Written once, by `start` (guarded by `lock`); never read.
+    /// The read source, kept for the process's life. Written once, by the one `start` call that `lock` lets past
+    /// its precondition; never read.
     nonisolated(unsafe) private static var source: (any DispatchSourceRead)?
     private static let lock = Locked(false)
 

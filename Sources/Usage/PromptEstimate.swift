@@ -32,9 +32,10 @@ public enum PromptEstimate {
                           "mime_type", "data", "url", "file_id", "file_url", "fileUri", "file_uri", "signature"]
     /// Keys whose subtrees are schemas or the app's own JSON (function arguments and results): their keys are
     /// tokenized too, and nothing in them is a media item.
-    static let schemas = ["tools", "functions", "response_format", "parameters", "input_schema", "schema", "responseSchema",
-                          "response_schema", "json_schema", "functionCall", "function_call", "functionResponse",
-                          "function_response"]
+    /// The one list of these: the request checks (`ReferencedInput`, `AudioRequest`) skip the same subtrees.
+    public static let schemas = ["tools", "functions", "response_format", "parameters", "input_schema", "schema",
+                                 "responseSchema", "response_schema", "json_schema", "functionCall", "function_call",
+                                 "functionResponse", "function_response"]
     /// Keys whose value is one media item: an image, an audio clip or an inline file (`source` only as an object).
     /// Their string values are not text either.
     static let media = ["image_url", "inlineData", "inline_data", "input_audio", "file_data", "source"]

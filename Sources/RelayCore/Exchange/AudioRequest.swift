@@ -1,4 +1,5 @@
 import JSON
+import Usage
 
 /// Whether a request body brings or asks for audio, which providers bill at their own, higher rates (OpenAI's audio
 /// models 8 to 66 times their text rates; Gemini's audio input about three times). Under a dollar budget such a
@@ -14,9 +15,7 @@ package enum AudioRequest {
     /// At any depth: audio input (0), Gemini's inline data (1, 2), the generation settings (3, 4), `input` as an object
     /// (5: a `tool_use`'s arguments), and subtrees whose keys are the app's (6...: as in `ReferencedInput`).
     static let names = JSONDocument.KeyNames(["input_audio", "inlineData", "inline_data", "generationConfig", "generation_config",
-                                              "input", "tools", "functions", "response_format", "parameters", "input_schema",
-                                              "schema", "responseSchema", "response_schema", "json_schema", "metadata",
-                                              "functionCall", "function_call", "functionResponse", "function_response"])
+                                              "input", "metadata"] + PromptEstimate.schemas)
     /// In a Gemini generation config: the answer's modalities (0, 1) and speech settings (2, 3).
     static let generation = JSONDocument.KeyNames(["responseModalities", "response_modalities", "speechConfig", "speech_config"])
 

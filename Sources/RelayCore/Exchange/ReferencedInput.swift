@@ -1,4 +1,5 @@
 import JSON
+import Usage
 
 /// Whether a request body brings input the relay cannot count: content the provider fetches or keeps by reference,
 /// or an inline document or video whose tokens its bytes do not bound, all billed as input tokens. Pure.
@@ -37,10 +38,7 @@ package enum ReferencedInput {
     /// `input` as an object (8: an Anthropic `tool_use`'s arguments; the Responses `input` is an array or a string),
     /// schemas, `metadata`, and Gemini's function calls and their results (9...).
     static let names = JSONDocument.KeyNames(["file_id", "file_url", "fileUri", "file_uri", "file_data", "source", "inlineData",
-                                              "inline_data", "input", "tools", "functions", "response_format", "parameters",
-                                              "input_schema", "schema", "responseSchema", "response_schema", "json_schema",
-                                              "metadata", "functionCall", "function_call", "functionResponse",
-                                              "function_response"])
+                                              "inline_data", "input", "metadata"] + PromptEstimate.schemas)
 
     package static func find(in d: JSONDocument) -> Bool {
         guard d.kind(of: JSONDocument.root) == .object else { return false }
