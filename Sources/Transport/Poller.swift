@@ -64,9 +64,10 @@ extension PollerHandler {
 ///
 /// Owned by the loop's queue: every method but `stop` is called there.
 public final class Poller: @unchecked Sendable {
-    // Invariant: `entries`, `soonTasks`, `inTurn`, `soonFlushQueued` and the epoll sets are touched on `queue`
-    // only (the waiting thread touches `events` and `entries` inside `queue.sync`; it writes `pendingCount` just
-    // before its `queue.sync` and the turn reads it inside, so the sync orders the two).
+    // Invariant: `entries`, `moves`, `registrationChanges`, `soonTasks`, `inTurn`, `soonFlushQueued` and the
+    // epoll sets are touched on `queue` only (the waiting thread touches `events` and `entries` inside
+    // `queue.sync`; it writes `pendingCount` just before its `queue.sync` and the turn reads it inside, so the
+    // sync orders the two).
     private let pollFD: Int32
     private let queue: DispatchQueue
     /// Times the handlers of a long batch (`firstInterval`); a test's manual clock makes that deterministic.
@@ -75,9 +76,16 @@ public final class Poller: @unchecked Sendable {
         let handler: any PollerHandler
         var read: Bool
         var write: Bool
+        /// The set the descriptor is registered in.
         var first: Bool
+        /// It is to move to the other set when the turn ends (`setHandlesFirst` during a turn).
+        var moving = false
     }
     private var entries: [Int32: Entry] = [:]
+    /// Descriptors whose class changed during this turn (`setHandlesFirst`), moved between the sets when it ends.
+    private var moves: [Int32] = []
+    /// `epoll_ctl` calls made for registrations (tests).
+    public private(set) var registrationChanges = 0
     /// Work handed to `soon`, run when the current slice of handlers has run (in order).
     private var soonTasks: [() -> Void] = []
     /// True while a turn handles a batch: `soon` work then runs inside it, with no hop through the queue.
@@ -86,6 +94,9 @@ public final class Poller: @unchecked Sendable {
     private var soonFlushQueued = false
     /// The size of the batch `waitLoop` hands to its turn (written by the waiting thread just before `queue.sync`).
     private var pendingCount = 0
+    /// The waiting thread's log batches (`LogBatch`), one per turn; set in a `queue.sync` by that thread before its
+    /// first turn.
+    private var logBatches: LogBatch.ThreadBatches?
     /// `LatencyTrace.enabled`, read once: the probes on the event path cost one test of a stored flag.
     private let tracing = LatencyTrace.enabled
     /// Where the kernel reports ready descriptors: allocated once, not per wake-up.
@@ -159,6 +170,10 @@ public final class Poller: @unchecked Sendable {
         // allocations per wake-up, so per relayed event at light load); a work item's block is made once and
         // may run any number of times (it is never waited on). It holds the poller only while this loop runs.
         let turn = DispatchWorkItem { [self] in handleBatch(pendingCount) }
+        // Turns run on this thread (`queue.sync` runs its block on the calling thread): its batches are theirs.
+        // A turn that ran elsewhere would still be correct, its lines only written one by one.
+        let batches = LogBatch.thisThread()
+        queue.sync { logBatches = batches }
         while true {
             let n = Syscall.epollPoll(pollFD, into: events, timeoutMs: -1)
             if n == 0 { continue }
@@ -198,7 +213,10 @@ public final class Poller: @unchecked Sendable {
         entries[fd] = Entry(handler: handler, read: read, write: write, first: first)
         #if canImport(Glibc)
         // A number registered in the other set (by a previous owner that did not say goodbye) leaves it first.
-        if let previous, previous.first != first { _ = Syscall.epollControl(set(previous.first), EPOLL_CTL_DEL, fd, events: 0) }
+        if let previous, previous.first != first {
+            registrationChanges += 1
+            _ = Syscall.epollControl(set(previous.first), EPOLL_CTL_DEL, fd, events: 0)
+        }
         #endif
         apply(fd, read: read, write: write, first: first, known: previous?.first == first)
     }
@@ -214,19 +232,54 @@ public final class Poller: @unchecked Sendable {
     }
 
     /// Moves a registered descriptor between the two classes (an upstream socket whose response head arrived
-    /// joins the streams' events).
+    /// joins the streams' events). During a turn the move waits for the turn's end, and a descriptor removed
+    /// before then is never moved: a short answer read whole with its head (its transfer over in the same call
+    /// into curl) cost two more `epoll_ctl` calls per request (S3) for a registration nothing waited on.
     public func setHandlesFirst(_ fd: Int32, _ first: Bool) {
-        guard var entry = entries[fd], entry.first != first else { return }
+        guard var entry = entries[fd] else { return }
+        #if canImport(Glibc)
+        if inTurn {
+            let wasMoving = entry.moving
+            entry.moving = entry.first != first
+            entries[fd] = entry
+            if entry.moving && !wasMoving { moves.append(fd) }
+            return
+        }
+        #endif
+        guard entry.first != first else { return }
         entry.first = first
         entries[fd] = entry
         #if canImport(Glibc)
-        _ = Syscall.epollControl(set(!first), EPOLL_CTL_DEL, fd, events: 0)
-        apply(fd, read: entry.read, write: entry.write, first: first, known: false)
+        move(fd, entry)
         #endif
     }
 
-    /// Whether `fd` is registered as served first (tests).
-    public func handlesFirst(_ fd: Int32) -> Bool? { entries[fd]?.first }
+    #if canImport(Glibc)
+    /// Registers `fd` in the set `entry.first` names, out of the other.
+    private func move(_ fd: Int32, _ entry: Entry) {
+        registrationChanges += 1
+        _ = Syscall.epollControl(set(!entry.first), EPOLL_CTL_DEL, fd, events: 0)
+        apply(fd, read: entry.read, write: entry.write, first: entry.first, known: false)
+    }
+
+    /// The moves this turn asked for, of descriptors still registered by the handler that asked.
+    private func applyMoves() {
+        for fd in moves {
+            guard var entry = entries[fd], entry.moving else { continue }
+            entry.moving = false
+            entry.first.toggle()
+            entries[fd] = entry
+            move(fd, entry)
+        }
+        moves.removeAll(keepingCapacity: true)
+    }
+    #endif
+
+    /// Whether `fd` is served first, or will be once this turn ends (tests).
+    public func handlesFirst(_ fd: Int32) -> Bool? { entries[fd].map { $0.moving ? !$0.first : $0.first } }
+
+    /// Whether `fd` is registered in the first set now (tests).
+    public func registeredFirst(_ fd: Int32) -> Bool? { entries[fd]?.first }
 
     /// Forgets `fd`, which its owner closes right after, without a system call: closing a descriptor takes it
     /// out of every epoll set and kqueue (the relay never duplicates one, so no other descriptor keeps it
@@ -239,6 +292,7 @@ public final class Poller: @unchecked Sendable {
     public func remove(_ fd: Int32) {
         guard let entry = entries.removeValue(forKey: fd) else { return }
         #if canImport(Glibc)
+        registrationChanges += 1
         _ = Syscall.epollControl(set(entry.first), EPOLL_CTL_DEL, fd, events: 0)   // EBADF/ENOENT: already closed, which is fine
         #else
         apply(fd, read: false, write: false, first: entry.first, known: true)
@@ -253,6 +307,7 @@ public final class Poller: @unchecked Sendable {
         #if canImport(Glibc)
         let mask = (read ? EPOLLIN.rawValue | EPOLLRDHUP.rawValue : 0) | (write ? EPOLLOUT.rawValue : 0)
         let set = set(first)
+        registrationChanges += 1
         // What we believe is registered picks ADD or MOD; the belief is stale when a descriptor was closed
         // without telling us and its number came back, and then the other operation is the right one.
         switch Syscall.epollControl(set, known ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, events: mask) {
@@ -309,6 +364,9 @@ public final class Poller: @unchecked Sendable {
     /// The turn is over: one more round of `soon` work, and what that hands over runs in a queued block.
     private func endTurn() {
         runSoonTasksIfAny()
+        #if canImport(Glibc)
+        if !moves.isEmpty { applyMoves() }
+        #endif
         inTurn = false
         if !soonTasks.isEmpty { queueFlush() }
     }
@@ -326,7 +384,13 @@ public final class Poller: @unchecked Sendable {
         guard n > 0 else { return }
         if tracing { LatencyTrace.record(.eventsPerBatch, UInt64(n)) }
         inTurn = true
-        defer { endTurn() }
+        // The turn's log lines go out together when it ends (`LogBatch`): one write, not one per exchange.
+        let batches = logBatches ?? LogBatch.thisThread()   // kqueue: a Dispatch source's thread
+        batches.open()
+        defer {
+            endTurn()
+            batches.close()
+        }
         // The first set is looked at when it says it is ready, or when a full batch may have left its
         // readiness behind in the main set's backlog; and again after every `firstSlice` of a long batch's
         // other handlers (under load one relayed readiness can cost half a millisecond: 64 ms for a batch).
@@ -365,7 +429,13 @@ public final class Poller: @unchecked Sendable {
         let n = Syscall.kqueuePoll(pollFD, into: events)
         guard n > 0 else { return }
         inTurn = true
-        defer { endTurn() }
+        // The turn's log lines go out together when it ends (`LogBatch`): one write, not one per exchange.
+        let batches = logBatches ?? LogBatch.thisThread()   // kqueue: a Dispatch source's thread
+        batches.open()
+        defer {
+            endTurn()
+            batches.close()
+        }
         var handled = 0
         for pass in 0..<2 {
             for i in 0..<n {

@@ -428,4 +428,70 @@ private final class OnLoop<Value>: @unchecked Sendable {
             #expect(s * 10 >= (s + f) * 4, "streams' share of handler calls: \(s) of \(s + f)")
         }
     }
+
+    /// A handler that, on its first call, moves its descriptor to the streams' class and, when `removes`, stops
+    /// watching it: what an upstream socket does when a short answer arrives whole with its head.
+    final class Mover: PollerHandler, @unchecked Sendable {
+        // Invariant: touched on the loop's queue only.
+        let poller: Poller
+        let removes: Bool
+        var calls = 0
+        var registeredFirstInTurn: Bool?
+        var changesBefore = 0
+        let moved = DispatchSemaphore(value: 0)
+        init(poller: Poller, removes: Bool) {
+            self.poller = poller
+            self.removes = removes
+        }
+        var pollerHandlesFirst: Bool { true }
+        func pollerEvent(fd: Int32, readable: Bool, writable: Bool) {
+            calls += 1
+            guard calls == 1 else { return }
+            changesBefore = poller.registrationChanges
+            poller.setHandlesFirst(fd, false)
+            registeredFirstInTurn = poller.registeredFirst(fd)
+            if removes { poller.remove(fd) }
+            moved.signal()
+        }
+    }
+
+    /// A descriptor moved out of the first class and removed in the same turn is never moved: one `epoll_ctl`
+    /// (the removal), where moving at once cost three (S3: two more system calls per request).
+    @Test func aMoveThenARemovalInOneTurnIsOneChange() {
+        let loop = EventLoop(index: 0)
+        let p = Self.makePipe()
+        defer { close(p.read); close(p.write) }
+        let mover = Mover(poller: loop.poller, removes: true)
+        loop.queue.sync { loop.poller.watch(p.read, read: true, write: false, handler: mover) }
+        Self.put(p.write)
+        mover.moved.wait()
+        loop.queue.sync {
+            #expect(mover.registeredFirstInTurn == true)
+            #expect(loop.poller.registrationChanges - mover.changesBefore == 1)
+            #expect(loop.poller.handler(of: p.read) == nil)
+        }
+    }
+
+    /// A move asked for during a turn is made when the turn ends: the descriptor is then in the streams' set, and
+    /// its readiness (the byte stays: level-triggered) keeps coming from there.
+    @Test func aMoveIsMadeWhenTheTurnEnds() {
+        let loop = EventLoop(index: 0)
+        let p = Self.makePipe()
+        defer { close(p.read); close(p.write) }
+        let mover = Mover(poller: loop.poller, removes: false)
+        loop.queue.sync { loop.poller.watch(p.read, read: true, write: false, handler: mover) }
+        Self.put(p.write)
+        mover.moved.wait()
+        let done = DispatchSemaphore(value: 0)
+        Self.when(loop, { mover.calls >= 5 }) { done.signal() }
+        done.wait()
+        loop.queue.sync {
+            #expect(mover.registeredFirstInTurn == true)
+            #expect(loop.poller.registeredFirst(p.read) == false)
+            #expect(loop.poller.handlesFirst(p.read) == false)
+            // The move: out of one set, into the other.
+            #expect(loop.poller.registrationChanges - mover.changesBefore == 2)
+            loop.poller.remove(p.read)
+        }
+    }
 }
