@@ -94,8 +94,9 @@ private func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) {
 /// it closes: an event loop's turn opens one (`Poller`), so the access log lines of every exchange that ended in
 /// the turn cost one write(2), not one each (S3: about 9 µs of kernel time per request on this machine, a write
 /// per request). A line waits at most for the rest of its turn. A `warning` or `error` line is written at once,
-/// after what the thread holds, as is everything logged on threads with no batch open. 64 KiB held are written
-/// without waiting for the end.
+/// after what the thread holds, as is everything logged on threads with no batch open. `limit` bytes held are
+/// written without waiting for the end. Not for async code: a batch belongs to a thread, and a task may resume on
+/// another.
 public enum LogBatch {
     /// One thread's held lines: plain memory, no reference counting on the turn's path. Touched by its own thread
     /// only (found through a thread-specific key, freed when the thread exits).
@@ -107,8 +108,11 @@ public enum LogBatch {
         var capacity = 0
     }
 
-    /// The most bytes one thread holds; a longer line is written at once.
-    public static let limit = 64 * 1024
+    /// The most bytes one thread holds; a longer line is written at once. `PIPE_BUF` (4 096 bytes on Linux): a
+    /// write of at most that much to a pipe is never interleaved with another's, so lines from several loops'
+    /// threads on one pipe (stdout under a container runtime) stay whole, as when each line was a write of its own.
+    /// It holds about eight access-log lines.
+    public static let limit = 4096
 
     private static let key: pthread_key_t = {
         var key = pthread_key_t()
@@ -150,6 +154,7 @@ public enum LogBatch {
     }
 
     /// This thread's batches (made on first use).
+    @available(*, noasync)
     public static func thisThread() -> ThreadBatches {
         if let held = current { return ThreadBatches(held: held) }
         let held = UnsafeMutablePointer<Held>.allocate(capacity: 1)
@@ -159,9 +164,11 @@ public enum LogBatch {
     }
 
     /// Opens a batch on this thread; batches nest, and only the outermost `close` writes.
+    @available(*, noasync)
     public static func open() { thisThread().open() }
 
     /// Closes the batch `open` opened; the outermost writes what the thread holds.
+    @available(*, noasync)
     public static func close() {
         if let held = current { ThreadBatches(held: held).close() }
     }

@@ -193,7 +193,10 @@ public final class Poller: @unchecked Sendable {
                 LatencyTrace.since(start, .batch)
             }
         }
-        queue.sync { entries.removeAll() }
+        queue.sync {
+            entries.removeAll()
+            logBatches = nil   // freed with this thread
+        }
         Syscall.close(wakeRead)
         Syscall.close(wakeWrite)
         Syscall.close(firstFD)

@@ -18,7 +18,8 @@ private final class OnLoop<Value>: @unchecked Sendable {
     init(_ value: Value) { self.value = value }
 }
 
-@Suite struct PollerTurnTests {
+/// Serialized: its backlogs hold 500 to 1 000 descriptors each (see `makeBacklog`).
+@Suite(.serialized) struct PollerTurnTests {
     /// Counts its calls and, when `drain`, reads what is there; otherwise leaves the byte in place, so its
     /// descriptor stays ready (level-triggered) and comes back in every round of the ready list.
     final class Spinner: PollerHandler, @unchecked Sendable {
@@ -71,8 +72,49 @@ private final class OnLoop<Value>: @unchecked Sendable {
     /// Makes every pipe readable and watches its read end for `handler`. Call on the loop.
     static func fill(_ loop: EventLoop, _ pipes: [(read: Int32, write: Int32)], _ handler: any PollerHandler) {
         for p in pipes {
-            put(p.write)
+            makeReady(p)
             loop.poller.watch(p.read, read: true, write: false, handler: handler)
+        }
+    }
+
+    /// `count` descriptors for a backlog that stays ready: on Linux UDP sockets connected to themselves, one
+    /// descriptor each (read and write are the same number; a byte written is a datagram to itself, readable until
+    /// read) where a pipe takes two. The test process then stays well under the ~1 350 open descriptors past which
+    /// corelibs Foundation's `Process.run` reads past the end of its /proc/self/fd listing (a 256-byte name copied
+    /// from the last entry of a full buffer): under AddressSanitizer that failed `make sanitize` once, in another
+    /// suite that started a relay while these backlogs were open.
+    static func makeBacklog(_ count: Int) -> [(read: Int32, write: Int32)] {
+        #if canImport(Glibc)
+        return (0..<count).map { _ in
+            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+            precondition(fd >= 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            withUnsafeMutablePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                    precondition(bind(fd, raw, length) == 0)
+                    precondition(getsockname(fd, raw, &length) == 0)
+                    precondition(connect(fd, raw, length) == 0)
+                }
+            }
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            return (fd, fd)
+        }
+        #else
+        return (0..<count).map { _ in makePipe() }
+        #endif
+    }
+
+    /// Makes `p` readable: a byte into a pipe, a datagram to a backlog socket itself.
+    static func makeReady(_ p: (read: Int32, write: Int32)) { put(p.write) }
+
+    /// Closes a pipe's two ends, or a backlog socket once.
+    static func closeAll(_ descriptors: [(read: Int32, write: Int32)]) {
+        for p in descriptors {
+            close(p.read)
+            if p.write != p.read { close(p.write) }
         }
     }
 
@@ -187,10 +229,10 @@ private final class OnLoop<Value>: @unchecked Sendable {
     func firstClassIsNotStarvedByABacklog(first: Bool) {
         let loop = EventLoop(index: 0)
         let spinner = Spinner()
-        let backlog = (0..<500).map { _ in Self.makePipe() }
+        let backlog = Self.makeBacklog(500)
         let urgent = Self.makePipe()
         defer {
-            for p in backlog + [urgent] { close(p.read); close(p.write) }
+            Self.closeAll(backlog + [urgent])
         }
         let mark = OnLoop(0)
         let waited = OnLoop(-1)
@@ -231,9 +273,9 @@ private final class OnLoop<Value>: @unchecked Sendable {
         let loop = EventLoop(index: 0, clock: clock)
         let backlog = Trigger()
         backlog.each = { clock.advance(bySeconds: Double(handlerNanoseconds) / 1e9) }
-        let pipes = (0..<500).map { _ in Self.makePipe() }
+        let pipes = Self.makeBacklog(500)
         let urgent = Self.makePipe()
-        defer { for p in pipes + [urgent] { close(p.read); close(p.write) } }
+        defer { Self.closeAll(pipes + [urgent]) }
         let mark = OnLoop(0)
         let waited = OnLoop(-1)
         let done = DispatchSemaphore(value: 0)
@@ -263,8 +305,8 @@ private final class OnLoop<Value>: @unchecked Sendable {
     @Test func soonRunsAfterTheSliceNotTheBatch() {
         let loop = EventLoop(index: 0)
         let backlog = Trigger()
-        let pipes = (0..<500).map { _ in Self.makePipe() }
-        defer { for p in pipes { close(p.read); close(p.write) } }
+        let pipes = Self.makeBacklog(500)
+        defer { Self.closeAll(pipes) }
         let waited = OnLoop(-1)
         let done = DispatchSemaphore(value: 0)
         backlog.onFire = { [unowned backlog] in   // the trigger holds this closure: no cycle through it
@@ -296,8 +338,8 @@ private final class OnLoop<Value>: @unchecked Sendable {
         }
         let loop = EventLoop(index: 0)
         let spinner = Spinner()
-        let backlog = (0..<500).map { _ in Self.makePipe() }
-        defer { for p in backlog { close(p.read); close(p.write) } }
+        let backlog = Self.makeBacklog(500)
+        defer { Self.closeAll(backlog) }
         var pair: [Int32] = [-1, -1]
         precondition(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
         _ = fcntl(pair[0], F_SETFL, fcntl(pair[0], F_GETFL) | O_NONBLOCK)
@@ -403,13 +445,13 @@ private final class OnLoop<Value>: @unchecked Sendable {
         let flood = Counter(first: true)
         streams.each = { clock.advance(bySeconds: Double(streamNanoseconds) / 1e9) }
         flood.each = { clock.advance(bySeconds: Double(floodNanoseconds) / 1e9) }
-        let pipes = (0..<1_000).map { _ in Self.makePipe() }
-        defer { for p in pipes { close(p.read); close(p.write) } }
+        let pipes = Self.makeBacklog(1_000)
+        defer { Self.closeAll(pipes) }
         let done = DispatchSemaphore(value: 0)
         let counts = OnLoop((streams: 0, flood: 0))
         loop.queue.sync {
             for (i, p) in pipes.enumerated() {
-                Self.put(p.write)
+                Self.makeReady(p)
                 loop.poller.watch(p.read, read: true, write: false, handler: i % 2 == 0 ? flood : streams)
             }
         }
