@@ -200,9 +200,9 @@ public struct JSONPeek {
     }
 
     /// Member names to look for with `scanKeys`, as bytes (at most 64), made once: laid out flat (every name's
-    /// bytes in one array, each name's start and length in another) and with the set of their lengths as a mask,
-    /// so the scan compares a member name only with names of its length and touches no nested array (whose
-    /// retain and release per comparison cost more than the comparison).
+    /// bytes in one array, each name's start and length in another) and indexed by length, so the scan compares a
+    /// member name only with the names of its length and touches no nested array (whose retain and release per
+    /// comparison cost more than the comparison).
     public struct KeySet: Sendable {
         public let keys: [[UInt8]]
         /// Every name's bytes, one after the other.
@@ -210,29 +210,48 @@ public struct JSONPeek {
         /// Name i is `bytes[starts[i] ..< starts[i] + lengths[i]]`.
         let starts: [Int]
         let lengths: [Int]
-        /// Bit n set when some name is n bytes long (names of 64 bytes or more set bit 63).
-        let lengthMask: UInt64
+        /// Entry n: the names n bytes long, bit i for name i (entry 63: every name of 63 bytes or more).
+        let byLength: [UInt64]
 
         public init(_ names: [String]) {
             precondition(names.count <= 64)
             keys = names.map { Array($0.utf8) }
             bytes = Array(keys.joined()) + [0]   // never empty, so its buffer always has a base address
             var starts: [Int] = [], offset = 0
-            for key in keys {
+            var byLength = [UInt64](repeating: 0, count: 64)
+            for (i, key) in keys.enumerated() {
                 starts.append(offset)
                 offset += key.count
+                byLength[min(key.count, 63)] |= 1 << UInt64(i)
             }
             self.starts = starts
             lengths = keys.map(\.count)
-            lengthMask = keys.reduce(0) { $0 | 1 << UInt64(min($1.count, 63)) }
+            self.byLength = byLength
         }
     }
 
+    /// The index of the next quote at or after `i`. The next 16 bytes a word at a time (a word has a quote byte when
+    /// `x ^ 0x22…` has a zero byte, and the lowest such byte is the first quote), then `memchr`: most quotes in a
+    /// chunk are a few bytes after the last, where a call to `memchr` costs more than the search.
     @inline(__always)
     private static func nextQuote(_ base: UnsafePointer<UInt8>, from i: Int, _ count: Int) -> Int? {
-        guard i < count, let p = memchr(base + i, Int32(quote), count - i) else { return nil }
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        let raw = UnsafeRawPointer(base)
+        var at = i
+        if at + 16 <= count {
+            for _ in 0..<2 {
+                let x = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt64.self)) ^ (ones &* 0x22)
+                let zeros = (x &- ones) & ~x & highs
+                if zeros != 0 { return at + zeros.trailingZeroBitCount >> 3 }
+                at += 8
+            }
+        }
+        guard at < count, let p = memchr(base + at, Int32(quote), count - at) else { return nil }
         return base.distance(to: p.assumingMemoryBound(to: UInt8.self))
     }
+
+    @inline(__always)
+    private static func isSpace(_ c: UInt8) -> Bool { c <= 0x20 && (c == 0x20 || c == 0x09 || c == 0x0A || c == 0x0D) }
 
     /// Which of `keys` appear anywhere as a member name (`present`, bit i for key i), which have a string value that
     /// is not empty (`nonEmptyString`) and which an object value (`object`); and `measured`, the bytes between the
@@ -247,15 +266,18 @@ public struct JSONPeek {
         return set.bytes.withUnsafeBufferPointer { names in
             set.starts.withUnsafeBufferPointer { starts in
                 set.lengths.withUnsafeBufferPointer { lengths in
-                    Self.scanKeys(base, count, names: names.baseAddress!, starts: starts, lengths: lengths,
-                                  lengthMask: set.lengthMask, measuring: measuring)
+                    set.byLength.withUnsafeBufferPointer { byLength in
+                        Self.scanKeys(base, count, names: names.baseAddress!, starts: starts, lengths: lengths,
+                                      byLength: byLength, measuring: measuring)
+                    }
                 }
             }
         }
     }
 
     private static func scanKeys(_ base: UnsafePointer<UInt8>, _ count: Int, names: UnsafePointer<UInt8>,
-                                 starts: UnsafeBufferPointer<Int>, lengths: UnsafeBufferPointer<Int>, lengthMask: UInt64,
+                                 starts: UnsafeBufferPointer<Int>, lengths: UnsafeBufferPointer<Int>,
+                                 byLength: UnsafeBufferPointer<UInt64>,
                                  measuring: UInt64) -> (present: UInt64, nonEmptyString: UInt64, object: UInt64, measured: Int) {
         var present: UInt64 = 0
         var nonEmpty: UInt64 = 0
@@ -281,13 +303,17 @@ public struct JSONPeek {
             let nameStart = i + 1, nameCount = j - i - 1
             if i == measuredValue { measured += nameCount }
             var after = j + 1
-            while after < count && (base[after] == 0x20 || base[after] == 0x09 || base[after] == 0x0A || base[after] == 0x0D) { after += 1 }
-            if after < count && base[after] == UInt8(ascii: ":") && lengthMask & (1 << UInt64(min(nameCount, 63))) != 0 {
-                for k in 0..<lengths.count where lengths[k] == nameCount {
-                    guard memcmpBytes(base + nameStart, names + starts[k], nameCount) else { continue }
+            while after < count && isSpace(base[after]) { after += 1 }
+            if after < count && base[after] == UInt8(ascii: ":") {
+                // Only the names of this length, one bit each.
+                var candidates = byLength[min(nameCount, 63)]
+                while candidates != 0 {
+                    let k = candidates.trailingZeroBitCount
+                    candidates &= candidates &- 1
+                    guard lengths[k] == nameCount, memcmpBytes(base + nameStart, names + starts[k], nameCount) else { continue }
                     present |= 1 << k
                     var v = after + 1
-                    while v < count && (base[v] == 0x20 || base[v] == 0x09 || base[v] == 0x0A || base[v] == 0x0D) { v += 1 }
+                    while v < count && isSpace(base[v]) { v += 1 }
                     if v + 1 < count && base[v] == quote && base[v + 1] != quote {
                         nonEmpty |= 1 << k
                         if measuring & (1 << k) != 0 { measuredValue = v }

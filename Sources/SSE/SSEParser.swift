@@ -114,6 +114,10 @@ public struct SSEParser: Sendable {
                 partialLine.append(contentsOf: bom[0..<m])
             }
         }
+        // A block's only `data` line, read whole from this delivery, is handed over where it lies: `held` points into
+        // `bytes` and is copied into `data` only when the block goes on (a second data line, or past this delivery).
+        var held: UnsafeRawBufferPointer?
+        defer { if let h = held { data.append(contentsOf: h) } }
         var lineStart = start
         for lineEnd in scan.lineEnds {
             if skipping {
@@ -123,7 +127,8 @@ public struct SSEParser: Sendable {
                 continue
             }
             if partialLine.isEmpty {
-                try processLine(UnsafeRawBufferPointer(rebasing: bytes[lineStart..<lineEnd.end]), onEvent: onEvent)
+                try processLine(UnsafeRawBufferPointer(rebasing: bytes[lineStart..<lineEnd.end]), inDelivery: true,
+                                held: &held, onEvent: onEvent)
             } else {
                 partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[lineStart..<lineEnd.end]))
                 try checkSize(partialLine.count)
@@ -133,9 +138,13 @@ public struct SSEParser: Sendable {
                 }
                 let line = partialLine
                 partialLine.removeAll(keepingCapacity: true)
-                try line.withUnsafeBytes { try processLine($0, onEvent: onEvent) }
+                try line.withUnsafeBytes { try processLine($0, inDelivery: false, held: &held, onEvent: onEvent) }
             }
             lineStart = lineEnd.next
+        }
+        if let h = held {
+            data.append(contentsOf: h)
+            held = nil
         }
         if lineStart < end && !skipping {
             partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[lineStart..<end]))
@@ -179,9 +188,12 @@ public struct SSEParser: Sendable {
         eventType = nil
     }
 
-    private mutating func processLine(_ line: UnsafeRawBufferPointer, onEvent: (RawEvent) throws -> Void) throws {
+    /// One line. `inDelivery`: `line` lies in the delivery being parsed, so a first `data` value may be held there
+    /// (`held`, see `parse(_:scan:onRawEvent:)`) instead of copied.
+    private mutating func processLine(_ line: UnsafeRawBufferPointer, inDelivery: Bool, held: inout UnsafeRawBufferPointer?,
+                                      onEvent: (RawEvent) throws -> Void) throws {
         if line.isEmpty {
-            try dispatch(onEvent)
+            try dispatch(held: &held, onEvent)
             return
         }
         if line[0] == 0x3A { return }  // ":" starts a comment (relays send ": keep-alive")
@@ -193,6 +205,16 @@ public struct SSEParser: Sendable {
         let value = valueStart < line.count ? UnsafeRawBufferPointer(rebasing: line[valueStart...]) : UnsafeRawBufferPointer(start: nil, count: 0)
         switch Field(name) {
         case .data:
+            // No data line yet means `data` is empty: the value is the whole of it so far.
+            if inDelivery && dataLines == 0 && value.count <= maxEventBytes {
+                held = value
+                dataLines = 1
+                return
+            }
+            if let h = held {
+                data.append(contentsOf: h)
+                held = nil
+            }
             if dataLines > 0 { data.append(0x0A) }
             data.append(contentsOf: value)
             dataLines += 1
@@ -211,9 +233,11 @@ public struct SSEParser: Sendable {
         }
     }
 
-    private mutating func dispatch(_ onEvent: (RawEvent) throws -> Void) throws {
+    private mutating func dispatch(held: inout UnsafeRawBufferPointer?, _ onEvent: (RawEvent) throws -> Void) throws {
+        let lone = held
+        held = nil
         defer {
-            data.removeAll(keepingCapacity: data.capacity <= 64 * 1024)
+            if !data.isEmpty { data.removeAll(keepingCapacity: data.capacity <= 64 * 1024) }
             dataLines = 0
             eventType = nil
         }
@@ -221,6 +245,10 @@ public struct SSEParser: Sendable {
         let type = eventType.flatMap { $0.isEmpty ? nil : $0 }
         let id = lastEventID, retry = retrySinceDispatch
         retrySinceDispatch = nil
+        if let lone {
+            try onEvent(RawEvent(type: type, data: lone, id: id, retry: retry))
+            return
+        }
         try data.withUnsafeBytes { bytes in
             try onEvent(RawEvent(type: type, data: bytes, id: id, retry: retry))
         }

@@ -28,7 +28,7 @@ public final class CurlDriver: @unchecked Sendable {
     // Invariant: all mutable state below is touched on `loop.queue` only.
     public let loop: EventLoop
     /// The multi handles, the first made with the driver, the others as connections fill them.
-    private var shards: [CurlShard] = []
+    private(set) var shards: [CurlShard] = []
     /// Connections a shard holds before another shard is made.
     let connectionsPerShard: Int
     static let maxShards = 64
@@ -394,6 +394,8 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
     private let timer: DispatchSourceTimer
     /// In the driver's list of shards whose completions are to be read.
     var touched = false
+    /// `stop` ran: the timer's handler does nothing any more.
+    private var stopped = false
     /// Transfers in this multi handle.
     private var transferCount = 0
     /// CURLMOPT_MAXCONNECTS: curl compares it with every connection it holds, busy ones included, and when a
@@ -430,13 +432,17 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
             Unmanaged<CurlShard>.fromOpaque(userp).takeUnretainedValue().timerChanged(timeoutMs)
             return 0
         }
-        // Weak, not unowned: cancelling the source does not stop a firing already on its way to the queue (the
-        // same late firing crashed `EventLoop`'s timer under ThreadSanitizer).
-        timer.setEventHandler { [weak self, weak driver] in
-            guard let self, let driver else { return }
+        // The handler holds the shard strongly, until `stop` cancels the timer and Dispatch lets the handler go.
+        // Not weak: a weak reference gives the object a side table, and then every retain and release of it takes
+        // the runtime's slow path (the shard and the driver are retained several times for every relayed event:
+        // about 500 instructions an event, callgrind). A firing already on its way when the timer is cancelled
+        // still runs (that late firing crashed `EventLoop`'s unowned timer under ThreadSanitizer): it finds
+        // `stopped` and touches nothing, not even the driver, which may be gone by then.
+        timer.setEventHandler { [self] in
+            guard !self.stopped else { return }
             self.timerArmedAt = nil
             if let deadline = self.curlDeadline, deadline <= .now() { self.curlDeadline = nil }
-            driver.socketAction(self, ccurl_socket_timeout, events: 0)
+            self.driver.socketAction(self, ccurl_socket_timeout, events: 0)
             self.rearmForCurlDeadline()
         }
         timer.schedule(deadline: .distantFuture)
@@ -456,7 +462,9 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
     func removed() { transferCount -= 1 }
 
     /// Stops the timer and frees the multi handle, closing its cached connections. Once, at the driver's shutdown.
+    /// Cancelling the timer releases its handler, the shard's only other owner.
     func stop() {
+        stopped = true
         timer.cancel()
         curl_multi_cleanup(multi)
     }

@@ -82,6 +82,19 @@ public struct UsageEventStripper: Sendable {
         }
         for lineEnd in scan.lineEnds where lineEnd.endsEvent {
             if phase == .passing { break }
+            if phase == .watching && event.isEmpty {
+                // The whole event is in this delivery: passed on and read where it lies, not copied.
+                let whole = runStart..<lineEnd.next
+                out.emit(input, whole)
+                if whole.count > maxEventBytes {
+                    giveUp()
+                } else if Self.hasFinishReason(UnsafeRawBufferPointer(rebasing: input[whole])) {
+                    phase = .holding
+                }
+                runStart = lineEnd.next
+                if scan.endsWithCR && lineEnd.next == n { lineFeedAfterCR = .pass }
+                continue
+            }
             take(input, runStart..<lineEnd.next, into: &out)
             runStart = lineEnd.next
             endEvent(endedWithCR: scan.endsWithCR && lineEnd.next == n, input, into: &out)
@@ -162,10 +175,12 @@ public struct UsageEventStripper: Sendable {
     /// stream. `JSONPeek.mayHaveNonEmptyString` rules the common event out first (a `memchr`, not a walk over every
     /// string of the chunk); only an event it cannot rule out, in practice the finishing one, is scanned.
     static func hasFinishReason(_ event: [UInt8]) -> Bool {
-        event.withUnsafeBufferPointer { buffer in
-            let p = JSONPeek(buffer)
-            return p.mayHaveNonEmptyString(quotedKey: finishKeyQuoted) && p.scanKeys(finishKeys).nonEmptyString != 0
-        }
+        event.withUnsafeBytes { hasFinishReason($0) }
+    }
+
+    static func hasFinishReason(_ event: UnsafeRawBufferPointer) -> Bool {
+        let p = JSONPeek(event.bindMemory(to: UInt8.self))
+        return p.mayHaveNonEmptyString(quotedKey: finishKeyQuoted) && p.scanKeys(finishKeys).nonEmptyString != 0
     }
 
     private static let finishKeyQuoted: StaticString = "\"finish_reason\""

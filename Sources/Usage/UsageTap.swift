@@ -96,13 +96,13 @@ public struct UsageTap: Sendable {
     public let format: Format
     public let maxJSONBytes: Int
     /// Content events seen so far (see the type's documentation).
-    public private(set) var contentEvents = 0
+    public var contentEvents: Int { reader.contentEvents }
     /// Bytes of content text seen so far (see the type's documentation).
-    public private(set) var contentBytes = 0
+    public var contentBytes: Int { reader.contentBytes }
     /// Base64 bytes of audio seen so far (see the type's documentation).
-    public private(set) var audioBytes = 0
+    public var audioBytes: Int { reader.audioBytes }
     /// An OpenAI chat chunk named its `finish_reason`: the answer is whole, the usage chunk may follow.
-    public private(set) var finishSeen = false
+    public var finishSeen: Bool { reader.finishSeen }
     /// Audio is counted one token per this many base64 bytes (see the type's documentation).
     public static let audioBase64BytesPerToken = 1_000
     /// The output so far, in tokens, as the relay estimates it: what a budget guard watches, and the completion of
@@ -129,15 +129,14 @@ public struct UsageTap: Sendable {
             return nil
         }
     }
-    private var streamModel: String?
-    private var chatChunksLookedAt = 0
+    private var streamModel: String? { reader.streamModel }
+    private var counts: ProviderCounts { reader.counts }
+    private var latestGeminiUsage: String? { reader.latestGeminiUsage }
+    private var latestGeminiFinal: Bool { reader.latestGeminiFinal }
 
     private var parser: SSEParser
-    private var counts = ProviderCounts()
+    private var reader: Reader
     private var body: [UInt8] = []
-    /// Gemini: the latest event that carries `usageMetadata`, and whether it had a `finishReason`.
-    private var latestGeminiUsage: String?
-    private var latestGeminiFinal = false
 
     public init(provider: Provider, contentType: String?, maxJSONBytes: Int = UsageTap.defaultMaxJSONBytes,
                 maxEventBytes: Int = UsageTap.defaultMaxEventBytes) {
@@ -145,6 +144,7 @@ public struct UsageTap: Sendable {
         self.format = Format(contentType: contentType)
         self.maxJSONBytes = maxJSONBytes
         self.parser = SSEParser(maxEventBytes: maxEventBytes, skipsOversizedEvents: true)
+        self.reader = Reader(provider: provider)
     }
 
     /// Feeds the next bytes of the response body, exactly as received.
@@ -167,16 +167,12 @@ public struct UsageTap: Sendable {
             }
             body.append(contentsOf: bytes)
         case .eventStream:
-            // The parser leaves `self` while it calls back into it (exclusive access); `swap` keeps its buffers
-            // uniquely referenced, so nothing is copied.
-            var running = SSEParser(maxEventBytes: 0)
-            swap(&running, &parser)
-            defer { swap(&running, &parser) }
+            // The parser and the reader are apart in `self`: the parser calls back into the reader in place.
             do {
                 if let scan {
-                    try running.parse(bytes, scan: scan, onRawEvent: { event in self.read(event) })
+                    try parser.parse(bytes, scan: scan, onRawEvent: { event in reader.read(event) })
                 } else {
-                    try running.parse(bytes, onRawEvent: { event in self.read(event) })
+                    try parser.parse(bytes, onRawEvent: { event in reader.read(event) })
                 }
             } catch {
                 gaveUp = true
@@ -275,87 +271,105 @@ public struct UsageTap: Sendable {
     /// Gemini keys read per chunk: content (`text`, `functionCall`), usage, and the end of the answer.
     private static let geminiKeys = JSONPeek.KeySet(["text", "functionCall", "usageMetadata", "finishReason"])
 
-    /// One event, read on its bytes: no String is made for an event's data (a stream's every event passes here).
-    private mutating func read(_ event: SSEParser.RawEvent) {
-        let data = event.data.bindMemory(to: UInt8.self)
-        // An explicit `event: message` is the default type: the data's leading `type` member names the event then.
-        let named = event.type.flatMap { $0 == "message" ? nil : $0 }
-        switch provider {
-        case .openai, .azureOpenAI:
-            let type: String? = named ?? Self.leadingType(JSONPeek(data))
-            if let type, type.hasPrefix("response.") {
-                readResponsesEvent(type: type, data: data)
-            } else {
-                readChatChunk(data)
-            }
-        case .anthropic:
-            let type: String? = named ?? Self.leadingType(JSONPeek(data))
-            switch type {
-            case "content_block_delta":
-                contentEvents += 1
-                contentBytes += JSONPeek(data).scanKeys(Self.anthropicDeltaKeys, measuring: 0b111).measured
-            case "message_start":
-                let p = JSONPeek(data)
-                if streamModel == nil { streamModel = p.path("message", "model", from: p.root).flatMap { p.shortString(at: $0) } }
-                if let u = p.path("message", "usage", from: p.root) {
-                    UsageReaders.anthropic(p, usageAt: u, into: &counts, final: false)
+    /// What the events said so far: the state the parser's callback writes, apart from the parser itself, so that the
+    /// parser runs in place (moving it out of the tap and back for every delivery cost six `memcpy` calls an event).
+    struct Reader: Sendable {
+        let provider: Provider
+        var contentEvents = 0
+        var contentBytes = 0
+        var audioBytes = 0
+        var finishSeen = false
+        var streamModel: String?
+        var chatChunksLookedAt = 0
+        var counts = ProviderCounts()
+        /// Gemini: the latest event that carries `usageMetadata`, and whether it had a `finishReason`.
+        var latestGeminiUsage: String?
+        var latestGeminiFinal = false
+
+        init(provider: Provider) { self.provider = provider }
+
+        /// One event, read on its bytes: no String is made for an event's data (a stream's every event passes here).
+        mutating func read(_ event: SSEParser.RawEvent) {
+            let data = event.data.bindMemory(to: UInt8.self)
+            // An explicit `event: message` is the default type: the data's leading `type` member names the event then.
+            let named = event.type.flatMap { $0 == "message" ? nil : $0 }
+            switch provider {
+            case .openai, .azureOpenAI:
+                let type: String? = named ?? UsageTap.leadingType(JSONPeek(data))
+                if let type, type.hasPrefix("response.") {
+                    readResponsesEvent(type: type, data: data)
+                } else {
+                    readChatChunk(data)
                 }
-            case "message_delta":
-                let p = JSONPeek(data)
-                if let u = p.member("usage", inObjectAt: p.root) {
-                    UsageReaders.anthropic(p, usageAt: u, into: &counts, final: true)
+            case .anthropic:
+                let type: String? = named ?? UsageTap.leadingType(JSONPeek(data))
+                switch type {
+                case "content_block_delta":
+                    contentEvents += 1
+                    contentBytes += JSONPeek(data).scanKeys(UsageTap.anthropicDeltaKeys, measuring: 0b111).measured
+                case "message_start":
+                    let p = JSONPeek(data)
+                    if streamModel == nil { streamModel = p.path("message", "model", from: p.root).flatMap { p.shortString(at: $0) } }
+                    if let u = p.path("message", "usage", from: p.root) {
+                        UsageReaders.anthropic(p, usageAt: u, into: &counts, final: false)
+                    }
+                case "message_delta":
+                    let p = JSONPeek(data)
+                    if let u = p.member("usage", inObjectAt: p.root) {
+                        UsageReaders.anthropic(p, usageAt: u, into: &counts, final: true)
+                    }
+                default:
+                    break
                 }
-            default:
-                break
+            case .gemini:
+                let keys = JSONPeek(data).scanKeys(UsageTap.geminiKeys, measuring: 0b1)
+                if keys.nonEmptyString & 0b1 != 0 || keys.present & 0b10 != 0 { contentEvents += 1 }
+                contentBytes += keys.measured
+                if keys.present & 0b100 != 0 {
+                    latestGeminiUsage = String(decoding: data, as: UTF8.self)
+                    latestGeminiFinal = keys.present & 0b1000 != 0
+                }
             }
-        case .gemini:
-            let keys = JSONPeek(data).scanKeys(Self.geminiKeys, measuring: 0b1)
-            if keys.nonEmptyString & 0b1 != 0 || keys.present & 0b10 != 0 { contentEvents += 1 }
+        }
+
+        private static let done: StaticString = "[DONE]"
+
+        private mutating func readChatChunk(_ data: UnsafeBufferPointer<UInt8>) {
+            if data.count == Self.done.utf8CodeUnitCount,
+               data.elementsEqual(UnsafeBufferPointer(start: Self.done.utf8Start, count: Self.done.utf8CodeUnitCount)) {
+                return
+            }
+            let p = JSONPeek(data)
+            let keys = p.scanKeys(UsageTap.openAIChunkKeys, measuring: UsageTap.openAITextBits)
+            let audio = keys.object & UsageTap.openAIAudioBit != 0
+            if keys.nonEmptyString & UsageTap.openAITextBits != 0 || audio { contentEvents += 1 }
             contentBytes += keys.measured
-            if keys.present & 0b100 != 0 {
-                latestGeminiUsage = String(decoding: data, as: UTF8.self)
-                latestGeminiFinal = keys.present & 0b1000 != 0
+            if audio { audioBytes += p.scanKeys(UsageTap.openAIAudioDataKeys, measuring: 0b1).measured }
+            if keys.nonEmptyString & UsageTap.openAIFinishBit != 0 { finishSeen = true }
+            if streamModel == nil, chatChunksLookedAt < ReportedModel.maxChatChunks {
+                chatChunksLookedAt += 1
+                streamModel = p.member("model", inObjectAt: p.root).flatMap { p.shortString(at: $0) }
+            }
+            // `usage` is null on every chunk but the last when include_usage is on: walk the chunk only for an object.
+            if keys.object & UsageTap.openAIUsageBit != 0, let u = p.member("usage", inObjectAt: p.root), p.isObject(at: u) {
+                UsageReaders.openAI(p, usageAt: u, into: &counts)
             }
         }
-    }
 
-    private static let done: StaticString = "[DONE]"
-
-    private mutating func readChatChunk(_ data: UnsafeBufferPointer<UInt8>) {
-        if data.count == Self.done.utf8CodeUnitCount,
-           data.elementsEqual(UnsafeBufferPointer(start: Self.done.utf8Start, count: Self.done.utf8CodeUnitCount)) {
-            return
-        }
-        let p = JSONPeek(data)
-        let keys = p.scanKeys(Self.openAIChunkKeys, measuring: Self.openAITextBits)
-        let audio = keys.object & Self.openAIAudioBit != 0
-        if keys.nonEmptyString & Self.openAITextBits != 0 || audio { contentEvents += 1 }
-        contentBytes += keys.measured
-        if audio { audioBytes += p.scanKeys(Self.openAIAudioDataKeys, measuring: 0b1).measured }
-        if keys.nonEmptyString & Self.openAIFinishBit != 0 { finishSeen = true }
-        if streamModel == nil, chatChunksLookedAt < ReportedModel.maxChatChunks {
-            chatChunksLookedAt += 1
-            streamModel = p.member("model", inObjectAt: p.root).flatMap { p.shortString(at: $0) }
-        }
-        // `usage` is null on every chunk but the last when include_usage is on: walk the chunk only for an object.
-        if keys.object & Self.openAIUsageBit != 0, let u = p.member("usage", inObjectAt: p.root), p.isObject(at: u) {
-            UsageReaders.openAI(p, usageAt: u, into: &counts)
-        }
-    }
-
-    private mutating func readResponsesEvent(type: String, data: UnsafeBufferPointer<UInt8>) {
-        if type.hasSuffix(".delta") {
-            contentEvents += 1
-            // `response.audio.delta` carries base64 audio, not text.
-            let measured = JSONPeek(data).scanKeys(Self.responsesDeltaKeys, measuring: 0b1).measured
-            if type.hasSuffix("audio.delta") { audioBytes += measured } else { contentBytes += measured }
-            return
-        }
-        guard type == "response.completed" || type == "response.incomplete" || type == "response.failed" else { return }
-        let p = JSONPeek(data)
-        if streamModel == nil { streamModel = p.path("response", "model", from: p.root).flatMap { p.shortString(at: $0) } }
-        if let u = p.path("response", "usage", from: p.root), p.isObject(at: u) {
-            UsageReaders.openAI(p, usageAt: u, into: &counts)
+        private mutating func readResponsesEvent(type: String, data: UnsafeBufferPointer<UInt8>) {
+            if type.hasSuffix(".delta") {
+                contentEvents += 1
+                // `response.audio.delta` carries base64 audio, not text.
+                let measured = JSONPeek(data).scanKeys(UsageTap.responsesDeltaKeys, measuring: 0b1).measured
+                if type.hasSuffix("audio.delta") { audioBytes += measured } else { contentBytes += measured }
+                return
+            }
+            guard type == "response.completed" || type == "response.incomplete" || type == "response.failed" else { return }
+            let p = JSONPeek(data)
+            if streamModel == nil { streamModel = p.path("response", "model", from: p.root).flatMap { p.shortString(at: $0) } }
+            if let u = p.path("response", "usage", from: p.root), p.isObject(at: u) {
+                UsageReaders.openAI(p, usageAt: u, into: &counts)
+            }
         }
     }
 

@@ -41,6 +41,31 @@ struct CurlDriverTests {
         }
     }
 
+    /// A shard's timer handler holds the shard (no weak reference: see `CurlShard.init`); the driver's shutdown
+    /// cancels the timer, and Dispatch then lets the handler go, and the shard with it.
+    @Test("a shut-down driver's shards are freed: their timers let go of them")
+    func shardsFreedAtShutdown() throws {
+        let loop = EventLoop(index: 0)
+        weak var shard: CurlShard?
+        var made = 0
+        do {
+            let driver = CurlDriver(loop: loop)
+            loop.queue.sync {
+                made = driver.shards.count
+                shard = driver.shards.first
+                driver.shutdown()
+            }
+        }
+        #expect(made == 1)
+        // The cancelled source lets its handler go on the loop's queue: each `sync` is a turn of that queue.
+        var turns = 0
+        while shard != nil && turns < 10_000 {
+            loop.queue.sync {}
+            turns += 1
+        }
+        #expect(shard == nil, "the shard is still alive after \(turns) turns of its queue")
+    }
+
     /// What one transfer's delegate heard, readable from the test thread while the loop writes it.
     final class Heard: TransferDelegate, Sendable {
         struct Log: Sendable {

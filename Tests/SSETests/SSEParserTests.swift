@@ -240,6 +240,45 @@ struct SSEParserTests {
         #expect(parser.finish() == false)
     }
 
+    /// The usage tap reads every event of every stream. An event whose only data line came whole in the delivery
+    /// being parsed is handed over where it lies, not copied; one with two data lines, or one that goes on past its
+    /// delivery, is joined in the parser's own buffer as before.
+    @Test("a lone data line is handed over where it lies; other events are joined as before")
+    func loneDataLineInPlace() throws {
+        var parser = SSEParser()
+        var seen: [(data: String, inPlace: Bool, type: String?, id: String)] = []
+        func feed(_ text: String) throws {
+            let delivery = Array(text.utf8)
+            try delivery.withUnsafeBytes { bytes in
+                let range = UInt(bitPattern: bytes.baseAddress!)..<UInt(bitPattern: bytes.baseAddress! + bytes.count)
+                try parser.parse(bytes, onRawEvent: { raw in
+                    let inPlace = raw.data.baseAddress.map { range.contains(UInt(bitPattern: $0)) } ?? false
+                    seen.append((String(decoding: raw.data, as: UTF8.self), inPlace, raw.type, raw.id))
+                })
+            }
+        }
+        try feed("event: e\ndata: {\"a\":1}\nid: 3\n\ndata: x\ndata: y\n\ndata: held\n")
+        try feed("\ndata: sp")
+        try feed("lit\n\n: comment\ndata:\n\ndata: z\nevent: late\n\n")
+        #expect(seen.map(\.data) == [#"{"a":1}"#, "x\ny", "held", "split", "", "z"])
+        #expect(seen.map(\.inPlace) == [true, false, false, false, false, true])
+        #expect(seen.map(\.type) == ["e", nil, nil, nil, nil, "late"])
+        #expect(seen.map(\.id) == ["3", "3", "3", "3", "3", "3"])
+        #expect(parser.finish() == false)
+    }
+
+    /// A callback that throws stops the parse there; the event's data is not carried into the next one.
+    @Test("an error thrown by the callback leaves no held data behind")
+    func throwingCallback() throws {
+        struct Stop: Error {}
+        var parser = SSEParser()
+        let delivery = Array("data: one\n\ndata: two\n\n".utf8)
+        #expect(throws: Stop.self) {
+            try delivery.withUnsafeBytes { bytes in try parser.parse(bytes, onRawEvent: { _ in throw Stop() }) }
+        }
+        #expect(try parser.parse(Array("data: three\n\n".utf8)).map(\.data) == ["three"])
+    }
+
     @Test("an event larger than the bound throws instead of growing without limit")
     func boundedMemory() throws {
         var parser = SSEParser(maxEventBytes: 100)
