@@ -233,20 +233,21 @@ public struct JSONPeek {
     /// The index of the next quote at or after `i`. The next 16 bytes a word at a time (a word has a quote byte when
     /// `x ^ 0x22…` has a zero byte, and the lowest such byte is the first quote), then `memchr`: most quotes in a
     /// chunk are a few bytes after the last, where a call to `memchr` costs more than the search.
+    /// `count` when there is none. (`i` is at most `count`.)
     @inline(__always)
-    private static func nextQuote(_ base: UnsafePointer<UInt8>, from i: Int, _ count: Int) -> Int? {
+    private static func nextQuote(_ base: UnsafePointer<UInt8>, from i: Int, _ count: Int) -> Int {
         let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
         let raw = UnsafeRawPointer(base)
         var at = i
-        if at + 16 <= count {
+        if at &+ 16 <= count {
             for _ in 0..<2 {
                 let x = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt64.self)) ^ (ones &* 0x22)
                 let zeros = (x &- ones) & ~x & highs
-                if zeros != 0 { return at + zeros.trailingZeroBitCount >> 3 }
-                at += 8
+                if zeros != 0 { return at &+ zeros.trailingZeroBitCount &>> 3 }
+                at &+= 8
             }
         }
-        guard at < count, let p = memchr(base + at, Int32(quote), count - at) else { return nil }
+        guard at < count, let p = memchr(base + at, Int32(quote), count &- at) else { return count }
         return base.distance(to: p.assumingMemoryBound(to: UInt8.self))
     }
 
@@ -285,25 +286,27 @@ public struct JSONPeek {
         var measured = 0
         /// Where the string value of a measured key opens: the next string the loop skips.
         var measuredValue = -1
+        // Indices stay within 0...count (a buffer's count is far from Int.max), so the arithmetic wraps unchecked.
         var i = 0
         while i < count {
-            // memchr: the quotes are all that matter between keys, and it scans many bytes per step.
-            guard let open = nextQuote(base, from: i, count) else { break }
-            i = open
+            // The quotes are all that matter between keys.
+            let open = nextQuote(base, from: i, count)
+            if open == count { break }
             // The string's closing quote: the next quote not escaped (preceded by an even run of backslashes).
-            var j = i + 1
-            while let q = nextQuote(base, from: j, count) {
-                var slashes = 0
-                while q - 1 - slashes > i && base[q - 1 - slashes] == backslash { slashes += 1 }
-                j = q
-                if slashes % 2 == 0 { break }
-                j = q + 1
+            var close = nextQuote(base, from: open &+ 1, count)
+            while close < count && base[close &- 1] == backslash {
+                var slashes = 1
+                while close &- 1 &- slashes > open && base[close &- 1 &- slashes] == backslash { slashes &+= 1 }
+                if slashes & 1 == 0 { break }
+                close = nextQuote(base, from: close &+ 1, count)
             }
-            guard j < count, base[j] == quote, j > i else { break }
-            let nameStart = i + 1, nameCount = j - i - 1
-            if i == measuredValue { measured += nameCount }
-            var after = j + 1
-            while after < count && isSpace(base[after]) { after += 1 }
+            if close == count { break }
+            i = open
+            let j = close
+            let nameStart = i &+ 1, nameCount = j &- i &- 1
+            if i == measuredValue { measured &+= nameCount }
+            var after = j &+ 1
+            while after < count && isSpace(base[after]) { after &+= 1 }
             if after < count && base[after] == UInt8(ascii: ":") {
                 // Only the names of this length, one bit each.
                 var candidates = byLength[min(nameCount, 63)]
@@ -323,7 +326,7 @@ public struct JSONPeek {
                     break
                 }
             }
-            i = j + 1
+            i = j &+ 1
         }
         return (present, nonEmpty, object, measured)
     }
