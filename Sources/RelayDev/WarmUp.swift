@@ -63,12 +63,18 @@ package enum WarmUp {
         let server: RelayServer
         do {
             server = try RelayServer(configuration: configuration(like: real, providerURL: provider.baseURL), logger: quiet)
+        } catch {
+            report.failures.append("the private relay did not start: \(error)")
+            return report
+        }
+        // Also when `start` fails: the server's upstream drivers are freed only once shut down.
+        defer { server.shutdown() }
+        do {
             try server.start()
         } catch {
             report.failures.append("the private relay did not start: \(error)")
             return report
         }
-        defer { server.shutdown() }
         report.ports.append(server.port)
         for step in steps {
             let url = "http://127.0.0.1:\(server.port)\(step.path)"

@@ -81,7 +81,7 @@ public final class Poller: @unchecked Sendable {
         /// It is to move to the other set when the turn ends (`setHandlesFirst` during a turn).
         var moving = false
     }
-    private var entries = DescriptorTable<Entry>()
+    private var entries = ByDescriptor<Entry>()
     /// Descriptors whose class changed during this turn (`setHandlesFirst`), moved between the sets when it ends.
     private var moves: [Int32] = []
     /// `epoll_ctl` calls made for registrations (tests).

@@ -307,7 +307,8 @@ public final class CurlDriver: @unchecked Sendable {
         }
     }
 
-    /// Cancels every transfer (without delegate calls) and releases curl's resources. Call once, on the loop.
+    /// Cancels every transfer (without delegate calls) and releases curl's resources. Call once, on the loop. A
+    /// driver is freed only after this: its shards' timers hold it until then.
     public func shutdown() {
         guard !isShutDown else { return }
         isShutDown = true
@@ -432,17 +433,18 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
             Unmanaged<CurlShard>.fromOpaque(userp).takeUnretainedValue().timerChanged(timeoutMs)
             return 0
         }
-        // The handler holds the shard strongly, until `stop` cancels the timer and Dispatch lets the handler go.
-        // Not weak: a weak reference gives the object a side table, and then every retain and release of it takes
-        // the runtime's slow path (the shard and the driver are retained several times for every relayed event:
-        // about 500 instructions an event, callgrind). A firing already on its way when the timer is cancelled
-        // still runs (that late firing crashed `EventLoop`'s unowned timer under ThreadSanitizer): it finds
-        // `stopped` and touches nothing, not even the driver, which may be gone by then.
-        timer.setEventHandler { [self] in
+        // The handler holds the shard and the driver strongly, until `stop` (the driver's `shutdown`) cancels the
+        // timer and Dispatch lets the handler go: a driver that is never shut down is never freed, rather than
+        // freed under a timer that may still fire. Not weak: a weak reference gives the object a side table, and
+        // then every retain and release of it takes the runtime's slow path (the shard and the driver are retained
+        // several times for every relayed event: about 500 instructions an event, callgrind). A firing already on
+        // its way when the timer is cancelled still runs (that late firing crashed `EventLoop`'s unowned timer
+        // under ThreadSanitizer): it finds `stopped` and does nothing.
+        timer.setEventHandler { [self, driver] in
             guard !self.stopped else { return }
             self.timerArmedAt = nil
             if let deadline = self.curlDeadline, deadline <= .now() { self.curlDeadline = nil }
-            self.driver.socketAction(self, ccurl_socket_timeout, events: 0)
+            driver.socketAction(self, ccurl_socket_timeout, events: 0)
             self.rearmForCurlDeadline()
         }
         timer.schedule(deadline: .distantFuture)

@@ -35,7 +35,12 @@ package final class RelayFixture: Sendable {
         let sink: any LogSink = onLogLine.map { HookedLogSink(kept: logs, hook: $0) } ?? logs
         server = try RelayServer(configuration: configuration, logger: Logger(label: "test", level: .debug, sink: sink),
                                  clock: clock, wallClock: { fixedWallClock ?? Date().timeIntervalSince1970 }, makeStore: makeStore)
-        try server.start()
+        do {
+            try server.start()
+        } catch {
+            server.shutdown()   // its upstream drivers are freed only once shut down
+            throw error
+        }
         self.upstream = upstream
     }
 

@@ -41,29 +41,34 @@ struct CurlDriverTests {
         }
     }
 
-    /// A shard's timer handler holds the shard (no weak reference: see `CurlShard.init`); the driver's shutdown
-    /// cancels the timer, and Dispatch then lets the handler go, and the shard with it.
-    @Test("a shut-down driver's shards are freed: their timers let go of them")
-    func shardsFreedAtShutdown() throws {
+    /// A shard's timer handler holds the shard and the driver (no weak reference: see `CurlShard.init`), so a driver
+    /// its owner let go of lives on until it is shut down; the shutdown cancels the timers, and Dispatch then lets
+    /// the handlers go, and the shards and the driver with them.
+    @Test("a driver lives until its shutdown; then it and its shards are freed")
+    func freedAtShutdown() throws {
         let loop = EventLoop(index: 0)
         weak var shard: CurlShard?
+        weak var held: CurlDriver?
         var made = 0
         do {
             let driver = CurlDriver(loop: loop)
+            held = driver
             loop.queue.sync {
                 made = driver.shards.count
                 shard = driver.shards.first
-                driver.shutdown()
             }
         }
         #expect(made == 1)
+        #expect(held != nil && shard != nil, "the shard's timer holds them until the shutdown")
+        loop.queue.sync { held?.shutdown() }
         // The cancelled source lets its handler go on the loop's queue: each `sync` is a turn of that queue.
         var turns = 0
-        while shard != nil && turns < 10_000 {
+        while (shard != nil || held != nil) && turns < 100_000 {
             loop.queue.sync {}
             turns += 1
         }
         #expect(shard == nil, "the shard is still alive after \(turns) turns of its queue")
+        #expect(held == nil, "the driver is still alive after \(turns) turns of its queue")
     }
 
     /// What one transfer's delegate heard, readable from the test thread while the loop writes it.

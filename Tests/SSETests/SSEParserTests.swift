@@ -314,6 +314,19 @@ struct SSEParserTests {
         #expect(dripped.skippedEvents == 2)
     }
 
+    /// A first data line read in place, then a second that takes the event past the bound, in one delivery: the
+    /// event is dropped (nothing of the first line is left over for the next event), and the next one is read.
+    @Test("an event read in place that then outgrows the bound is dropped whole")
+    func inPlaceThenOversized() throws {
+        let stream = Array(("data: first\ndata: " + String(repeating: "y", count: 80) + "\n\ndata: next\n\n").utf8)
+        for split in [0, 6, 12, stream.count - 5, stream.count] {
+            var parser = SSEParser(maxEventBytes: 64, skipsOversizedEvents: true)
+            let events = try parser.parse(Array(stream[..<split])) + parser.parse(Array(stream[split...]))
+            #expect(events.map(\.data) == ["next"], "split at \(split)")
+            #expect(parser.skippedEvents == 1, "split at \(split)")
+        }
+    }
+
     @Test("a dropped event cut by the stream's end leaves nothing behind")
     func skippingEndsWithTheStream() throws {
         var parser = SSEParser(maxEventBytes: 16, skipsOversizedEvents: true)

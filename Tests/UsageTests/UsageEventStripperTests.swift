@@ -149,6 +149,29 @@ struct UsageEventStripperTests {
         #expect(out == input)
     }
 
+    /// While watching, an event that arrives whole in one delivery is read where it lies: past the bound it stops
+    /// the filter just as a copied one did, whatever the line ends and wherever the stream is split.
+    @Test(arguments: ["\n", "\r\n", "\r"])
+    func aWholeEventLargerThanTheBoundStopsTheFilterWhileWatching(_ end: String) {
+        let big = GoldenStreams.chatDelta(String(repeating: "x", count: 500))
+        let input = Self.stream([GoldenStreams.chatFirst, big, GoldenStreams.chatFinish, GoldenStreams.chatUsage, GoldenStreams.done], end)
+        let bigStart = Self.stream([GoldenStreams.chatFirst], end).count
+        for split in [bigStart, bigStart + 1, input.count / 2, input.count] {
+            var filter = UsageEventStripper(maxEventBytes: 400)
+            var out: [UInt8] = []
+            for chunk in [input[..<split], input[split...]] {
+                switch chunk.withUnsafeBytes({ filter.process($0) }) {
+                case .unchanged: out += chunk
+                case .bytes(let b): out += b
+                }
+            }
+            out += filter.finish()
+            #expect(filter.gaveUp, "split at \(split)")
+            #expect(!filter.removedUsageEvent, "split at \(split)")
+            #expect(out == input, "split at \(split)")
+        }
+    }
+
     @Test func usageOnlyRecognition() {
         func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
         #expect(UsageEventStripper.isUsageOnly(bytes(GoldenStreams.chatUsage + "\n\n")))

@@ -83,12 +83,13 @@ package final class RelayServer: @unchecked Sendable {
         rejectionLog = RejectionLog(logger: logger, clock: clock)
         let workers = configuration.workers > 0 ? configuration.workers : max(1, System.coreCount)
         group = EventLoopGroup(count: workers, clock: clock)
-        loopStates = group.loops.map { LoopState(loop: $0, driver: CurlDriver(loop: $0)) }
         store = try (makeStore ?? { try RelayServer.defaultStore($0, environment: $1) })(configuration,
                                                              StoreEnvironment(wallClock: wallClock, loops: group.loops, logger: logger,
                                                                               metrics: metrics))
         attestation = try AttestationService.make(configuration, admissionStore: store, metrics: metrics, logger: logger,
                                                   rejectionLog: rejectionLog, wallClock: wallClock)
+        // After everything that can throw: a driver is freed only once `shutdown` has run (`CurlShard`).
+        loopStates = group.loops.map { LoopState(loop: $0, driver: CurlDriver(loop: $0)) }
         pools = UpstreamPools(upstreams: configuration.upstreams, redis: store as? RedisAdmissionStore, logger: logger,
                               clock: clock, wallClock: wallClock)
         streams = ResumableStreams.make(configuration, redis: store as? RedisAdmissionStore, loop: group.loops[0], logger: logger)

@@ -3,7 +3,7 @@
 /// Descriptor numbers are small and dense, since the kernel hands out the lowest free one, so the array is about as
 /// long as the most descriptors the process had open at once (it grows by doubling and is not shrunk). A plain
 /// value; its owner says which queue touches it.
-struct DescriptorTable<Value> {
+struct ByDescriptor<Value> {
     private var slots: [Value?] = []
     /// Descriptors that have a value.
     private(set) var count = 0
