@@ -123,6 +123,28 @@ public enum HTTPStatus {
 /// Writes the chunked transfer coding of RFC 9112 §7.1 for responses whose length is not known in advance
 /// (every streamed SSE response).
 public enum ChunkedEncoding {
+    /// The longest chunk-size line: 16 hex digits and CRLF.
+    public static let maxSizeLineBytes = 18
+
+    /// Writes the chunk-size line for `count` (as `appendSizeLine`) at the start of `line`, which has room for
+    /// `maxSizeLineBytes`; returns its length. For a line built on the stack, once per relayed event.
+    @inline(__always)
+    public static func writeSizeLine(_ count: Int, into line: UnsafeMutableRawBufferPointer) -> Int {
+        precondition(count >= 0 && line.count >= maxSizeLineBytes, "chunk size must not be negative")
+        let digits = count == 0 ? 1 : (Int.bitWidth - count.leadingZeroBitCount + 3) / 4
+        var value = count
+        var i = digits
+        while i > 0 {
+            i -= 1
+            let nibble = UInt8(truncatingIfNeeded: value & 0xF)
+            line[i] = nibble < 10 ? 0x30 + nibble : 0x57 + nibble   // "0"…"9", "a"…"f"
+            value >>= 4
+        }
+        line[digits] = CR
+        line[digits + 1] = LF
+        return digits + 2
+    }
+
     /// Writes the chunk-size line ("1a\r\n" for 26, lowercase hex) into `buffer`.
     public static func appendSizeLine(_ count: Int, to buffer: inout [UInt8]) {
         precondition(count >= 0, "chunk size must not be negative")

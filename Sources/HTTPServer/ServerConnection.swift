@@ -17,7 +17,6 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     private let logger: Logger
     private let onClose: (ServerConnection) -> Void
     private var responder: (any RequestResponder)?
-    private var sizeLine: [UInt8] = []
     private var timer = LazyTimer()
     /// `LatencyTrace` only: when the connection was accepted, then when its exchange started (0: tracing is off).
     private var traceMark = LatencyTrace.now()
@@ -50,7 +49,6 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
                                                   proxyProtocol: proxyProtocol, maxReadAhead: limits.maxHeadBytes + 64 * 1024)
         self.logger = logger
         self.onClose = onClose
-        sizeLine.reserveCapacity(24)
     }
 
     /// Starts the connection's clock; call once, on the loop, when the connection starts reading.
@@ -268,10 +266,10 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
         case .none:
             return true
         case .chunked:
-            sizeLine.removeAll(keepingCapacity: true)
-            ChunkedEncoding.appendSizeLine(bytes.count, to: &sizeLine)
-            ok = sizeLine.withUnsafeBytes { line in
-                Self.crlf.withUnsafeBytes { crlf in connection.write(line, bytes, crlf) }
+            // The size line on the stack and CRLF from static text: no array touched per event.
+            ok = withUnsafeTemporaryAllocation(byteCount: ChunkedEncoding.maxSizeLineBytes, alignment: 1) { line in
+                let length = ChunkedEncoding.writeSizeLine(bytes.count, into: line)
+                return connection.write(UnsafeRawBufferPointer(rebasing: line[..<length]), bytes, Self.crlfBytes)
             }
         case .contentLength, .closeDelimited:
             ok = connection.write(bytes)
@@ -325,5 +323,7 @@ public final class ServerConnection: ConnectionDelegate, ResponseWriter, @unchec
     }
 
     static let continueLine: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
-    static let crlf: [UInt8] = [0x0D, 0x0A]
+    /// CRLF, ending each chunk's data: static text, read without an array.
+    private static let crlfText: StaticString = "\r\n"
+    static var crlfBytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: crlfText.utf8Start, count: crlfText.utf8CodeUnitCount) }
 }

@@ -182,6 +182,22 @@ struct ChunkedEncodingTests {
         #expect(out == b("x" + hex + "\r\n"))
     }
 
+    /// The stack-built size line the server writes per event is the same line, for every size up to 70 000 and
+    /// at the largest.
+    @Test func sizeLineWrittenInPlace() {
+        var line = [UInt8](repeating: 0xEE, count: ChunkedEncoding.maxSizeLineBytes)
+        for count in Array(0...70_000) + [0xFFFF_FFFF, Int.max] {
+            var expected: [UInt8] = []
+            ChunkedEncoding.appendSizeLine(count, to: &expected)
+            let length = line.withUnsafeMutableBytes { ChunkedEncoding.writeSizeLine(count, into: $0) }
+            if Array(line[..<length]) != expected {
+                Issue.record("size \(count): \(line[..<length]) against \(expected)")
+                return
+            }
+        }
+        #expect(line.withUnsafeMutableBytes { ChunkedEncoding.writeSizeLine(Int.max, into: $0) } == ChunkedEncoding.maxSizeLineBytes)
+    }
+
     @Test func constants() {
         #expect(ChunkedEncoding.crlf == b("\r\n"))
         #expect(ChunkedEncoding.lastChunk == b("0\r\n\r\n"))
