@@ -464,7 +464,7 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
     func removed() { transferCount -= 1 }
 
     /// Stops the timer and frees the multi handle, closing its cached connections. Once, at the driver's shutdown.
-    /// Cancelling the timer releases its handler, the shard's only other owner.
+    /// Cancelling the timer lets Dispatch release its handler, which holds the shard and the driver.
     func stop() {
         stopped = true
         timer.cancel()
