@@ -110,6 +110,33 @@ struct JSONPeekTests {
         #expect(found > 10_000, "the generator makes chunks with keys: \(found)")
     }
 
+    /// What a user can make a model write lands inside a string value: escaped quotes and backslash runs at every
+    /// offset of a long content string, across the scan's 16 bytes read a word at a time and the `memchr` after
+    /// them, with a key name posed inside the text. The counted content bytes and the keys found must be the
+    /// byte-by-byte reading's, so no text can hide or fake a key, or shorten what is metered.
+    @Test func keyScanAcrossTheWordWindowMatchesAByteLoop() {
+        let names = ["content", "usage", "finish_reason"]
+        let set = JSONPeek.KeySet(names)
+        let inserts = [#"""#, #"\"#, #"\""#, #"\\"#, #"","usage":{"#, #""content":"x"#]
+        var compared = 0
+        for insert in inserts {
+            for at in 0...40 {
+                for tail in [#"","usage":{"a":1}}"#, #""}"#, #"","finish_reason":"stop"}"#] {
+                    let text = String(repeating: "a", count: at) + insert + String(repeating: "b", count: 40 - at)
+                    let chunk = Array((#"{"id":"c","delta":{"content":""# + text + tail).utf8)
+                    for cut in [chunk.count, chunk.count - 1, chunk.count - 9] {
+                        let bytes = Array(chunk[..<cut])
+                        let scan = bytes.withUnsafeBufferPointer { JSONPeek($0).scanKeys(set, measuring: 0b1) }
+                        let expected = Self.keyScanByteByByte(bytes, names.map { Array($0.utf8) }, measuring: 0b1)
+                        #expect(scan == expected, "\(String(decoding: bytes, as: UTF8.self))")
+                        compared += 1
+                    }
+                }
+            }
+        }
+        #expect(compared == 6 * 41 * 3 * 3)
+    }
+
     /// `scanKeys`'s rules read one byte at a time: the next quote opens a string, which a quote not escaped by an
     /// odd run of backslashes closes; a name is a string followed (after whitespace) by a colon.
     static func keyScanByteByByte(_ b: [UInt8], _ names: [[UInt8]], measuring: UInt64)
