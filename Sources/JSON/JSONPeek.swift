@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CByteSearch
 
 /// The JSON module's lenient mode (`JSONDocument` is the strict one): an allocation-free reader of the JSON
 /// providers send: it finds a member, skips a value, reads a
@@ -230,12 +231,16 @@ public struct JSONPeek {
         }
     }
 
-    /// The index of the next quote at or after `i`. The next 16 bytes a word at a time (a word has a quote byte when
-    /// `x ^ 0x22…` has a zero byte, and the lowest such byte is the first quote), then `memchr`: most quotes in a
-    /// chunk are a few bytes after the last, where a call to `memchr` costs more than the search.
-    /// `count` when there is none. (`i` is at most `count`.)
+    /// The index of the next quote at or after `i`; `count` when there is none (`i` is at most `count`). Sixteen
+    /// bytes at a time where SSE2 is (`cbytesearch_next`, inlined): most quotes in a chunk are a few bytes after the
+    /// last, where a call to `memchr` costs more than the search. Elsewhere the next 16 bytes a word at a time (a
+    /// word has a quote byte when `x ^ 0x22…` has a zero byte, and the lowest such byte is the first quote), then
+    /// `memchr`.
     @inline(__always)
     private static func nextQuote(_ base: UnsafePointer<UInt8>, from i: Int, _ count: Int) -> Int {
+        #if arch(x86_64)
+        return cbytesearch_next(base, i, count, quote)
+        #else
         let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
         let raw = UnsafeRawPointer(base)
         var at = i
@@ -249,6 +254,7 @@ public struct JSONPeek {
         }
         guard at < count, let p = memchr(base + at, Int32(quote), count &- at) else { return count }
         return base.distance(to: p.assumingMemoryBound(to: UInt8.self))
+        #endif
     }
 
     @inline(__always)
