@@ -14,7 +14,10 @@ public final class EventLoop: @unchecked Sendable {
     public let index: Int
     /// Armed timers only: a cancelled one leaves at once (`LoopTimer.cancel`).
     private var deadlines = DeadlineQueue<LoopTimer>(moved: { timer, index in timer.index = index })
+    #if !canImport(Glibc)
     private let timerSource: DispatchSourceTimer
+    #endif
+    /// The deadline the poller (Linux) or the Dispatch timer (Darwin) is set to wake the loop at; nil for none.
     private var armedDeadline: Instant?
     /// Scratch space for `recv`: one per loop, safe because the loop is serial and no caller keeps it.
     public let readBuffer: UnsafeMutableRawBufferPointer
@@ -25,22 +28,32 @@ public final class EventLoop: @unchecked Sendable {
         self.index = index
         self.clock = clock
         self.queue = DispatchQueue(label: "sse-relay.loop.\(index)")
-        self.timerSource = DispatchSource.makeTimerSource(queue: queue)
         self.readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
         self.poller = Poller(queue: queue, clock: clock)
+        #if canImport(Glibc)
+        // The timers run on the poller's thread, in a turn, when its wait ends at their deadline: a Dispatch timer
+        // woke libdispatch's manager thread for every earlier deadline and ran its handler on a worker thread, and
+        // curl asks for timeouts of a millisecond several times per stream (2 706 firings in a run of 2 000 streams).
+        // Weak: the poller outlives the loop by the time its thread takes to stop.
+        poller.onDeadline = { [weak self] in self?.fireDueTimers() }
+        #else
+        self.timerSource = DispatchSource.makeTimerSource(queue: queue)
         // Weak, not unowned: cancelling the source in `deinit` does not stop a firing already on its way to the
         // queue, and under ThreadSanitizer one ran after the loop was freed ("read an unowned reference but the
         // object was already destroyed", make sanitize).
         timerSource.setEventHandler { [weak self] in self?.fireDueTimers() }
         timerSource.schedule(deadline: .distantFuture)
         timerSource.activate()
+        #endif
     }
 
     deinit {
         // Nothing else holds the loop now: stop its poller, which closes the poll descriptor (on Linux its waiting
         // thread does, once woken through its pipe; on Darwin the kqueue read source's cancel handler).
         poller.stop()
+        #if !canImport(Glibc)
         timerSource.cancel()
+        #endif
         readBuffer.deallocate()
     }
 
@@ -77,8 +90,8 @@ public final class EventLoop: @unchecked Sendable {
     /// The timers armed on this loop (cancelled ones are gone). Call on the loop.
     public var armedTimerCount: Int { deadlines.count }
 
-    /// A cancelled timer's entry leaves the queue at once. A Dispatch timer armed for it stays: when it fires,
-    /// nothing is due and it is armed again for the next deadline.
+    /// A cancelled timer's entry leaves the queue at once. The wake-up armed for it stays: when it comes, nothing
+    /// is due and it is armed again for the next deadline.
     fileprivate func removeTimer(at index: Int) {
         deadlines.remove(at: index)
     }
@@ -101,7 +114,11 @@ public final class EventLoop: @unchecked Sendable {
         armedDeadline = next
         let now = clock.now()
         let delay = next > now ? next.nanoseconds - now.nanoseconds : 0
+        #if canImport(Glibc)
+        poller.setDeadline(afterNanoseconds: delay)
+        #else
         timerSource.schedule(deadline: .now() + .nanoseconds(Int(min(delay, UInt64(Int.max)))))
+        #endif
     }
 }
 

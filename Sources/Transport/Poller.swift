@@ -105,9 +105,29 @@ public final class Poller: @unchecked Sendable {
     private let firstEvents = UnsafeMutableBufferPointer<epoll_event>.allocate(capacity: Poller.firstSlice)
     /// The set of descriptors served first; itself a member of `pollFD` (readable when one of them is ready).
     private let firstFD: Int32
-    /// A pipe in the set whose readable end tells the waiting thread to stop.
+    /// A pipe in the set whose readable end wakes the waiting thread: to stop (`stopping`), or to wait again for
+    /// an earlier deadline.
     private let wakeRead: Int32
     private let wakeWrite: Int32
+    /// What the waiting thread and the queue share about the wait (`setDeadline`), three words read and written
+    /// with sequentially consistent atomics (`csystem_atomic_load`, `_store`): written on the queue (and by
+    /// `stop`), read by the waiting thread outside it. Not `Locked`: two of them per wake-up, which at light load
+    /// is per relayed event. Word 0: CLOCK_MONOTONIC nanoseconds of the loop's earliest timer, 0 for none. Word 1:
+    /// the deadline the waiting thread is blocked for (`UInt64.max`: none), 0 while it is not waiting. Word 2:
+    /// 1 once `stop` ran. Freed with the poller, which its thread holds until it has stopped.
+    private let shared: UnsafeMutablePointer<UInt64> = {
+        let words = UnsafeMutablePointer<UInt64>.allocate(capacity: 3)
+        words.initialize(repeating: 0, count: 3)
+        return words
+    }()
+    private var sharedDeadline: UnsafeMutablePointer<UInt64> { shared }
+    private var waitingFor: UnsafeMutablePointer<UInt64> { shared + 1 }
+    private var stopping: UnsafeMutablePointer<UInt64> { shared + 2 }
+    /// The deadline as the queue last set it (read in every turn without taking the lock). Queue only.
+    private var queueDeadline: UInt64 = 0
+    /// Runs the loop's due timers (`EventLoop`), on the queue, in a turn of the waiting thread once `setDeadline`'s
+    /// deadline has passed. Set once, before the first deadline.
+    public var onDeadline: (() -> Void)?
     #else
     private let events = UnsafeMutableBufferPointer<kevent>.allocate(capacity: 128)
     private let source: DispatchSourceRead
@@ -149,6 +169,7 @@ public final class Poller: @unchecked Sendable {
     deinit {
         events.deallocate()
         #if canImport(Glibc)
+        shared.deallocate()
         firstEvents.deallocate()
         #endif
     }
@@ -157,6 +178,7 @@ public final class Poller: @unchecked Sendable {
     /// from any thread.
     public func stop() {
         #if canImport(Glibc)
+        csystem_atomic_store(stopping, 1)
         Syscall.wake(wakeWrite)
         #else
         queue.async { [self] in entries.removeAll() }
@@ -169,17 +191,34 @@ public final class Poller: @unchecked Sendable {
         // One work item for every turn: `queue.sync` with a closure copies it into a new block each time (two
         // allocations per wake-up, so per relayed event at light load); a work item's block is made once and
         // may run any number of times (it is never waited on). It holds the poller only while this loop runs.
-        let turn = DispatchWorkItem { [self] in handleBatch(pendingCount) }
+        let turn = DispatchWorkItem { [self] in
+            fireDeadlineIfDue()
+            handleBatch(pendingCount)
+        }
+        // A wait that ended on its deadline alone: the timers, no poll.
+        let timersOnly = DispatchWorkItem { [self] in fireDeadlineIfDue() }
         // Turns run on this thread (`queue.sync` runs its block on the calling thread): its batches are theirs.
         // A turn that ran elsewhere would still be correct, its lines only written one by one.
         let batches = LogBatch.thisThread()
         queue.sync { logBatches = batches }
+        var drain = [UInt8](repeating: 0, count: 64)
         while true {
-            let n = Syscall.epollPoll(pollFD, into: events, timeoutMs: -1)
-            if n == 0 { continue }
-            var stopping = false
-            for i in 0..<n where events[i].data.fd == wakeRead { stopping = true }
-            if stopping { break }
+            // Blocked "for no deadline" first, then for the one read: a deadline `setDeadline` stores meanwhile is
+            // earlier than either, so it either is the one read or finds the thread blocked for a later one and
+            // wakes it (sequentially consistent: each side sees the other's store or makes its own count).
+            csystem_atomic_store(waitingFor, .max)
+            let deadline = csystem_atomic_load(sharedDeadline)
+            if deadline != 0 { csystem_atomic_store(waitingFor, deadline) }
+            let n = Syscall.epollPoll(pollFD, into: events, timeoutMs: Self.timeoutMs(until: deadline))
+            csystem_atomic_store(waitingFor, 0)
+            if csystem_atomic_load(stopping) != 0 { break }
+            for i in 0..<n where events[i].data.fd == wakeRead {
+                _ = drain.withUnsafeMutableBytes { Syscall.readPipe(wakeRead, into: $0) }
+            }
+            if n == 0 {
+                if deadline != 0 { queue.sync(execute: timersOnly) }
+                continue
+            }
             guard tracing else {
                 pendingCount = n
                 queue.sync(execute: turn)
@@ -189,6 +228,7 @@ public final class Poller: @unchecked Sendable {
             queue.sync {
                 LatencyTrace.since(polledAt, .queueWait)
                 let start = LatencyTrace.now()
+                fireDeadlineIfDue()
                 handleBatch(n, polledAt: polledAt)
                 LatencyTrace.since(start, .batch)
             }
@@ -201,6 +241,41 @@ public final class Poller: @unchecked Sendable {
         Syscall.close(wakeWrite)
         Syscall.close(firstFD)
         Syscall.close(pollFD)
+    }
+    #endif
+
+    #if canImport(Glibc)
+    /// `epoll_wait`'s timeout for a CLOCK_MONOTONIC deadline (0: none, wait without one): rounded up to the next
+    /// millisecond, so that a wait never ends before its deadline.
+    public static func timeoutMs(until deadline: UInt64, now: UInt64 = MonotonicClock().now().nanoseconds) -> Int32 {
+        guard deadline != 0 else { return -1 }
+        guard deadline > now else { return 0 }
+        let ms = (deadline - now + 999_999) / 1_000_000
+        return Int32(min(ms, UInt64(Int32.max)))
+    }
+
+    /// The loop's earliest timer is due `nanoseconds` from now: the waiting thread's next wait ends then at the
+    /// latest, and a turn runs `onDeadline`. Replaces the previous deadline, earlier or later. The thread is woken
+    /// only when it is blocked for a later deadline (or none): a deadline set by a handler, during a turn, costs
+    /// no system call. Call on the queue.
+    public func setDeadline(afterNanoseconds nanoseconds: UInt64) {
+        let now = MonotonicClock().now().nanoseconds
+        let at = max(1, now.addingReportingOverflow(nanoseconds).overflow ? UInt64.max - 1 : now + nanoseconds)
+        queueDeadline = at
+        csystem_atomic_store(sharedDeadline, at)
+        if at < csystem_atomic_load(waitingFor) { Syscall.wake(wakeWrite) }
+    }
+
+    /// The deadline the waiting thread is blocked for (CLOCK_MONOTONIC nanoseconds; `UInt64.max`: none; 0: not
+    /// blocked). For tests, which wait for the thread to be blocked before they arm an earlier timer.
+    public var blockedUntil: UInt64 { csystem_atomic_load(waitingFor) }
+
+    /// Runs `onDeadline` when the deadline has passed; the deadline is cleared first (the timers set the next).
+    private func fireDeadlineIfDue() {
+        guard queueDeadline != 0, MonotonicClock().now().nanoseconds >= queueDeadline else { return }
+        queueDeadline = 0
+        csystem_atomic_store(sharedDeadline, 0)
+        onDeadline?()
     }
     #endif
 

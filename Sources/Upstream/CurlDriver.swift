@@ -59,6 +59,14 @@ public final class CurlDriver: @unchecked Sendable {
     /// Shards made so far (tests).
     var shardCount: Int { shards.count }
 
+    /// The driver itself until `shutdown`: curl's callbacks and the loop's poller reach the driver through its
+    /// shards, which hold it unowned, so a driver its owner let go of without shutting it down must live on
+    /// rather than be freed under them (`CurlDriverTests`). Cleared by `shutdown`.
+    private var heldUntilShutdown: CurlDriver?
+
+    /// Shards with a timer armed on the loop for curl (at most one each).
+    public var armedTimerCount: Int { shards.reduce(0) { $0 + ($1.timerArmed ? 1 : 0) } }
+
     public init(loop: EventLoop, connectionsPerShard: Int = 256) {
         CurlDriver.globalInit
         self.loop = loop
@@ -70,6 +78,7 @@ public final class CurlDriver: @unchecked Sendable {
         ccurl_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
         self.share = share
         shards.append(CurlShard(driver: self, index: 0))
+        heldUntilShutdown = self
     }
 
     private static let globalInit: Void = {
@@ -317,6 +326,7 @@ public final class CurlDriver: @unchecked Sendable {
         for easy in idleEasyHandles { curl_easy_cleanup(easy) }
         idleEasyHandles.removeAll()
         curl_share_cleanup(share)   // after every handle that used it
+        heldUntilShutdown = nil
     }
 
     // MARK: curl → us
@@ -392,7 +402,9 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
     unowned let driver: CurlDriver
     let index: Int
     let multi: UnsafeMutableRawPointer
-    private let timer: DispatchSourceTimer
+    /// curl's timeout, one of the loop's timers (`EventLoop.schedule`: run on the poller's thread when due); nil
+    /// when none is armed.
+    private var timer: LoopTimer?
     /// In the driver's list of shards whose completions are to be read.
     var touched = false
     /// `stop` ran: the timer's handler does nothing any more.
@@ -412,7 +424,6 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
         self.index = index
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed") }
         self.multi = multi
-        timer = DispatchSource.makeTimerSource(queue: driver.loop.queue)
         let me = Unmanaged.passUnretained(self).toOpaque()
         // curl's default cache keeps 4 idle connections per handle *currently added*: with short requests the
         // count drops between bursts and good keep-alive connections were closed (TIME_WAIT piling up on the
@@ -433,22 +444,6 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
             Unmanaged<CurlShard>.fromOpaque(userp).takeUnretainedValue().timerChanged(timeoutMs)
             return 0
         }
-        // The handler holds the shard and the driver strongly, until `stop` (the driver's `shutdown`) cancels the
-        // timer and Dispatch lets the handler go: a driver that is never shut down is never freed, rather than
-        // freed under a timer that may still fire. Not weak: a weak reference gives the object a side table, and
-        // then every retain and release of it takes the runtime's slow path (the shard and the driver are retained
-        // several times for every relayed event: about 500 instructions an event, callgrind). A firing already on
-        // its way when the timer is cancelled still runs (that late firing crashed `EventLoop`'s unowned timer
-        // under ThreadSanitizer): it finds `stopped` and does nothing.
-        timer.setEventHandler { [self, driver] in
-            guard !self.stopped else { return }
-            self.timerArmedAt = nil
-            if let deadline = self.curlDeadline, deadline <= .now() { self.curlDeadline = nil }
-            driver.socketAction(self, ccurl_socket_timeout, events: 0)
-            self.rearmForCurlDeadline()
-        }
-        timer.schedule(deadline: .distantFuture)
-        timer.activate()
     }
 
     /// A transfer joins: the connection bound follows the load (`maxConnects`).
@@ -464,10 +459,11 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
     func removed() { transferCount -= 1 }
 
     /// Stops the timer and frees the multi handle, closing its cached connections. Once, at the driver's shutdown.
-    /// Cancelling the timer lets Dispatch release its handler, which holds the shard and the driver.
+    /// Cancelling the timer frees its action at once (`LoopTimer.cancel`), which holds the shard and the driver.
     func stop() {
         stopped = true
-        timer.cancel()
+        timer?.cancel()
+        timer = nil
         curl_multi_cleanup(multi)
     }
 
@@ -502,10 +498,9 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
         driver.socketAction(self, fd, events: (readable ? CURL_CSELECT_IN : 0) | (writable ? CURL_CSELECT_OUT : 0))
     }
 
-    /// curl's timer wishes, with as few Dispatch timer changes as possible: each change wakes libdispatch's
-    /// manager thread, and curl revises its timeout after almost every action. An armed timer that fires no
-    /// later than curl's new deadline is left alone (firing early is harmless: curl re-arms with what is left),
-    /// and "no timer" leaves it armed for the same reason.
+    /// curl's timer wishes, with as few timer changes as possible: curl revises its timeout after almost every
+    /// action. An armed timer that fires no later than curl's new deadline is left alone (firing early is
+    /// harmless: curl re-arms with what is left), and "no timer" leaves it armed for the same reason.
     private func timerChanged(_ timeoutMs: Int) {
         if timeoutMs < 0 {
             curlDeadline = nil
@@ -527,24 +522,42 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
             }
             return
         }
-        let deadline = DispatchTime.now() + .milliseconds(timeoutMs)
+        let deadline = driver.loop.clock.now().advanced(byNanoseconds: UInt64(timeoutMs) &* 1_000_000)
         curlDeadline = deadline
         if let armed = timerArmedAt, armed <= deadline { return }
+        arm(at: deadline)
+    }
+
+    /// The timer's action holds the shard and the driver strongly, until it runs or `stop` (the driver's
+    /// `shutdown`) cancels it: a driver that is never shut down is never freed, rather than freed under a timer
+    /// that may still fire. Not weak: a weak reference gives the object a side table, and then every retain and
+    /// release of it takes the runtime's slow path (the shard and the driver are retained several times for
+    /// every relayed event: about 500 instructions an event, callgrind).
+    private func arm(at deadline: Instant) {
+        timer?.cancel()
         timerArmedAt = deadline
-        timer.schedule(deadline: deadline)
+        let driver = self.driver
+        timer = driver.loop.schedule(at: deadline) { [self, driver] in
+            timer = nil
+            timerArmedAt = nil
+            guard !stopped else { return }
+            if let deadline = curlDeadline, deadline <= driver.loop.clock.now() { curlDeadline = nil }
+            driver.socketAction(self, ccurl_socket_timeout, events: 0)
+            rearmForCurlDeadline()
+        }
     }
 
     /// After the timer fired: curl reports a deadline only when its earliest one changes, so one it reported
     /// while an earlier timer was armed must be armed now, or it would be lost.
     private func rearmForCurlDeadline() {
         guard timerArmedAt == nil, let deadline = curlDeadline else { return }
-        timerArmedAt = deadline
-        timer.schedule(deadline: max(deadline, .now()))
+        arm(at: max(deadline, driver.loop.clock.now()))
     }
 
-    private var timerArmedAt: DispatchTime?
+    private var timerArmedAt: Instant?
+    var timerArmed: Bool { timer != nil }
     /// The latest deadline curl asked for (nil: none).
-    private var curlDeadline: DispatchTime?
+    private var curlDeadline: Instant?
     private var immediateTimeoutPending = false
 }
 

@@ -74,3 +74,65 @@ private func ns(_ n: UInt64) -> Support.Instant { Support.Instant(nanoseconds: n
         #expect(fired == 0)
     }
 }
+
+#if canImport(Glibc)
+import Dispatch
+import Glibc
+
+/// The loop's timers run on its poller's thread (Linux): the wait in `epoll_wait` ends at the earliest deadline.
+/// A timer armed off the poller's turns (a block on the loop's queue, as another loop or a Redis reply hands work
+/// over) must wake a thread blocked with no deadline, or for a later one. Real clock; each wait below is an upper
+/// bound for a timer due in 20 ms, not a pause.
+@Suite struct PollerDeadlineTests {
+    @Test func timeoutRoundsUpToTheMillisecond() {
+        let now: UInt64 = 5_000_000_000
+        #expect(Poller.timeoutMs(until: 0, now: now) == -1, "no deadline: wait for events only")
+        #expect(Poller.timeoutMs(until: now - 1, now: now) == 0)
+        #expect(Poller.timeoutMs(until: now, now: now) == 0)
+        #expect(Poller.timeoutMs(until: now + 1, now: now) == 1, "never wakes before the deadline")
+        #expect(Poller.timeoutMs(until: now + 1_000_000, now: now) == 1)
+        #expect(Poller.timeoutMs(until: now + 1_000_001, now: now) == 2)
+        #expect(Poller.timeoutMs(until: UInt64.max - 1, now: now) == Int32.max)
+    }
+
+    /// Arms a timer due in 20 ms from a block on the loop's queue (outside the poller's turns), once the poller's
+    /// thread is blocked: with no deadline, or (`after`) for a timer armed first. Whether it ran, and whether it
+    /// ran before its deadline.
+    private func fire(after first: Double?) -> (fired: Bool, early: Bool) {
+        let loop = EventLoop(index: 0)
+        if let first { loop.queue.sync { _ = loop.schedule(afterSeconds: first) {} } }
+        // The thread blocks in its wait once the block above has run; a wait for a few milliseconds at most.
+        var spins = 0
+        while spins < 100_000 {
+            let blocked = loop.poller.blockedUntil
+            if first == nil ? blocked == UInt64.max : (blocked != 0 && blocked != UInt64.max) { break }
+            usleep(50)
+            spins += 1
+        }
+        let done = DispatchSemaphore(value: 0)
+        let result = Locked((fired: false, early: false))
+        loop.queue.async {
+            let deadline = loop.clock.now().advanced(byNanoseconds: 20_000_000)
+            _ = loop.schedule(at: deadline) {
+                let early = loop.clock.now() < deadline
+                result.withLock { $0 = (true, early) }
+                done.signal()
+            }
+        }
+        _ = done.wait(timeout: .now() + 5)
+        return result.withLock { $0 }
+    }
+
+    @Test func aTimerArmedOutsideATurnWakesAnIdlePoller() {
+        let outcome = fire(after: nil)
+        #expect(outcome.fired, "the poller waited on with no deadline")
+        #expect(!outcome.early)
+    }
+
+    @Test func anEarlierTimerShortensAWaitForALaterOne() {
+        let outcome = fire(after: 60)
+        #expect(outcome.fired, "the poller waited on for the 60 s timer")
+        #expect(!outcome.early)
+    }
+}
+#endif

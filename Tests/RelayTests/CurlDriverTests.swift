@@ -41,9 +41,9 @@ struct CurlDriverTests {
         }
     }
 
-    /// A shard's timer handler holds the shard and the driver (no weak reference: see `CurlShard.init`), so a driver
-    /// its owner let go of lives on until it is shut down; the shutdown cancels the timers, and Dispatch then lets
-    /// the handlers go, and the shards and the driver with them.
+    /// A driver its owner let go of lives on until it is shut down (`CurlDriver.heldUntilShutdown`: its shards and
+    /// curl's callbacks reach it unowned); the shutdown cancels the shards' timers, whose actions hold the shard and
+    /// the driver, and lets the driver go, and the shards with it.
     @Test("a driver lives until its shutdown; then it and its shards are freed")
     func freedAtShutdown() throws {
         let loop = EventLoop(index: 0)
@@ -59,9 +59,9 @@ struct CurlDriverTests {
             }
         }
         #expect(made == 1)
-        #expect(held != nil && shard != nil, "the shard's timer holds them until the shutdown")
+        #expect(held != nil && shard != nil, "the driver holds itself and its shards until the shutdown")
         loop.queue.sync { held?.shutdown() }
-        // The cancelled source lets its handler go on the loop's queue: each `sync` is a turn of that queue.
+        // Whatever the shutdown left to the loop's queue has run after a few turns: each `sync` is one.
         var turns = 0
         while (shard != nil || held != nil) && turns < 100_000 {
             loop.queue.sync {}

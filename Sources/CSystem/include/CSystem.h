@@ -18,4 +18,11 @@ int csystem_signal_pipe(void);
 // only writes the signal's number to the pipe (errno kept; a full pipe drops the byte). 0, or -1 with errno.
 // Call csystem_signal_pipe first.
 int csystem_catch_signal(int signo);
+
+#include <stdint.h>
+// Sequentially consistent loads and stores of a 64-bit word shared by two threads (the poller's waiting thread
+// and its loop's queue). `static inline`, so Swift inlines them: Swift's own `Atomic` needs macOS 15, newer than
+// the package's floor.
+static inline uint64_t csystem_atomic_load(const uint64_t *word) { return __atomic_load_n(word, __ATOMIC_SEQ_CST); }
+static inline void csystem_atomic_store(uint64_t *word, uint64_t value) { __atomic_store_n(word, value, __ATOMIC_SEQ_CST); }
 #endif

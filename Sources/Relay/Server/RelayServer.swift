@@ -386,8 +386,12 @@ package final class RelayServer: @unchecked Sendable {
     /// Counts taken on each loop: open client connections, live exchanges, running curl transfers.
     /// Timers armed on every loop (connection and exchange timeouts, Redis commands, …): it must follow what is
     /// open, never the requests that came and went.
+    /// The relay's own timers armed on its loops (connections', exchanges'); the timers curl asks for, one per
+    /// shard at most, are not counted (`CurlDriver.armedTimerCount`).
     package func armedTimerCount() -> Int {
-        loopStates.reduce(0) { total, state in total + state.loop.queue.sync { state.loop.armedTimerCount } }
+        loopStates.reduce(0) { total, state in
+            total + state.loop.queue.sync { state.loop.armedTimerCount - state.driver.armedTimerCount }
+        }
     }
 
     package func liveCounts() -> (connections: Int, exchanges: Int, transfers: Int) {
