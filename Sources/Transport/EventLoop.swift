@@ -14,11 +14,15 @@ public final class EventLoop: @unchecked Sendable {
     public let index: Int
     /// Armed timers only: a cancelled one leaves at once (`LoopTimer.cancel`).
     private var deadlines = DeadlineQueue<LoopTimer>(moved: { timer, index in timer.index = index })
+    /// Armed timers on CLOCK_MONOTONIC whatever `clock` is (`schedule(afterRealNanoseconds:)`): curl's timeouts,
+    /// which curl measures in real time, also in tests that move `clock` by hand.
+    private var realDeadlines = DeadlineQueue<LoopTimer>(moved: { timer, index in timer.index = index })
     #if !canImport(Glibc)
     private let timerSource: DispatchSourceTimer
     #endif
-    /// The deadline the poller (Linux) or the Dispatch timer (Darwin) is set to wake the loop at; nil for none.
-    private var armedDeadline: Instant?
+    /// When the poller (Linux) or the Dispatch timer (Darwin) is set to wake the loop, in CLOCK_MONOTONIC
+    /// nanoseconds; nil for none.
+    private var armedDeadline: UInt64?
     /// Scratch space for `recv`: one per loop, safe because the loop is serial and no caller keeps it.
     public let readBuffer: UnsafeMutableRawBufferPointer
     /// The loop's sockets (client connections and curl's) are watched here.
@@ -87,17 +91,28 @@ public final class EventLoop: @unchecked Sendable {
         return timer
     }
 
-    /// The timers armed on this loop (cancelled ones are gone). Call on the loop.
-    public var armedTimerCount: Int { deadlines.count }
+    /// Runs `action` on this loop `nanoseconds` of real time from now (CLOCK_MONOTONIC, not `clock`) unless the
+    /// returned timer is cancelled first. Call on the loop.
+    @discardableResult
+    public func schedule(afterRealNanoseconds nanoseconds: UInt64, _ action: @escaping () -> Void) -> LoopTimer {
+        let timer = LoopTimer(action: action, loop: self)
+        timer.real = true
+        realDeadlines.push(timer, at: MonotonicClock().now().advanced(byNanoseconds: nanoseconds))
+        rearm()
+        return timer
+    }
+
+    /// The timers armed on this loop (cancelled ones are gone), on either clock. Call on the loop.
+    public var armedTimerCount: Int { deadlines.count + realDeadlines.count }
 
     /// A cancelled timer's entry leaves the queue at once. The wake-up armed for it stays: when it comes, nothing
     /// is due and it is armed again for the next deadline.
-    fileprivate func removeTimer(at index: Int) {
-        deadlines.remove(at: index)
+    fileprivate func removeTimer(at index: Int, real: Bool) {
+        if real { realDeadlines.remove(at: index) } else { deadlines.remove(at: index) }
     }
 
-    /// Runs the timers due at `clock.now()` at once. Call on the loop; for tests on a manual clock, whose
-    /// deadlines the Dispatch timer would only reach in real time.
+    /// Runs the timers due at `clock.now()` at once (and the real-time ones due). Call on the loop; for tests on a
+    /// manual clock, whose deadlines the loop's wake-ups would only reach in real time.
     public func runDueTimers() { fireDueTimers() }
 
     private func fireDueTimers() {
@@ -105,15 +120,27 @@ public final class EventLoop: @unchecked Sendable {
         for timer in deadlines.popDue(at: clock.now()) {
             timer.fire()
         }
+        for timer in realDeadlines.popDue(at: MonotonicClock().now()) {
+            timer.fire()
+        }
         rearm()
     }
 
     private func rearm() {
-        guard let next = deadlines.nextDeadline else { return }
-        if let armed = armedDeadline, armed <= next { return }
-        armedDeadline = next
-        let now = clock.now()
-        let delay = next > now ? next.nanoseconds - now.nanoseconds : 0
+        let realNow = MonotonicClock().now().nanoseconds
+        var delay: UInt64?
+        if let next = deadlines.nextDeadline {
+            let now = clock.now()
+            delay = next > now ? next.nanoseconds - now.nanoseconds : 0
+        }
+        if let next = realDeadlines.nextDeadline?.nanoseconds {
+            let wait = next > realNow ? next - realNow : 0
+            delay = min(delay ?? wait, wait)
+        }
+        guard let delay else { return }
+        let at = realNow.addingReportingOverflow(delay).overflow ? UInt64.max : realNow + delay
+        if let armed = armedDeadline, armed <= at { return }
+        armedDeadline = at
         #if canImport(Glibc)
         poller.setDeadline(afterNanoseconds: delay)
         #else
@@ -129,6 +156,8 @@ public final class LoopTimer: @unchecked Sendable {
     private var action: (() -> Void)?
     /// Where the loop's queue keeps it; -1 once fired, cancelled or removed.
     fileprivate var index = -1
+    /// In the loop's real-time queue (`schedule(afterRealNanoseconds:)`).
+    fileprivate var real = false
     private weak var loop: EventLoop?
     init(action: @escaping () -> Void, loop: EventLoop?) {
         self.action = action
@@ -137,7 +166,7 @@ public final class LoopTimer: @unchecked Sendable {
     public var isCancelled: Bool { action == nil }
     public func cancel() {
         action = nil
-        if index >= 0 { loop?.removeTimer(at: index) }
+        if index >= 0 { loop?.removeTimer(at: index, real: real) }
     }
     func fire() {
         let run = action

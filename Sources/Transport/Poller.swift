@@ -59,8 +59,10 @@ extension PollerHandler {
 /// still costs one `epoll_wait`.
 ///
 /// One turn handles one batch (up to 128 ready descriptors), and after each slice of 16 handlers the work they
-/// handed to `soon` (a response head released with its first chunk, curl's "act now" timer). Between turns
-/// the queue runs its other work (timers, blocks from other loops), so no turn holds it longer than one batch.
+/// handed to `soon` (a response head released with its first chunk, curl's "act now" timer). A turn starts with
+/// the loop's timers when their deadline has passed (Linux: `setDeadline`, `onDeadline`). Between turns the queue
+/// runs its other work (blocks from other loops, Dispatch timers on macOS), so no turn holds it longer than one
+/// batch.
 ///
 /// Owned by the loop's queue: every method but `stop` is called there.
 public final class Poller: @unchecked Sendable {
@@ -110,11 +112,12 @@ public final class Poller: @unchecked Sendable {
     private let wakeRead: Int32
     private let wakeWrite: Int32
     /// What the waiting thread and the queue share about the wait (`setDeadline`), three words read and written
-    /// with sequentially consistent atomics (`csystem_atomic_load`, `_store`): written on the queue (and by
-    /// `stop`), read by the waiting thread outside it. Not `Locked`: two of them per wake-up, which at light load
-    /// is per relayed event. Word 0: CLOCK_MONOTONIC nanoseconds of the loop's earliest timer, 0 for none. Word 1:
-    /// the deadline the waiting thread is blocked for (`UInt64.max`: none), 0 while it is not waiting. Word 2:
-    /// 1 once `stop` ran. Freed with the poller, which its thread holds until it has stopped.
+    /// with sequentially consistent atomics (`csystem_atomic_load`, `_store`). Not `Locked`: two of them per
+    /// wake-up, which at light load is per relayed event. Word 0, written on the queue and read by the waiting
+    /// thread: CLOCK_MONOTONIC nanoseconds of the loop's earliest timer, 0 for none. Word 1, written by the
+    /// waiting thread and read on the queue: the deadline it is blocked for (`UInt64.max`: none), 0 while it is
+    /// not waiting. Word 2, written by `stop`: 1 once it ran. Freed with the poller, which its thread holds until
+    /// it has stopped.
     private let shared: UnsafeMutablePointer<UInt64> = {
         let words = UnsafeMutablePointer<UInt64>.allocate(capacity: 3)
         words.initialize(repeating: 0, count: 3)
@@ -123,7 +126,7 @@ public final class Poller: @unchecked Sendable {
     private var sharedDeadline: UnsafeMutablePointer<UInt64> { shared }
     private var waitingFor: UnsafeMutablePointer<UInt64> { shared + 1 }
     private var stopping: UnsafeMutablePointer<UInt64> { shared + 2 }
-    /// The deadline as the queue last set it (read in every turn without taking the lock). Queue only.
+    /// The deadline as the queue last set it (read in every turn without an atomic load). Queue only.
     private var queueDeadline: UInt64 = 0
     /// Runs the loop's due timers (`EventLoop`), on the queue, in a turn of the waiting thread once `setDeadline`'s
     /// deadline has passed. Set once, before the first deadline.
@@ -203,13 +206,16 @@ public final class Poller: @unchecked Sendable {
         queue.sync { logBatches = batches }
         var drain = [UInt8](repeating: 0, count: 64)
         while true {
-            // Blocked "for no deadline" first, then for the one read: a deadline `setDeadline` stores meanwhile is
-            // earlier than either, so it either is the one read or finds the thread blocked for a later one and
-            // wakes it (sequentially consistent: each side sees the other's store or makes its own count).
+            // Blocked "for no deadline" first, then for the one read. `setDeadline` stores its deadline and then
+            // reads what the thread is blocked for; sequentially consistent, so either the thread reads the new
+            // deadline, or `setDeadline` sees it blocked for no deadline or a later one and wakes it (at worst
+            // once too often, when the new deadline is the later one).
             csystem_atomic_store(waitingFor, .max)
             let deadline = csystem_atomic_load(sharedDeadline)
             if deadline != 0 { csystem_atomic_store(waitingFor, deadline) }
-            let n = Syscall.epollPoll(pollFD, into: events, timeoutMs: Self.timeoutMs(until: deadline))
+            // Not retried on EINTR with the same timeout (a signal handler can run on this thread): back to the
+            // top, where the timeout is computed again from the deadline.
+            let n = Syscall.epollPollOnce(pollFD, into: events, timeoutMs: Self.timeoutMs(until: deadline))
             csystem_atomic_store(waitingFor, 0)
             if csystem_atomic_load(stopping) != 0 { break }
             for i in 0..<n where events[i].data.fd == wakeRead {

@@ -138,6 +138,11 @@ public enum Syscall {
 
     /// epoll_wait without blocking (or up to `timeoutMs`, -1: until something is ready); EINTR is retried.
     /// Returns how many entries of `events` were filled (0 on an error: the set was closed).
+    /// epoll_wait(2) once: an interrupted wait (EINTR) or an error returns 0, like a wait that timed out.
+    static func epollPollOnce(_ epfd: Int32, into events: UnsafeMutableBufferPointer<epoll_event>, timeoutMs: Int32) -> Int {
+        max(0, Int(epoll_wait(epfd, events.baseAddress, Int32(events.count), timeoutMs)))
+    }
+
     static func epollPoll(_ epfd: Int32, into events: UnsafeMutableBufferPointer<epoll_event>, timeoutMs: Int32 = 0) -> Int {
         while true {
             let n = epoll_wait(epfd, events.baseAddress, Int32(events.count), timeoutMs)
@@ -327,10 +332,12 @@ public enum Syscall {
         _ = shutdown(fd, Int32(SHUT_RDWR))
     }
 
-    /// A pipe for waking a blocked poller: (read end, write end), or nil.
+    /// A pipe for waking a blocked poller: (read end, write end), or nil. Both ends non-blocking: a full pipe
+    /// already means "wake up", and the poller drains it without waiting.
     static func wakePipe() -> (read: Int32, write: Int32)? {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { return nil }
+        for fd in fds { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
         return (fds[0], fds[1])
     }
 

@@ -11,7 +11,7 @@ import Darwin
 #endif
 
 /// Drives libcurl multi handles with the socket-action API on an event loop's queue: curl's sockets are
-/// watched by the loop's `Poller`, its timers are Dispatch timers on that queue, and every transfer's
+/// watched by the loop's `Poller`, its timers are the loop's (run on the poller's thread), and every transfer's
 /// callbacks therefore run on the same queue as the client connection they serve. No locks, no thread hops.
 ///
 /// Several multi handles ("shards", `CurlShard`), added as the load needs them: libcurl 7.88 walks a multi
@@ -317,7 +317,7 @@ public final class CurlDriver: @unchecked Sendable {
     }
 
     /// Cancels every transfer (without delegate calls) and releases curl's resources. Call once, on the loop. A
-    /// driver is freed only after this: its shards' timers hold it until then.
+    /// driver is freed only after this: it holds itself until then (`heldUntilShutdown`).
     public func shutdown() {
         guard !isShutDown else { return }
         isShutDown = true
@@ -502,10 +502,7 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
     /// action. An armed timer that fires no later than curl's new deadline is left alone (firing early is
     /// harmless: curl re-arms with what is left), and "no timer" leaves it armed for the same reason.
     private func timerChanged(_ timeoutMs: Int) {
-        if timeoutMs < 0 {
-            curlDeadline = nil
-            return
-        }
+        if timeoutMs < 0 { return }
         if timeoutMs == 0 {
             // Not from inside the callback (curl forbids re-entering socket_action from its own callbacks), but
             // in the same turn of the loop (`EventLoop.soon`, once for every transfer the slice of handlers
@@ -522,42 +519,37 @@ final class CurlShard: PollerHandler, @unchecked Sendable {
             }
             return
         }
-        let deadline = driver.loop.clock.now().advanced(byNanoseconds: UInt64(timeoutMs) &* 1_000_000)
-        curlDeadline = deadline
+        let now = MonotonicClock().now().nanoseconds
+        let deadline = now &+ UInt64(timeoutMs) &* 1_000_000
         if let armed = timerArmedAt, armed <= deadline { return }
-        arm(at: deadline)
+        arm(after: deadline &- now, at: deadline)
     }
 
     /// The timer's action holds the shard and the driver strongly, until it runs or `stop` (the driver's
-    /// `shutdown`) cancels it: a driver that is never shut down is never freed, rather than freed under a timer
-    /// that may still fire. Not weak: a weak reference gives the object a side table, and then every retain and
+    /// `shutdown`) cancels it. Not weak: a weak reference gives the object a side table, and then every retain and
     /// release of it takes the runtime's slow path (the shard and the driver are retained several times for
-    /// every relayed event: about 500 instructions an event, callgrind).
-    private func arm(at deadline: Instant) {
+    /// every relayed event: about 500 instructions an event, callgrind). Real time, not the loop's clock: curl
+    /// measures its timeouts on CLOCK_MONOTONIC, also in tests that move the loop's clock by hand.
+    private func arm(after nanoseconds: UInt64, at deadline: UInt64) {
         timer?.cancel()
         timerArmedAt = deadline
         let driver = self.driver
-        timer = driver.loop.schedule(at: deadline) { [self, driver] in
+        timer = driver.loop.schedule(afterRealNanoseconds: nanoseconds) { [self, driver] in
             timer = nil
             timerArmedAt = nil
             guard !stopped else { return }
-            if let deadline = curlDeadline, deadline <= driver.loop.clock.now() { curlDeadline = nil }
             driver.socketAction(self, ccurl_socket_timeout, events: 0)
-            rearmForCurlDeadline()
+            // curl reports a deadline only when its earliest one changes: one it reported while an earlier timer
+            // was armed, or one still ahead in curl's own reckoning, is asked for again rather than lost.
+            guard !stopped, timer == nil else { return }
+            var left = -1
+            if curl_multi_timeout(multi, &left) == CURLM_OK, left >= 0 { timerChanged(left) }
         }
     }
 
-    /// After the timer fired: curl reports a deadline only when its earliest one changes, so one it reported
-    /// while an earlier timer was armed must be armed now, or it would be lost.
-    private func rearmForCurlDeadline() {
-        guard timerArmedAt == nil, let deadline = curlDeadline else { return }
-        arm(at: max(deadline, driver.loop.clock.now()))
-    }
-
-    private var timerArmedAt: Instant?
+    /// The deadline of the armed timer (CLOCK_MONOTONIC nanoseconds); nil when none is armed.
+    private var timerArmedAt: UInt64?
     var timerArmed: Bool { timer != nil }
-    /// The latest deadline curl asked for (nil: none).
-    private var curlDeadline: Instant?
     private var immediateTimeoutPending = false
 }
 

@@ -129,6 +129,32 @@ import Glibc
         #expect(!outcome.early)
     }
 
+    /// curl's timeouts are on real time (`schedule(afterRealNanoseconds:)`): a loop whose clock a test moves by
+    /// hand still runs them when they are due, and runs its own timers only when its clock says so.
+    @Test func realTimeTimersRunOnAManualClockLoop() {
+        let clock = ManualClock()
+        let loop = EventLoop(index: 0, clock: clock)
+        let done = DispatchSemaphore(value: 0)
+        let fired = Locked((real: false, manual: false))
+        loop.queue.sync {
+            _ = loop.schedule(at: clock.now().advanced(bySeconds: 0.01)) { fired.withLock { $0.manual = true } }
+            _ = loop.schedule(afterRealNanoseconds: 20_000_000) {
+                fired.withLock { $0.real = true }
+                done.signal()
+            }
+        }
+        _ = done.wait(timeout: .now() + 5)
+        let seen = loop.queue.sync { fired.withLock { $0 } }
+        #expect(seen.real, "the real-time timer ran without the manual clock moving")
+        #expect(!seen.manual, "the manual clock's timer waits for the clock")
+        loop.queue.sync {
+            #expect(loop.armedTimerCount == 1)
+            clock.advance(bySeconds: 1)
+            loop.runDueTimers()
+        }
+        #expect(fired.withLock { $0.manual })
+    }
+
     @Test func anEarlierTimerShortensAWaitForALaterOne() {
         let outcome = fire(after: 60)
         #expect(outcome.fired, "the poller waited on for the 60 s timer")

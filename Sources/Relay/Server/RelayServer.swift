@@ -383,17 +383,16 @@ package final class RelayServer: @unchecked Sendable {
         return lines
     }
 
-    /// Counts taken on each loop: open client connections, live exchanges, running curl transfers.
-    /// Timers armed on every loop (connection and exchange timeouts, Redis commands, …): it must follow what is
-    /// open, never the requests that came and went.
-    /// The relay's own timers armed on its loops (connections', exchanges'); the timers curl asks for, one per
-    /// shard at most, are not counted (`CurlDriver.armedTimerCount`).
+    /// The relay's own timers armed on every loop (connection and exchange timeouts, Redis commands, …): it must
+    /// follow what is open, never the requests that came and went. The timers curl asks for, one per shard at
+    /// most, are not counted (`CurlDriver.armedTimerCount`).
     package func armedTimerCount() -> Int {
         loopStates.reduce(0) { total, state in
             total + state.loop.queue.sync { state.loop.armedTimerCount - state.driver.armedTimerCount }
         }
     }
 
+    /// Counts taken on each loop: open client connections, live exchanges, running curl transfers.
     package func liveCounts() -> (connections: Int, exchanges: Int, transfers: Int) {
         var totals = (0, 0, 0)
         for state in loopStates {

@@ -367,7 +367,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
 
 extension RelayServer {
     /// Runs the timers due on every loop at the clock's present time: for tests on a `ManualClock`, whose
-    /// deadlines the loops' Dispatch timers would only reach in real time.
+    /// deadlines the loops' wake-ups would only reach in real time.
     package func runDueTimers() {
         for state in loopStates { state.loop.queue.sync { state.loop.runDueTimers() } }
     }
