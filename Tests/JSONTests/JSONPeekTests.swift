@@ -137,6 +137,29 @@ struct JSONPeekTests {
         #expect(compared == 6 * 41 * 3 * 3)
     }
 
+    /// What a client can steer a model into writing (quotes, backslashes, colons and key names in its text), at
+    /// random places across the 16-byte blocks of the quote search: the keys found and the content bytes metered
+    /// must be the byte-by-byte reading's, so no output can hide or fake a key or shorten what is metered. Fixed
+    /// seeds, so a failure replays.
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func keyScanOfAdversarialChunksMatchesAByteLoop(seed: UInt64) {
+        let names = ["content", "usage", "finish_reason"]
+        let set = JSONPeek.KeySet(names)
+        let pieces: [[UInt8]] = [#"""#, #"\"#, ":", " ", "{", "}", "a", "bb", "content", "usage", #""content":"#,
+                                 #""usage":{"#, #""finish_reason":"stop""#, #"\""#, #"\\"#, "0123456789abcdef"].map { Array($0.utf8) }
+        var rng = SplitMix64(seed: seed)
+        var compared = 0
+        for _ in 0..<3000 {
+            var bytes: [UInt8] = Array(#"{"delta":{"content":""#.utf8)
+            for _ in 0..<Int.random(in: 0...40, using: &rng) { bytes += pieces[Int.random(in: 0..<pieces.count, using: &rng)] }
+            let scan = bytes.withUnsafeBufferPointer { JSONPeek($0).scanKeys(set, measuring: 0b1) }
+            let expected = Self.keyScanByteByByte(bytes, names.map { Array($0.utf8) }, measuring: 0b1)
+            #expect(scan == expected, "seed \(seed): \(String(decoding: bytes, as: UTF8.self))")
+            compared += 1
+        }
+        #expect(compared == 3000)
+    }
+
     /// `scanKeys`'s rules read one byte at a time: the next quote opens a string, which a quote not escaped by an
     /// odd run of backslashes closes; a name is a string followed (after whitespace) by a colon.
     static func keyScanByteByByte(_ b: [UInt8], _ names: [[UInt8]], measuring: UInt64)
