@@ -116,15 +116,20 @@ enum Report {
                 let kv = pair.split(separator: "=", maxSplits: 1)
                 if kv.count == 2 { r[String(kv[0])] = String(kv[1]) }
             }
-            if let peak = r["rss_peak_kb"].flatMap(Double.init) { r["rss_peak_mb"] = format1(peak / 1024) }
-            if let ev = r["events"], let chk = r["exact_checked"] {
-                r["exact_summary"] = "\((Int(chk) ?? 0) - (Int(r["err_exact"] ?? "0") ?? 0))/\(ev)"
-            }
-            if let ok = r["ok"], let err = r["errors"] { r["ok_errors"] = "\(ok)/\(err)" }
-            if let seen = r["cancels_seen"], let closes = r["client_closes"] { r["cancel_summary"] = "\(seen)/\(closes)" }
+            summarize(&r)
             results.append(r)
         }
         return results
+    }
+
+    /// The values shown that are made from others: MB, and the "a/b" counts.
+    static func summarize(_ r: inout Result) {
+        if let peak = r["rss_peak_kb"].flatMap(Double.init) { r["rss_peak_mb"] = format1(peak / 1024) }
+        if let ev = r["events"], let chk = r["exact_checked"] {
+            r["exact_summary"] = "\((Int(chk) ?? 0) - (Int(r["err_exact"] ?? "0") ?? 0))/\(ev)"
+        }
+        if let ok = r["ok"], let err = r["errors"] { r["ok_errors"] = "\(ok)/\(err)" }
+        if let seen = r["cancels_seen"], let closes = r["client_closes"] { r["cancel_summary"] = "\(seen)/\(closes)" }
     }
 
     /// S2 with the upstream behind TLS (Tests/bench/tls.sh): its own table, so the plain one keeps its columns.
@@ -184,18 +189,23 @@ enum Report {
         out += pad("metric", widths.title, left: true) + targets.map { pad($0, widths.col) }.joined()
             + ratios.map { pad($0.0, ratioWidth($0.0)) }.joined() + (goals ? "  target" : "") + "\n"
         out += String(repeating: "-", count: widths.title + widths.col * targets.count + ratios.map { ratioWidth($0.0) }.reduce(0, +)) + "\n"
-        // Scenario groups in order of first appearance.
+        // Scenario groups in order of first appearance; a target measured in several rounds (BENCH_ROUNDS) has
+        // a result per round, shown as their median.
         var groups: [String] = []
-        var byGroup: [String: [String: Result]] = [:]
+        var rounds: [String: [String: [Result]]] = [:]
         for r in results {
             let g = (r["scenario"] ?? "?") + "|" + (r["title"] ?? "")
-            if byGroup[g] == nil { groups.append(g); byGroup[g] = [:] }
-            byGroup[g]![r["target"] ?? "?"] = r
+            if rounds[g] == nil { groups.append(g); rounds[g] = [:] }
+            rounds[g]![r["target"] ?? "?", default: []].append(r)
         }
+        var byGroup: [String: [String: Result]] = [:]
+        for (g, targets) in rounds { byGroup[g] = targets.mapValues(median) }
         for g in groups {
             let parts = g.split(separator: "|", maxSplits: 1, omittingEmptySubsequences: false)
             let scenario = String(parts[0])
-            out += "\(scenario)  \(parts.count > 1 ? parts[1].replacingUnderscores() : "")\n"
+            let most = rounds[g]!.values.map(\.count).max() ?? 1
+            out += "\(scenario)  \(parts.count > 1 ? parts[1].replacingUnderscores() : "")"
+                + (most > 1 ? " (median of \(most) rounds, targets interleaved)" : "") + "\n"
             // Instruction counts do not depend on what else runs.
             for row in rows(for: scenario) + (scenario == "IR" ? [] : interference) {
                 var line = pad("  " + row.title, widths.title, left: true)
@@ -221,6 +231,39 @@ enum Report {
                 out += line + "\n"
             }
         }
+        return out
+    }
+}
+
+extension Report {
+    /// Counts added up over the rounds rather than their median: an error or a byte that differed in one round
+    /// shows in the result.
+    static let summed: Set<String> = ["errors", "events", "exact_checked", "ok", "cancels_seen", "client_closes"]
+
+    /// One result from a target's rounds: counts (`summed`, `err_*`) added up, the "a/b" summaries made again from
+    /// them; each other numeric value the median of the rounds' (the mean of the middle two for an even count);
+    /// any other value as it was when every round agrees, else the rounds' values joined with "|".
+    static func median(_ rounds: [Result]) -> Result {
+        guard rounds.count > 1 else { return rounds.first ?? [:] }
+        var out: Result = [:]
+        for key in Set(rounds.flatMap(\.keys)) {
+            let values = rounds.compactMap { $0[key] }
+            let numbers = values.compactMap(Double.init)
+            if summed.contains(key) || key.hasPrefix("err_"), numbers.count == values.count {
+                out[key] = String(Int(numbers.reduce(0, +)))
+            } else if numbers.count == values.count, !numbers.isEmpty {
+                let sorted = numbers.sorted()
+                let mid = sorted.count / 2
+                let m = sorted.count % 2 == 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+                // Integers stay integers (an even count can give a half); the rest to two decimals.
+                out[key] = values.allSatisfy({ Int($0) != nil }) && m == m.rounded() ? String(Int(m)) : format1(m, digits: 2)
+            } else {
+                var seen: [String] = []
+                for v in values where !seen.contains(v) { seen.append(v) }
+                out[key] = seen.joined(separator: "|")
+            }
+        }
+        summarize(&out)
         return out
     }
 }
