@@ -262,6 +262,23 @@ public enum ChatEvent: Sendable, Equatable {
     case finished(ChatSummary)
 }
 
+extension ChatEvent {
+    /// What this value holds while it waits for the app (`Configuration.maxBufferedBytes`): its strings' bytes.
+    var heldBytes: Int {
+        switch self {
+        case .chunk(let chunk):
+            var n = (chunk.id?.utf8.count ?? 0) + (chunk.model?.utf8.count ?? 0)
+            for choice in chunk.choices {
+                n += (choice.delta.role?.utf8.count ?? 0) + (choice.delta.content?.utf8.count ?? 0)
+                    + (choice.delta.refusal?.utf8.count ?? 0) + (choice.finishReason?.utf8.count ?? 0)
+            }
+            return n
+        case .finished(let summary):
+            return summary.requestID.utf8.count + (summary.finishReason?.utf8.count ?? 0)
+        }
+    }
+}
+
 /// How a chat stream ended.
 public struct ChatSummary: Sendable, Equatable {
     /// The `X-Request-Id` of the attempt that produced the answer.

@@ -174,8 +174,9 @@ public struct SSERelayClientError: Error, Sendable, Hashable, CustomStringConver
         public static let streamEndedEarly = Code(rawValue: "stream_ended_early")
         /// One event grew past the parser's bound (`limit`, `Configuration.maxEventBytes`).
         public static let eventTooLarge = Code(rawValue: "event_too_large")
-        /// The app fell more than `limit` events (`Configuration.maxBufferedEvents`) behind the stream, which
-        /// was ended rather than held in memory. The events before the error were all delivered.
+        /// The app fell more than `limit` events (`Configuration.maxBufferedEvents`), or `byteLimit` bytes
+        /// (`Configuration.maxBufferedBytes`), behind the stream, which was ended rather than held in memory. The
+        /// events before the error were all delivered.
         public static let consumerTooSlow = Code(rawValue: "consumer_too_slow")
 
         /// `catch SSERelayClientError.streamEndedEarly { … }`.
@@ -191,12 +192,15 @@ public struct SSERelayClientError: Error, Sendable, Hashable, CustomStringConver
     public var contentType: String?
     /// `eventTooLarge` (bytes) and `consumerTooSlow` (events): the bound that was passed.
     public var limit: Int?
+    /// `consumerTooSlow`: the bound on bytes held that was passed, when that one was (`limit` is nil then).
+    public var byteLimit: Int?
 
-    public init(code: Code, status: Int? = nil, contentType: String? = nil, limit: Int? = nil) {
+    public init(code: Code, status: Int? = nil, contentType: String? = nil, limit: Int? = nil, byteLimit: Int? = nil) {
         self.code = code
         self.status = status
         self.contentType = contentType
         self.limit = limit
+        self.byteLimit = byteLimit
     }
 
     public static var notAnEventStream: Code { .notAnEventStream }
@@ -209,7 +213,9 @@ public struct SSERelayClientError: Error, Sendable, Hashable, CustomStringConver
         case .notAnEventStream: return "HTTP \(status ?? 0) answered \(contentType ?? "no content type"), not an event stream"
         case .streamEndedEarly: return "the stream ended before the answer was complete"
         case .eventTooLarge: return "an event passed \(limit ?? 0) bytes"
-        case .consumerTooSlow: return "the app fell \(limit ?? 0) events behind the stream"
+        case .consumerTooSlow:
+            if let byteLimit { return "the app fell \(byteLimit) bytes behind the stream" }
+            return "the app fell \(limit ?? 0) events behind the stream"
         default: return code.rawValue
         }
     }

@@ -22,9 +22,10 @@ import FoundationNetworking
 /// What waits for the app is bounded. The relay holds back the provider when the app's connection is slow (its
 /// high/low water marks pause curl), but inside the app URLSession reads as fast as the network delivers: a data
 /// task has no flow control (Apple documents that a suspended data task starts over when resumed). So a stream
-/// holds at most `Configuration.maxBufferedEvents` values the app has not taken yet; a consumer that falls
-/// further behind ends its request, and the stream throws `SSERelayClientError.consumerTooSlow` after the values
-/// it holds. Snapshot streams never fall behind: they keep only the newest snapshot.
+/// holds at most `Configuration.maxBufferedEvents` values the app has not taken yet, and at most
+/// `Configuration.maxBufferedBytes` in them (the value that passes the byte bound still reaches the app); a
+/// consumer that falls further behind ends its request, and the stream throws `SSERelayClientError.consumerTooSlow` after the
+/// values it holds. Snapshot streams never fall behind: they keep only the newest snapshot.
 public final class SSERelayClient: Sendable {
     /// Returns the bearer token to send, or nil to send none. `forceRefresh` is true after the relay answered
     /// 401 `token_expired`: return a newly minted token then (Firebase: `getIDTokenForcingRefresh(true)`;
@@ -57,6 +58,10 @@ public final class SSERelayClient: Sendable {
         /// yet; past it the request ends with `SSERelayClientError.consumerTooSlow`. A chat answer streams tens
         /// of chunks a second, so the default is many seconds of a consumer that does not keep up.
         public var maxBufferedEvents = 1024
+        /// The most bytes those events may hold (`events(for:)`: each event's data, name and id; `chat(_:)`: each
+        /// chunk's strings); past it the request ends the same way. Events are small, so the count bound usually
+        /// comes first; this one keeps a few large events (each up to `maxEventBytes`) from holding 1 GiB.
+        public var maxBufferedBytes = 8 << 20
         /// Streams at once to one relay host over HTTP/1.1, each holding a connection for its whole answer (more
         /// wait for a free one; HTTP/2 carries them all on one). URLSession's default, 4 to 6, would make a 7th
         /// concurrent stream wait silently.
@@ -195,7 +200,7 @@ public final class SSERelayClient: Sendable {
     package typealias Cancel = @Sendable () -> Void
 
     func makeEvents(for request: URLRequest) -> (stream: AsyncThrowingStream<SSEEvent, any Error>, cancel: Cancel) {
-        Self.makeStream(.bounded(configuration.maxBufferedEvents)) { sink in
+        Self.makeStream(.bounded(configuration.maxBufferedEvents, bytes: configuration.maxBufferedBytes, size: \.heldBytes)) { sink in
             try await self.runAttempts(request) { events, _ in
                 for try await event in events { try sink.yield(event) }
             }
@@ -203,7 +208,7 @@ public final class SSERelayClient: Sendable {
     }
 
     func makeChat(_ request: ChatRequest) -> (stream: AsyncThrowingStream<ChatEvent, any Error>, cancel: Cancel) {
-        Self.makeStream(.bounded(configuration.maxBufferedEvents)) { sink in
+        Self.makeStream(.bounded(configuration.maxBufferedEvents, bytes: configuration.maxBufferedBytes, size: \.heldBytes)) { sink in
             let summary = try await self.runChat(request) { chunk, _ in try sink.yield(.chunk(chunk)) }
             try sink.yield(.finished(summary))
         }
@@ -355,22 +360,63 @@ public final class SSERelayClient: Sendable {
     }
 
     /// What a stream holds that the app has not taken yet.
-    enum Buffering {
+    enum Buffering<T> {
         /// Snapshots: each replaces the one before.
         case newestOnly
-        /// Everything, up to this many; one more ends the stream (`SSERelayClientError.consumerTooSlow`).
-        case bounded(Int)
+        /// Everything, up to `count` values and `bytes` bytes (a value's `size`); past either the stream ends
+        /// (`SSERelayClientError.consumerTooSlow`).
+        case bounded(Int, bytes: Int = .max, size: @Sendable (T) -> Int = { _ in 0 })
+    }
+
+    /// The sizes of the values a bounded stream holds, oldest first. The stream says how many it holds after each
+    /// yield (`remaining`), and the app takes them oldest first, so those are the newest that many.
+    package final class HeldBytes: Sendable {
+        private let state = Protected((sizes: [Int](), first: 0, total: 0))
+
+        package init() {}
+
+        /// Adds a value of `size` bytes; `held` values (this one included) are still in the stream. Returns
+        /// the bytes they hold.
+        package func add(_ size: Int, held: Int) -> Int {
+            state.withLock { s in
+                s.sizes.append(size)
+                s.total += size
+                while s.sizes.count - s.first > held {
+                    s.total -= s.sizes[s.first]
+                    s.first += 1
+                }
+                if s.first > 64, s.first * 2 > s.sizes.count {
+                    s.sizes.removeFirst(s.first)
+                    s.first = 0
+                }
+                return s.total
+            }
+        }
     }
 
     /// Where a producer puts a stream's values.
     struct Sink<T: Sendable>: Sendable {
         let continuation: AsyncThrowingStream<T, any Error>.Continuation
         let limit: Int?
+        var byteLimit = Int.max
+        var size: @Sendable (T) -> Int = { _ in 0 }
+        let held = HeldBytes()
 
-        /// Throws `consumerTooSlow` when a bounded stream is full; the producer then ends, and its request.
+        /// Throws `consumerTooSlow` when a bounded stream is full, by count or by bytes; the producer then ends,
+        /// and its request.
         func yield(_ value: T) throws {
-            if case .dropped = continuation.yield(value), let limit {
-                throw SSERelayClientError(code: .consumerTooSlow, limit: limit)
+            switch continuation.yield(value) {
+            case .dropped:
+                if let limit { throw SSERelayClientError(code: .consumerTooSlow, limit: limit) }
+            case .enqueued(let remaining):
+                guard let limit, byteLimit < .max else { return }
+                if held.add(size(value), held: limit - remaining) > byteLimit {
+                    throw SSERelayClientError(code: .consumerTooSlow, byteLimit: byteLimit)
+                }
+            case .terminated:
+                return
+            @unknown default:
+                return
             }
         }
     }
@@ -418,15 +464,19 @@ public final class SSERelayClient: Sendable {
     /// `afterStop` (tests) runs in the stream's termination handler right after the producer was cancelled, on the
     /// thread that ended the stream: a test holds it there until the producer has thrown.
     private static func makeStream<T: Sendable>(
-        _ buffering: Buffering, afterStop: (@Sendable () -> Void)? = nil,
+        _ buffering: Buffering<T>, afterStop: (@Sendable () -> Void)? = nil,
         _ produce: @escaping @Sendable (Sink<T>) async throws -> Void
     ) -> (stream: AsyncThrowingStream<T, any Error>, cancel: Cancel) {
         var captured: AsyncThrowingStream<T, any Error>.Continuation?
         let policy: AsyncThrowingStream<T, any Error>.Continuation.BufferingPolicy
-        let limit: Int?
+        let sink: (AsyncThrowingStream<T, any Error>.Continuation) -> Sink<T>
         switch buffering {
-        case .newestOnly: (policy, limit) = (.bufferingNewest(1), nil)
-        case .bounded(let n): (policy, limit) = (.bufferingOldest(max(1, n)), max(1, n))
+        case .newestOnly:
+            policy = .bufferingNewest(1)
+            sink = { Sink(continuation: $0, limit: nil) }
+        case .bounded(let n, let bytes, let size):
+            policy = .bufferingOldest(max(1, n))
+            sink = { Sink(continuation: $0, limit: max(1, n), byteLimit: max(1, bytes), size: size) }
         }
         let stream = AsyncThrowingStream<T, any Error>(bufferingPolicy: policy) { captured = $0 }
         let continuation = captured!
@@ -434,7 +484,7 @@ public final class SSERelayClient: Sendable {
         let task = Task {
             await AttemptStopper.$current.withValue(stopper) {
                 do {
-                    try await produce(Sink(continuation: continuation, limit: limit))
+                    try await produce(sink(continuation))
                     continuation.finish()
                 } catch {
                     continuation.finish(throwing: Task.isCancelled ? CancellationError() : EventStreamTask.map(error))
@@ -473,4 +523,9 @@ public final class SSERelayClient: Sendable {
         while tail.hasPrefix("/") { tail.removeFirst() }
         return URL(string: base + "/" + tail) ?? configuration.baseURL
     }
+}
+
+extension SSEEvent {
+    /// What this event holds while it waits for the app (`Configuration.maxBufferedBytes`): its data, name and id.
+    var heldBytes: Int { data.utf8.count + event.utf8.count + id.utf8.count }
 }

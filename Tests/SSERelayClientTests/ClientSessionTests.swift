@@ -68,16 +68,33 @@ struct ClientSessionTests {
 
     @Test("an app that falls behind a chat stream ends its request; it gets every event held, then the error")
     func aConsumerThatFallsBehindEndsTheRequest() async throws {
+        let (texts, error) = try await Self.fallBehind((0..<20).map { "w\($0) " }, closedAfter: 4) { $0.maxBufferedEvents = 4 }
+        #expect(texts == ["w0 ", "w1 ", "w2 ", "w3 "])
+        #expect(error?.limit == 4 && error?.byteLimit == nil)
+    }
+
+    @Test("an app that falls behind by bytes ends its request: every event held, then the error with the byte bound")
+    func aConsumerThatFallsBehindByBytesEndsTheRequest() async throws {
+        // Twenty chunks of 10 000 bytes of text each; a bound of 25 000 bytes is passed at the third chunk held.
+        let sent = (0..<20).map { String(repeating: Character(String($0 % 10)), count: 10_000) }
+        let (texts, error) = try await Self.fallBehind(sent, closedAfter: 2) { $0.maxBufferedBytes = 25_000 }
+        #expect(texts == Array(sent.prefix(3)))
+        #expect(error?.byteLimit == 25_000 && error?.limit == nil)
+    }
+
+    /// A chat of `sent` chunks that nothing reads until the client has ended its request (the upstream is held
+    /// after chunk `closedAfter` until that close, so its next writes always find the connection gone: the order
+    /// a loaded machine gave at times, when the upstream's script ended there without reporting it). Returns the
+    /// texts the app then gets and the `consumerTooSlow` that ends them.
+    static func fallBehind(_ sent: [String], closedAfter: Int, configure: (inout SSERelayClient.Configuration) -> Void)
+        async throws -> (texts: [String], error: SSERelayClientError?) {
         let closed = Mailbox<PeerClose>()
-        // The client ends its request at the fifth chunk, while the upstream still has fifteen to write. The
-        // upstream is held after the fifth until that close, so its next writes always find the connection gone
-        // (the order a loaded machine gave at times, when the upstream's script ended there without reporting it).
-        let upstream = try ClientThroughRelayTests.chunksThenWaitForClose((0..<20).map { "w\($0) " }, closed: closed) { i, connection in
-            if i == 4 { _ = try? connection.waitForPeerClose(timeout: 300) }
+        let upstream = try ClientThroughRelayTests.chunksThenWaitForClose(sent, closed: closed) { i, connection in
+            if i == closedAfter { _ = try? connection.waitForPeerClose(timeout: 300) }
         }
-        let client = Self.client(upstream) { $0.maxBufferedEvents = 4 }
+        let client = Self.client(upstream, configure: configure)
         let stream = client.chat(Self.question)
-        // Nothing reads yet: the client ends the request itself rather than hold a fifth chunk.
+        // Nothing reads yet: the client ends the request itself rather than hold more.
         try await eventually("the upstream saw the request end (script errors: \(upstream.scriptErrors))", timeout: 300) {
             closed.count == 1
         }
@@ -87,9 +104,25 @@ struct ClientSessionTests {
                 if case .chunk(let chunk) = event { texts.append(chunk.text ?? "") }
             }
             Issue.record("expected consumerTooSlow")
-        } catch SSERelayClientError.consumerTooSlow {
+            return (texts, nil)
+        } catch let error as SSERelayClientError where error.code == .consumerTooSlow {
+            return (texts, error)
         }
-        #expect(texts == ["w0 ", "w1 ", "w2 ", "w3 "])
+    }
+
+    /// What a bounded stream counts as held: the newest `held` values' sizes, the older ones taken by the app.
+    @Test func heldBytesCountsOnlyTheValuesStillHeld() {
+        let held = SSERelayClient.HeldBytes()
+        #expect(held.add(100, held: 1) == 100)
+        #expect(held.add(50, held: 2) == 150)
+        #expect(held.add(10, held: 1) == 10, "the app took the first two")
+        #expect(held.add(7, held: 0) == 0, "handed straight to a waiting app")
+        // A consumer that keeps up: a thousand values, never more than three held, the total stays theirs.
+        var total = 0
+        for i in 0..<1_000 {
+            total = held.add(i, held: min(3, i + 1))
+        }
+        #expect(total == 997 + 998 + 999)
     }
 
     @Test("an app that reads snapshots slowly gets the newest one, not a backlog, and always the last")
@@ -238,5 +271,6 @@ struct ClientSessionTests {
         #expect(classify(RelayAPIError(status: 409, type: nil, code: nil, message: "")) == "api")
         #expect(classify(CancellationError()) == "other")
         #expect(SSERelayClientError(code: .consumerTooSlow, limit: 4).description == "the app fell 4 events behind the stream")
+        #expect(SSERelayClientError(code: .consumerTooSlow, byteLimit: 8 << 20).description == "the app fell 8388608 bytes behind the stream")
     }
 }
