@@ -255,6 +255,17 @@ enum ProcStats {
         cpuTimes(pid: pid).map { $0.user + $0.system }
     }
 
+    /// CPU time of the whole process (all threads, dead ones included) in seconds, to the nanosecond: its CPU-time
+    /// clock (`clock_getcpuclockid`). /proc/PID/stat counts in clock ticks (10 ms here), which made S1t's CPU per
+    /// stream (200 streams) a multiple of 50 µs.
+    static func preciseCPUSeconds(pid: Int32) -> Double? {
+        guard pid > 0 else { return nil }
+        var clock = clockid_t()
+        var now = timespec()
+        guard clock_getcpuclockid(pid, &clock) == 0, clock_gettime(clock, &now) == 0 else { return nil }
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+
     /// utime and stime (the kernel's share: system calls, the network stack) of the whole process, in seconds.
     static func cpuTimes(pid: Int32) -> (user: Double, system: Double)? {
         guard pid > 0, let text = readFile("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }

@@ -128,6 +128,7 @@ final class LoadClient {
         }
 
         let cpuProxyStart = ProcStats.cpuTimes(pid: config.proxyPID)
+        let preciseProxyStart = ProcStats.preciseCPUSeconds(pid: config.proxyPID)
         let cpuUpstreamStart = loadCPUSeconds()
         let cpuSelfStart = ProcStats.cpuSeconds(pid: getpid())
         let coresStart = ProcStats.coreTicks()
@@ -178,7 +179,10 @@ final class LoadClient {
         let proxyTimes = ProcStats.cpuTimes(pid: config.proxyPID).flatMap { a in
             cpuProxyStart.map { (user: a.user - $0.user, system: a.system - $0.system) }
         }
-        let cpuProxy = proxyTimes.map { $0.user + $0.system }
+        // The total to the nanosecond where the process's CPU clock can be read; the kernel's share (`system`)
+        // stays in clock ticks, from /proc.
+        let precise = ProcStats.preciseCPUSeconds(pid: config.proxyPID).flatMap { a in preciseProxyStart.map { a - $0 } }
+        let cpuProxy = proxyTimes == nil ? nil : precise ?? proxyTimes.map { $0.user + $0.system }
         let cpuUpstream = loadCPUSeconds().flatMap { a in cpuUpstreamStart.map { a - $0 } }
         let cpuSelf = ProcStats.cpuSeconds(pid: getpid()).flatMap { a in cpuSelfStart.map { a - $0 } } ?? 0
         let coresEnd = ProcStats.coreTicks()

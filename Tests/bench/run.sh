@@ -10,8 +10,9 @@
 #                          (chunked, text/event-stream) at the pace the request asks for, each stamped with
 #                          CLOCK_MONOTONIC ns at its send; answers non-streaming POSTs with a small JSON body.
 #   relay-bench load       C concurrent streams (ramped), per-event latency (receive time - stamp), time to first
-#                          byte, byte-exactness (rebuilds what the upstream sent), errors; the proxy's CPU
-#                          (/proc/PID/stat utime+stime) and memory (VmRSS sampled every 50 ms, VmHWM).
+#                          byte, byte-exactness (rebuilds what the upstream sent), errors; the proxy's CPU (its
+#                          CPU-time clock, in ns; the kernel's share from /proc/PID/stat stime, in clock ticks)
+#                          and memory (VmRSS sampled every 50 ms, VmHWM).
 #   wrk                    S3, non-streaming POSTs (Tests/bench/post.lua).
 # Targets, interleaved per scenario, each proxy started fresh for each measurement:
 #   relay   .build/release/sse-relay, "workers": 1 (Tests/bench/relay.json.template)
