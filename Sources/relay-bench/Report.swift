@@ -236,21 +236,28 @@ enum Report {
 }
 
 extension Report {
-    /// Counts added up over the rounds rather than their median: an error or a byte that differed in one round
-    /// shows in the result.
-    static let summed: Set<String> = ["errors", "events", "exact_checked", "ok", "cancels_seen", "client_closes"]
+    /// Error counts, added up over the rounds rather than their median: an error in one round shows.
+    static func isErrorCount(_ key: String) -> Bool { key == "errors" || key.hasPrefix("err_") }
+    /// Worst cases: the worst round's, not the median of each round's worst.
+    static let worst: Set<String> = ["lat_max_us", "cancel_max_us"]
+    /// What the "a/b" summaries are made of: added up over the rounds for the summaries alone (the rows of these
+    /// counts show medians, comparable between targets whatever their count of rounds).
+    static let summaryCounts = ["events", "exact_checked", "err_exact", "ok", "errors", "cancels_seen", "client_closes"]
 
-    /// One result from a target's rounds: counts (`summed`, `err_*`) added up, the "a/b" summaries made again from
-    /// them; each other numeric value the median of the rounds' (the mean of the middle two for an even count);
-    /// any other value as it was when every round agrees, else the rounds' values joined with "|".
+    /// One result from a target's rounds: error counts added up; worst cases the worst; each other numeric value
+    /// the median of the rounds' (the mean of the middle two for an even count); any other value as it was when
+    /// every round agrees, else the rounds' values joined with "|". The "a/b" summaries add up every round's
+    /// counts, so a byte that differed in one round shows; they are "n/a" when a round has no such count (it failed).
     static func median(_ rounds: [Result]) -> Result {
         guard rounds.count > 1 else { return rounds.first ?? [:] }
         var out: Result = [:]
         for key in Set(rounds.flatMap(\.keys)) {
             let values = rounds.compactMap { $0[key] }
             let numbers = values.compactMap(Double.init)
-            if summed.contains(key) || key.hasPrefix("err_"), numbers.count == values.count {
+            if isErrorCount(key), numbers.count == values.count {
                 out[key] = String(Int(numbers.reduce(0, +)))
+            } else if worst.contains(key), numbers.count == values.count, let m = numbers.max() {
+                out[key] = values[numbers.firstIndex(of: m)!]
             } else if numbers.count == values.count, !numbers.isEmpty {
                 let sorted = numbers.sorted()
                 let mid = sorted.count / 2
@@ -264,6 +271,19 @@ extension Report {
             }
         }
         summarize(&out)
+        var sums: Result = [:]
+        for key in summaryCounts {
+            let counts = rounds.compactMap { $0[key].flatMap(Int.init) }
+            if rounds.contains(where: { $0[key] != nil }) {
+                sums[key] = counts.count == rounds.count || key == "err_exact" ? String(counts.reduce(0, +)) : "n/a"
+            }
+        }
+        var summaries = sums
+        summarize(&summaries)
+        for key in ["exact_summary", "ok_errors", "cancel_summary"] {
+            guard let summary = summaries[key] else { continue }
+            out[key] = summary.contains("n/a") ? "n/a" : summary
+        }
         return out
     }
 }
