@@ -22,9 +22,9 @@ import FoundationNetworking
 /// What waits for the app is bounded. The relay holds back the provider when the app's connection is slow (its
 /// high/low water marks pause curl), but inside the app URLSession reads as fast as the network delivers: a data
 /// task has no flow control (Apple documents that a suspended data task starts over when resumed). So a stream
-/// holds at most `Configuration.maxBufferedEvents` values the app has not taken yet, and at most
-/// `Configuration.maxBufferedBytes` in them (the value that passes the byte bound still reaches the app); a
-/// consumer that falls further behind ends its request, and the stream throws `SSERelayClientError.consumerTooSlow` after the
+/// holds at most `Configuration.maxBufferedEvents` values the app has not taken yet, and about
+/// `Configuration.maxBufferedBytes` in them (at most two values more); a consumer that falls further behind
+/// ends its request, and the stream throws `SSERelayClientError.consumerTooSlow` after the
 /// values it holds. Snapshot streams never fall behind: they keep only the newest snapshot.
 public final class SSERelayClient: Sendable {
     /// Returns the bearer token to send, or nil to send none. `forceRefresh` is true after the relay answered
@@ -59,8 +59,9 @@ public final class SSERelayClient: Sendable {
         /// of chunks a second, so the default is many seconds of a consumer that does not keep up.
         public var maxBufferedEvents = 1024
         /// The most bytes those events may hold (`events(for:)`: each event's data, name and id; `chat(_:)`: each
-        /// chunk's strings); past it the request ends the same way. Events are small, so the count bound usually
-        /// comes first; this one keeps a few large events (each up to `maxEventBytes`) from holding 1 GiB.
+        /// chunk's strings): when the next event comes while the ones before it hold more, the request ends the
+        /// same way. Events are small, so the count bound usually comes first; this one keeps a few large events
+        /// (each up to `maxEventBytes`) from holding 1 GiB. One event larger than this alone ends nothing.
         public var maxBufferedBytes = 8 << 20
         /// Streams at once to one relay host over HTTP/1.1, each holding a connection for its whole answer (more
         /// wait for a free one; HTTP/2 carries them all on one). URLSession's default, 4 to 6, would make a 7th
@@ -210,8 +211,19 @@ public final class SSERelayClient: Sendable {
     func makeChat(_ request: ChatRequest) -> (stream: AsyncThrowingStream<ChatEvent, any Error>, cancel: Cancel) {
         Self.makeStream(.bounded(configuration.maxBufferedEvents, bytes: configuration.maxBufferedBytes, size: \.heldBytes)) { sink in
             let summary = try await self.runChat(request) { chunk, _ in try sink.yield(.chunk(chunk)) }
-            try sink.yield(.finished(summary))
+            try sink.yield(.finished(summary), final: true)
         }
+    }
+
+    /// A bounded stream fed by `produce`, which hands each value to `yield` (true: the last one): the count and
+    /// byte bounds without a connection (tests).
+    package static func boundedStream<T: Sendable>(
+        count: Int, bytes: Int, size: @escaping @Sendable (T) -> Int,
+        _ produce: @escaping @Sendable (_ yield: (T, Bool) throws -> Void) async throws -> Void
+    ) -> AsyncThrowingStream<T, any Error> {
+        makeStream(.bounded(count, bytes: bytes, size: size)) { sink in
+            try await produce { value, final in try sink.yield(value, final: final) }
+        }.stream
     }
 
     func makeSnapshots(_ request: ChatRequest) -> (stream: AsyncThrowingStream<ChatSnapshot, any Error>, cancel: Cancel) {
@@ -404,13 +416,21 @@ public final class SSERelayClient: Sendable {
 
         /// Throws `consumerTooSlow` when a bounded stream is full, by count or by bytes; the producer then ends,
         /// and its request.
-        func yield(_ value: T) throws {
+        ///
+        /// By bytes, the values held besides this one decide: the app is still more than `byteLimit` behind when
+        /// the next value comes. So one large value the app has not taken yet ends nothing (it may be busy with
+        /// the one before), and a `final` value (a chat's `.finished`) never turns a complete answer into an error.
+        /// What a stream holds is then at most `byteLimit` and two values.
+        func yield(_ value: T, final: Bool = false) throws {
             switch continuation.yield(value) {
             case .dropped:
                 if let limit { throw SSERelayClientError(code: .consumerTooSlow, limit: limit) }
             case .enqueued(let remaining):
                 guard let limit, byteLimit < .max else { return }
-                if held.add(size(value), held: limit - remaining) > byteLimit {
+                let bytes = size(value)
+                let count = limit - remaining
+                let total = held.add(bytes, held: count)
+                if !final, count > 1, total - bytes > byteLimit {
                     throw SSERelayClientError(code: .consumerTooSlow, byteLimit: byteLimit)
                 }
             case .terminated:

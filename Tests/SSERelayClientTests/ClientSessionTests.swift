@@ -75,10 +75,11 @@ struct ClientSessionTests {
 
     @Test("an app that falls behind by bytes ends its request: every event held, then the error with the byte bound")
     func aConsumerThatFallsBehindByBytesEndsTheRequest() async throws {
-        // Twenty chunks of 10 000 bytes of text each; a bound of 25 000 bytes is passed at the third chunk held.
+        // Twenty chunks of 10 000 bytes of text each, and a bound of 25 000 bytes: the three held before the
+        // fourth pass it, so the fourth ends the request.
         let sent = (0..<20).map { String(repeating: Character(String($0 % 10)), count: 10_000) }
-        let (texts, error) = try await Self.fallBehind(sent, closedAfter: 2) { $0.maxBufferedBytes = 25_000 }
-        #expect(texts == Array(sent.prefix(3)))
+        let (texts, error) = try await Self.fallBehind(sent, closedAfter: 3) { $0.maxBufferedBytes = 25_000 }
+        #expect(texts == Array(sent.prefix(4)))
         #expect(error?.byteLimit == 25_000 && error?.limit == nil)
     }
 
@@ -108,6 +109,54 @@ struct ClientSessionTests {
         } catch let error as SSERelayClientError where error.code == .consumerTooSlow {
             return (texts, error)
         }
+    }
+
+    /// Values of their own size, yielded with nothing reading; then read. Returns what the app got and the error.
+    static func boundedRun(bytes: Int, _ values: [(Int, Bool)]) async throws -> (values: [Int], error: SSERelayClientError?) {
+        let done = Mailbox<Int>()
+        let stream = SSERelayClient.boundedStream(count: 100, bytes: bytes, size: { (v: Int) in v }) { yield in
+            defer { done.put(1) }
+            for (value, final) in values { try yield(value, final) }
+        }
+        try await eventually("every value produced", timeout: 10 * ClientThroughRelayTests.slowdown) { done.count == 1 }
+        var got: [Int] = []
+        do {
+            for try await value in stream { got.append(value) }
+            return (got, nil)
+        } catch let error as SSERelayClientError {
+            return (got, error)
+        }
+    }
+
+    @Test("by bytes: the values held before the next one decide; a chat's last value never becomes an error")
+    func theByteBoundWaitsForTheNextValue() async throws {
+        let behind = try await Self.boundedRun(bytes: 15, [(10, false), (10, false), (10, false)])
+        #expect(behind.values == [10, 10, 10])
+        #expect(behind.error?.code == .consumerTooSlow && behind.error?.byteLimit == 15)
+        let complete = try await Self.boundedRun(bytes: 15, [(10, false), (10, false), (10, true)])
+        #expect(complete.values == [10, 10, 10] && complete.error == nil)
+        let oneLarge = try await Self.boundedRun(bytes: 15, [(100, false)])
+        #expect(oneLarge.values == [100] && oneLarge.error == nil, "one value larger than the bound, held alone")
+    }
+
+    @Test("by bytes: a large value the app has taken does not count; the next one alone ends nothing")
+    func aTakenValueNoLongerCounts() async throws {
+        let yielded = Mailbox<Int>()
+        let taken = Mailbox<Int>()
+        let stream = SSERelayClient.boundedStream(count: 100, bytes: 15, size: { (v: Int) in v }) { yield in
+            try yield(100, false)
+            yielded.put(1)
+            try await eventually("the app took the first value", timeout: 60) { taken.count == 1 }
+            try yield(1, false)
+            try yield(1, false)
+        }
+        try await eventually("the first value is held", timeout: 10 * ClientThroughRelayTests.slowdown) { yielded.count == 1 }
+        var iterator = stream.makeAsyncIterator()
+        #expect(try await iterator.next() == 100)
+        taken.put(1)
+        var rest: [Int] = []
+        while let value = try await iterator.next() { rest.append(value) }
+        #expect(rest == [1, 1])
     }
 
     /// What a bounded stream counts as held: the newest `held` values' sizes, the older ones taken by the app.
