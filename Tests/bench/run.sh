@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SSE Relay performance benchmark: the relay, nginx, HAProxy and the upstream directly, side by side, in one run.
 #
-#   make bench                 # full run (about 8 minutes)
+#   make bench                 # full run (about 9 minutes)
 #   BENCH_QUICK=1 make bench   # S1, S2 at 100 streams, S3 for 3 s, S4 (about 1 minute)
 #   BENCH_ONLY="S2 S3" make bench   # only these scenarios (with BENCH_TLS=0 BENCH_STATE=0 to leave those out too)
 #
