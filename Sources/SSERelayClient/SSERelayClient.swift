@@ -375,8 +375,8 @@ public final class SSERelayClient: Sendable {
     enum Buffering<T> {
         /// Snapshots: each replaces the one before.
         case newestOnly
-        /// Everything, up to `count` values and `bytes` bytes (a value's `size`); past either the stream ends
-        /// (`SSERelayClientError.consumerTooSlow`).
+        /// Everything, up to `count` values and about `bytes` bytes (a value's `size`; see `Sink.yield`); past
+        /// either the stream ends (`SSERelayClientError.consumerTooSlow`).
         case bounded(Int, bytes: Int = .max, size: @Sendable (T) -> Int = { _ in 0 })
     }
 
