@@ -76,6 +76,8 @@ let package = Package(
         .target(name: "CBenchSupport"),
         .executableTarget(name: "relay-bench", dependencies: ["CBenchSupport", "Usage", "HTTP1", "Auth", "Attestation", "RelayWire",
                                                               "RelayCore", "RelayState", "AttestationTestSupport"]),
+        // The bench report's rules (medians of rounds, summed errors, verdicts), on made-up results.
+        .testTarget(name: "BenchTests", dependencies: ["relay-bench"]),
         // Test support, in three layers so each test target takes only what it needs. Plain targets (not test
         // targets) so several test targets can share them; nothing in the products depends on them.
         // The seeded generator, `eventually`, deadlines: no sockets, for the pure-core tests too.

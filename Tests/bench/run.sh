@@ -29,7 +29,7 @@
 #       memory per stream ((peak RSS - RSS before the load) / streams), proxy CPU us per relayed event
 #   S3  non-streaming POSTs, 50 connections, 10 s (3 s quick): requests/s, latency, proxy CPU per request
 #   S4  200 streams, the client closes after 5 events: client close -> upstream sees its connection close
-#       (recv = 0 or ECONNRESET), p50/p99, and how many of the 200 cancels reached the upstream
+#       (recv = 0 or ECONNRESET), p50/p99, and how many of the 200 cancels reached the upstream within 3 s
 #   S5  10 000 concurrent streams, 20 events @ 1 s: must work; memory per stream (capped by the fd limit)
 #   S2tls  S2 at 100 (and 1 000) streams with the upstream behind TLS: relay over HTTP/1.1 and HTTP/2, nginx
 #       proxy_ssl (Tests/bench/tls.sh; BENCH_TLS=0 skips it, BENCH_TLS=only runs just it)
