@@ -288,13 +288,18 @@ public final class Transfer: UpstreamCall, @unchecked Sendable {
         if !sawResponseBytes && (code == CURLE_GOT_NOTHING || code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR) {
             return .failure(.connectionReset(detail))
         }
+        // A failure is "not reached" (which failover may send on, and which is not charged) only while curl has
+        // not yet been about to send the request: its pre-request callback counts `attempts`. After that the
+        // same codes name a bad answer: curl 7.88 reports a reply that is not HTTP at all ("Received HTTP/0.9
+        // when not allowed") as CURLE_UNSUPPORTED_PROTOCOL, although the provider read the request.
+        let sent = attempts > 0
         switch code {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_CONNECT,
              CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
              CURLE_SSL_CACERT_BADFILE, CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
-            return .failure(.connectFailed(detail))
+            return .failure(sent ? .brokenResponse(detail) : .connectFailed(detail))
         case CURLE_OPERATION_TIMEDOUT:
-            return .failure(headDelivered ? .other(detail) : .connectTimeout)
+            return .failure(headDelivered || sent ? .other(detail) : .connectTimeout)
         case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_PARTIAL_FILE, CURLE_WEIRD_SERVER_REPLY,
              CURLE_SEND_ERROR, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_BAD_CONTENT_ENCODING:
             return .failure(.brokenResponse(detail))

@@ -294,6 +294,29 @@ struct KeyPoolFailoverTests {
         #expect(secondary.requests.isEmpty)
     }
 
+    /// curl 7.88 reports an answer with no HTTP status line as an unsupported protocol ("Received HTTP/0.9 when not
+    /// allowed"), a code it also gives before any connection: the request was read all the same.
+    @Test("an answer that is not HTTP, after the request was read: 502 bad response, the secondary never",
+          arguments: ["{\"error\":\"oops\"}\n", "FOO BAR BAZ\r\n\r\n", "HTTP/1.1 5033 X\r\n\r\n", "\r\n\r\n"])
+    func notHTTPIsNotUnreachable(_ answer: String) throws {
+        let primary = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.write(answer)
+            connection.close()
+        }
+        let secondary = try Self.provider { _, _ in .stream(Self.stream) }
+        defer { secondary.shutdown() }
+        let relay = try Self.fallbackRelay(primary: primary.baseURL, primaryUpstream: primary, secondary: secondary)
+        let (head, body) = try Self.post(try relay.client())
+        #expect(head.status == 502)
+        #expect(String(decoding: body, as: UTF8.self).contains("\"upstream_bad_response\""), "\(String(decoding: body, as: UTF8.self))")
+        try relay.waitUntilIdle()
+        #expect(primary.requests.count == 1)
+        #expect(secondary.requests.isEmpty)
+        let line = try #require(Self.accessLog(relay).first)
+        #expect(line.contains(#""attempts":1"#) && !line.contains("unreachable"), "\(line)")
+    }
+
     @Test("a stream that breaks after its first byte: truncated, not retried")
     func noRetryAfterFirstByte() throws {
         let first = "data: {\"choices\":[{\"delta\":{\"content\":\"He\"}}]}\n\n"
