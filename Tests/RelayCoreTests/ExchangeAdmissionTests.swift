@@ -108,6 +108,23 @@ import Usage
         #expect(Self.plan(Self.body(#""n":2,"max_tokens":100"#)).failure == nil)
     }
 
+    /// A ceiling of 0 would reserve no output, and Gemini reads an explicit 0 as no ceiling at all (proto3's
+    /// default): such a stream once spent 60 000 tokens against a reservation of the prompt alone.
+    @Test func aCeilingBelowOneIsRefused() {
+        let gemini = "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
+        for (body, key) in [(#"{"contents":[],"generationConfig":{"maxOutputTokens":0}}"#, "maxOutputTokens"),
+                            (#"{"contents":[],"generation_config":{"max_output_tokens":0.0}}"#, "maxOutputTokens")] {
+            #expect(Self.plan(Array(body.utf8), path: gemini).failure == .ceilingBelowOne(key), "\(body)")
+        }
+        #expect(Self.plan(Self.body(#""max_tokens":0"#)).failure == .ceilingBelowOne("max_tokens"))
+        #expect(Self.plan(Self.body(#""max_completion_tokens":0,"max_tokens":50"#)).failure == .ceilingBelowOne("max_completion_tokens"))
+        #expect(Self.plan(Array(#"{"model":"o3","input":"hi","max_output_tokens":0}"#.utf8), path: "/v1/responses").failure
+                == .ceilingBelowOne("max_output_tokens"))
+        #expect(Self.plan(Array(#"{"model":"c","max_tokens":0,"messages":[]}"#.utf8), path: "/v1/messages").failure == .ceilingBelowOne("max_tokens"))
+        #expect(Self.plan(Self.body(#""max_tokens":1"#)).failure == nil)
+        #expect(Self.plan(Self.body(#""n":0,"max_tokens":5"#)).failure == nil, "no choices asked is one choice")
+    }
+
     /// A ceiling or choices key given twice (at any depth, or as two spellings of one field): the provider reads one
     /// (often the last, maybe `null`), the relay cannot know which, so the request is refused rather than reserved
     /// for the smaller.
@@ -177,10 +194,14 @@ import Usage
         (.gemini, "/v1beta/models/m:generateContent", #"{"generationConfig":null}"#, #"{"generationConfig":{"maxOutputTokens":64}}"#),
         (.gemini, "/v1beta/models/m:streamGenerateContent", #"{"contents":[]}"#, #"{"contents":[],"generationConfig":{"maxOutputTokens":64}}"#),
         (.gemini, "/v1beta/models/m:streamGenerateContent?alt=json", #"{"contents":[]}"#, #"{"contents":[],"generationConfig":{"maxOutputTokens":64}}"#),
+        // generateContent answers in one piece, as one event with alt=sse: a cut could come only after all of it.
+        (.gemini, "/v1beta/models/m:generateContent?alt=sse", #"{"contents":[]}"#, #"{"contents":[],"generationConfig":{"maxOutputTokens":64}}"#),
+        (.gemini, "/v1beta/models/m%3AgenerateContent?alt=sse", #"{"contents":[]}"#, #"{"contents":[],"generationConfig":{"maxOutputTokens":64}}"#),
         // Left alone: event streams (the guard watches them), endpoints without the key, values the provider refuses.
         (.openai, "/v1/chat/completions", #"{"model":"o3","stream":true}"#, #"{"model":"o3","stream":true}"#),
         (.openai, "/v1/responses", #"{"model":"o3","stream":true}"#, #"{"model":"o3","stream":true}"#),
         (.gemini, "/v1beta/models/m:streamGenerateContent?alt=sse", #"{"contents":[]}"#, #"{"contents":[]}"#),
+        (.gemini, "/v1beta/models/m%3astreamGenerateContent?alt=sse", #"{"contents":[]}"#, #"{"contents":[]}"#),
         (.anthropic, "/v1/messages", #"{"model":"claude","messages":[]}"#, #"{"model":"claude","messages":[]}"#),
         (.openai, "/v1/embeddings", #"{"model":"e","input":"Hi"}"#, #"{"model":"e","input":"Hi"}"#),
         (.openai, "/v1/completions", #"{"model":"i","prompt":"Hi"}"#, #"{"model":"i","prompt":"Hi"}"#),

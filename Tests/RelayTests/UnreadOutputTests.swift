@@ -235,6 +235,12 @@ struct UnreadOutputTests {
             #"{"contents":[{"parts":[{"file_data":{"file_uri":"gs://b/o"}}]}]}"#,
             #"{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"https://x/a.pdf"}}]}]}"#,
             #"{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]}"#,
+            // Reasoning handed back by id alone, an earlier answer's audio by id, a Gemini context cache.
+            #"{"input":[{"type":"reasoning","id":"rs_1","summary":[]},{"role":"user","content":"go on"}]}"#,
+            #"{"input":[{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":null}]}"#,
+            #"{"messages":[{"role":"user","content":"hi"},{"role":"assistant","audio":{"id":"audio_1"}},{"role":"user","content":"again"}]}"#,
+            #"{"contents":[{"parts":[{"text":"hi"}]}],"cachedContent":"cachedContents/abc"}"#,
+            #"{"contents":[{"parts":[{"text":"hi"}]}],"cached_content":"cachedContents/abc"}"#,
         ] {
             #expect(try finds(json), "\(json)")
         }
@@ -256,6 +262,10 @@ struct UnreadOutputTests {
             #"{"contents":[{"parts":[{"inlineData":{"mimeType":"image/PNG","data":"AAAA"}},{"inline_data":{"mime_type":"audio/wav","data":"AAAA"}}]}]}"#,
             #"{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"mp3"}}]}]}"#,
             #"{"messages":[{"role":"user","content":"file_id"}]}"#,
+            // Reasoning that carries its tokens; the answer's audio format (no id); no cache.
+            #"{"input":[{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAAA"}]}"#,
+            #"{"modalities":["text","audio"],"audio":{"voice":"alloy","format":"wav"},"messages":[]}"#,
+            #"{"messages":[{"role":"assistant","audio":{"id":null}}]}"#, #"{"contents":[],"cachedContent":null}"#,
         ] {
             #expect(try !finds(json), "\(json)")
         }

@@ -18,7 +18,7 @@ import Usage
 /// parser also accepts) are the same fields; both spellings in one body are ambiguous and refused.
 ///
 /// The edit (`bound`) applies to a request whose answer is not an event stream the guard watches: without
-/// `"stream": true`, or a Gemini path without `alt=sse`. It is minimal: one member inserted after the object's last
+/// `"stream": true`, or a Gemini request other than `streamGenerateContent` with `alt=sse`. It is minimal: one member inserted after the object's last
 /// one (or into `generationConfig`), or a `null` ceiling replaced; every other byte stays.
 package struct OutputCeiling: Sendable, Equatable {
     /// The member names of the object that holds the keys, any spelling (empty: the top level).
@@ -89,7 +89,7 @@ package struct OutputCeiling: Sendable, Equatable {
     /// The ceiling and choices the body names, each read with `count` (nil: not a count). Anything but a JSON
     /// number or `null` there is refused (400 `invalid_count`): Gemini reads `"candidateCount": "8"` as 8 (proto3's
     /// JSON takes integers written as strings), and a count the relay did not read would reserve one default answer
-    /// for eight long ones.
+    /// for eight long ones. So is a ceiling below 1.
     package func named(in d: JSONDocument, count: (Int) -> Int?) -> Result<Named, RelayError> {
         let object: Int?
         switch holder(in: d) {
@@ -109,6 +109,9 @@ package struct OutputCeiling: Sendable, Equatable {
             if spellings == choices {
                 named.choices = max(named.choices, n)
             } else {
+                // 0 reserves nothing, and Gemini reads an explicit 0 as unset (proto3's default): no ceiling at all.
+                // OpenAI and Anthropic refuse it themselves.
+                guard n >= 1 else { return .failure(.ceilingBelowOne(spellings[0])) }
                 named.ceiling = max(named.ceiling ?? 0, n)
             }
         }
@@ -119,9 +122,12 @@ package struct OutputCeiling: Sendable, Equatable {
         return .success(named)
     }
 
-    /// Whether the answer will be an event stream (which the guard watches).
+    /// Whether the answer will be an event stream of the answer's parts (which the guard watches). For Gemini only
+    /// `streamGenerateContent` with `alt=sse`: `generateContent` answers in one piece, also when `alt=sse` frames it
+    /// as an event, which the guard could cut only after all of it.
     package func streams(_ d: JSONDocument, path: String) -> Bool {
-        streamsByPath ? Self.asksForEventStream(path) : d.member("stream", of: JSONDocument.root).map(d.isTrue) ?? false
+        streamsByPath ? Endpoint.isGeminiStreamMethod(path) && Self.asksForEventStream(path)
+            : d.member("stream", of: JSONDocument.root).map(d.isTrue) ?? false
     }
 
     /// The edit for a request that names no ceiling and reserved `ceiling` tokens per choice: the ceiling written in

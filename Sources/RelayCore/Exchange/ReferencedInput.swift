@@ -15,7 +15,11 @@ import Usage
 ///   prompt template (`prompt` as an object: `{"id": "pmpt_…"}`; a string `prompt` is a completion's own text);
 /// - an item of the Responses `input` by reference: `{"type": "item_reference", "id": …}`, or an item with an `id`
 ///   and neither `type` nor `role` (the type is optional), which the provider replaces with the stored item (any
-///   earlier input or output, up to the context window);
+///   earlier input or output, up to the context window); and a `reasoning` item with an `id` but no
+///   `encrypted_content`, whose reasoning the provider loads by that id and bills as input;
+/// - at any depth, an earlier answer's audio by id (chat's assistant `audio: {"id": …}`, billed as audio input),
+///   and Gemini's context cache (`cachedContent` / `cached_content`: a cached prompt of any size, billed at the
+///   cached rate);
 /// - at any depth, files by id or URL: `file_id` (OpenAI's chat `file` part and Responses `input_file` /
 ///   `input_image`, Anthropic's `file` source), `file_url` (Responses), Gemini's `fileUri` / `file_uri`
 ///   (`fileData`); and Anthropic's URL sources: a `source` object whose `type` is `url` or `file`;
@@ -34,11 +38,13 @@ package enum ReferencedInput {
     /// whose items may be references.
     static let topLevel = JSONDocument.KeyNames(["previous_response_id", "conversation", "prompt", "input"])
     /// At any depth, but in the subtrees below: a file by reference or inline (0...4), an Anthropic source (5),
-    /// Gemini's inline data (6, 7), and the subtrees whose keys are the app's own names, not the provider's fields:
-    /// `input` as an object (8: an Anthropic `tool_use`'s arguments; the Responses `input` is an array or a string),
-    /// schemas, `metadata`, and Gemini's function calls and their results (9...).
+    /// Gemini's inline data (6, 7), audio by id (8), Gemini's context cache (9, 10), and the subtrees whose keys are
+    /// the app's own names, not the provider's fields: `input` as an object (11: an Anthropic `tool_use`'s
+    /// arguments; the Responses `input` is an array or a string), schemas, `metadata`, and Gemini's function calls
+    /// and their results (12...).
     static let names = JSONDocument.KeyNames(["file_id", "file_url", "fileUri", "file_uri", "file_data", "source", "inlineData",
-                                              "inline_data", "input", "metadata"] + PromptEstimate.schemas)
+                                              "inline_data", "audio", "cachedContent", "cached_content", "input", "metadata"]
+                                             + PromptEstimate.schemas)
 
     package static func find(in d: JSONDocument) -> Bool {
         guard d.kind(of: JSONDocument.root) == .object else { return false }
@@ -64,6 +70,11 @@ package enum ReferencedInput {
                 return kind != .null && !isMediaType(d, d.member("mimeType", of: member) ?? d.member("mime_type", of: member),
                                                      allowingAudio: true)
             case 8:
+                // An audio part the request carries has `data`; an answer's audio named by its `id` is fetched.
+                return kind == .object && d.member("id", of: member).map { d.kind(of: $0) != .null } == true
+            case 9, 10:
+                return kind != .null
+            case 11:
                 return kind == .object ? nil : false
             default:
                 return nil
@@ -82,7 +93,17 @@ package enum ReferencedInput {
     static func isItemReference(_ d: JSONDocument, _ item: Int) -> Bool {
         guard d.kind(of: item) == .object else { return false }
         let type = d.member("type", of: item).flatMap { d.kind(of: $0) == .null ? nil : $0 }
-        if let type { return d.string(type).map { $0 == "item_reference" } ?? false }
+        if let type {
+            switch d.string(type) {
+            case "item_reference": return true
+            case "reasoning":
+                // Reasoning handed back carries its tokens only as `encrypted_content`; without it the id is a lookup.
+                let id = d.member("id", of: item).flatMap { d.kind(of: $0) == .null ? nil : $0 }
+                let carried = d.member("encrypted_content", of: item).flatMap { d.kind(of: $0) == .null ? nil : $0 }
+                return id != nil && carried == nil
+            default: return false
+            }
+        }
         let id = d.member("id", of: item).flatMap { d.kind(of: $0) == .null ? nil : $0 }
         let role = d.member("role", of: item).flatMap { d.kind(of: $0) == .null ? nil : $0 }
         return id != nil && role == nil

@@ -201,6 +201,12 @@ extension RelayError {
                    message: "\"\(key)\" must be a non-negative integer written as a JSON number.")
     }
 
+    /// 400 `invalid_count` for an output ceiling of 0 (or a fraction that rounds up to it): it would reserve nothing.
+    package static func ceilingBelowOne(_ key: String) -> RelayError {
+        RelayError(status: 400, type: "invalid_request_error", code: "invalid_count",
+                   message: "\"\(key)\" must be at least 1.")
+    }
+
     /// 400 `max_tokens_exceeded`; states the configured limit, not the requested value.
     package static func maxTokensExceeded(_ key: String, limit: Int) -> RelayError {
         RelayError(status: 400, type: "invalid_request_error", code: "max_tokens_exceeded",

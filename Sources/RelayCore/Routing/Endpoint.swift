@@ -60,6 +60,15 @@ package enum Endpoint: String, Sendable, Equatable {
         }
     }
 
+    /// Whether `path` (query and one trailing `/` ignored) calls Gemini's `streamGenerateContent` (`:` also as
+    /// `%3A`), the method that answers in parts.
+    static func isGeminiStreamMethod(_ path: String) -> Bool {
+        withBare(path) { bare in
+            guard bare.contains(UInt8(ascii: "%")) else { return hasSuffix(bare, ":streamGenerateContent") }
+            return Self.decodingColons(bare).withUnsafeBufferPointer { hasSuffix($0, ":streamGenerateContent") }
+        }
+    }
+
     /// Whether `path` (query and one trailing `/` ignored) is chat completions rather than legacy completions.
     static func isChatCompletions(_ path: String) -> Bool {
         withBare(path) { hasSuffix($0, "/chat/completions") }
