@@ -61,7 +61,7 @@ extension ConfigReader {
                 }
             }
             if !labels.insert(label).inserted { problem("\(keyPath).id", "label \"\(label)\" is used twice in \(path).keys") }
-            if let secret = secret(object.filter { $0.key == "env" || $0.key == "file" }, keyPath) {
+            if let secret = providerKey(object.filter { $0.key == "env" || $0.key == "file" }, keyPath) {
                 upstream.keys.append(.init(label: label, secret: secret, weight: weight))
             }
         }

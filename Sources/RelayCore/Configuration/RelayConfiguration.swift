@@ -386,12 +386,15 @@ struct ConfigReader {
         }
         var key: Secret?
         if let k = u["key"] {
-            key = secret(k, "\(path).key")
+            key = providerKey(k, "\(path).key")
         }
         let provider = self.provider(u, path)
         let header = string(u, "keyHeader", "\(path).keyHeader") ?? provider.keyHeader
         if !isToken(header) { problem("\(path).keyHeader", "must be a header name") }
         let prefix = string(u, "keyPrefix", "\(path).keyPrefix") ?? Provider.keyPrefix(forHeader: header)
+        if !prefix.utf8.allSatisfy({ $0 == 0x09 || (0x20...0x7E).contains($0) }) {
+            problem("\(path).keyPrefix", "must be printable text without control characters")
+        }
         var upstream = RelayConfiguration.Upstream(name: name, baseURL: base, key: key, provider: provider,
                                                    keyHeader: header, keyPrefix: prefix)
         upstream.httpVersion = base.hasPrefix("https://") ? .http2 : .http1_1
@@ -556,6 +559,18 @@ struct ConfigReader {
         }
         problem(path, "must be {\"env\": \"VARIABLE\"} or {\"file\": \"/path\"}")
         return nil
+    }
+
+    /// A provider key (`secret`) that can go into a header as it is: printable ASCII, no control characters. A CR or
+    /// LF in one would end the header line curl writes, add headers of the value's choosing upstream, and keep the
+    /// masker, which looks for the whole key, from finding it in an answer that echoes the first line.
+    mutating func providerKey(_ value: Any, _ path: String) -> Secret? {
+        guard let key = secret(value, path) else { return nil }
+        guard Self.isFieldValue(key.revealForHeader()) else {
+            problem(path, "the key must be printable text without control characters")
+            return nil
+        }
+        return key
     }
 
     mutating func string(_ o: [String: Any], _ key: String, _ path: String) -> String? {

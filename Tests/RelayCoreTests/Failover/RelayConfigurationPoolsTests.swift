@@ -11,7 +11,8 @@ import Testing
 
 @Suite("Configuration: key pools and fallback upstreams")
 struct RelayConfigurationPoolsTests {
-    static let env = ["KEY_A": "sk-a-111", "KEY_B": "sk-b-222", "KEY_C": "sk-c-333"]
+    static let env = ["KEY_A": "sk-a-111", "KEY_B": "sk-b-222", "KEY_C": "sk-c-333",
+                      "KEY_CRLF": "sk-d-444\r\nX-Injected: yes", "KEY_NUL": "sk-e\u{0}555", "KEY_SPACED": "  sk-f-666\n"]
 
     func load(_ upstreams: String, routes: String) throws -> RelayConfiguration {
         let json = "{\"upstreams\": {\(upstreams)}, \"routes\": [\(routes)]}"
@@ -96,5 +97,24 @@ struct RelayConfigurationPoolsTests {
         #expect(found.contains { $0.hasPrefix("upstreams.p.keys[1].id: label \"x\" is used twice") })
         #expect(found.contains("upstreams.p.keys[2].env: environment variable UNSET is not set"))
         #expect(found.contains("upstreams.p.keys[3].colour: unknown key"))
+    }
+
+    /// A CR or LF in a key would end the header line curl writes and add the rest as headers of its own upstream,
+    /// and keep the masker (which looks for the whole key) from finding the first line in an echo.
+    @Test("a key with a control character inside is refused, in key, in keys and in keyPrefix; surrounding space is trimmed")
+    func controlCharactersInAKey() throws {
+        let routes = #"{"prefix": "/", "upstream": "p", "auth": "none"}"#
+        #expect(problems(#""p": {"baseURL": "http://127.0.0.1:1", "key": {"env": "KEY_CRLF"}}"#, routes: routes)
+            .contains("upstreams.p.key: the key must be printable text without control characters"))
+        #expect(problems(#""p": {"baseURL": "http://127.0.0.1:1", "keys": [{"env": "KEY_A"}, {"env": "KEY_NUL"}]}"#, routes: routes)
+            .contains("upstreams.p.keys[1]: the key must be printable text without control characters"))
+        #expect(problems(#""p": {"baseURL": "http://127.0.0.1:1", "key": {"env": "KEY_A"}, "keyPrefix": "Bearer\r\nX: y "}"#, routes: routes)
+            .contains("upstreams.p.keyPrefix: must be printable text without control characters"))
+        let config = try load(#""p": {"baseURL": "http://127.0.0.1:1", "key": {"env": "KEY_SPACED"}, "keyPrefix": "Token "}"#, routes: routes)
+        #expect(config.upstreams["p"]!.key == Secret("sk-f-666"))
+        #expect(config.upstreams["p"]!.keyPrefix == "Token ")
+        for message in problems(#""p": {"baseURL": "http://127.0.0.1:1", "key": {"env": "KEY_CRLF"}}"#, routes: routes) {
+            #expect(!message.contains("sk-d-444"), "a problem never names the key: \(message)")
+        }
     }
 }
