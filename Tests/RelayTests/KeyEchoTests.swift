@@ -85,6 +85,53 @@ struct KeyEchoTests {
         relay.assertNoSecretLeaks(clients: [client])
     }
 
+    /// The relay asks for `identity`; a provider that compresses an error anyway could hide an echoed key from the
+    /// masker (it reads bytes, not gzip). Such a body is replaced; the status, and the client's keep-alive, stay.
+    /// The body here is the plain key under a `gzip` label: what the relay does must not depend on decoding it.
+    @Test("an error body under a Content-Encoding is replaced by the relay's own, the status kept",
+          arguments: ["gzip", "br", "GZIP", "identity, gzip"])
+    func anEncodedErrorBodyIsReplaced(encoding: String) throws {
+        let body = Self.before + Self.key + Self.after
+        let upstream = try ScriptedUpstream { connection in
+            while let _ = try? connection.readRequest(timeout: 5) {
+                try connection.writeHead(status: 401, headers: [("Content-Type", "application/json"), ("Content-Encoding", encoding),
+                                                                ("Content-Length", "\(body.count)"), ("Retry-After", "7")])
+                try connection.write(body)
+            }
+        }
+        let relay = try RelayFixture(upstream: upstream)
+        let client = try relay.client()
+        for _ in 0..<2 {   // the second request on the same connection: the first answer's framing was right
+            try client.sendRequest(path: "/v1/chat/completions", body: Array("{}".utf8))
+            let head = try client.readHead()
+            #expect(head.status == 401)
+            #expect(head.header("Content-Encoding") == nil)
+            #expect(head.header("Content-Type") == "application/json")
+            #expect(head.header("Retry-After") == "7")
+            let received = String(decoding: try client.readBody(head: head), as: UTF8.self)
+            #expect(received.contains(#""code":"upstream_error_encoded""#), "\(received)")
+        }
+        relay.assertNoSecretLeaks(clients: [client])
+    }
+
+    @Test("an error body marked identity is masked, not replaced")
+    func anIdentityErrorBodyIsMasked() throws {
+        let body = Self.before + Self.key + Self.after
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest(timeout: 5)
+            try connection.writeHead(status: 401, headers: [("Content-Type", "application/json"), ("Content-Encoding", "identity"),
+                                                            ("Content-Length", "\(body.count)")])
+            try connection.write(body)
+        }
+        let relay = try RelayFixture(upstream: upstream)
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/chat/completions", body: Array("{}".utf8))
+        let head = try client.readHead()
+        #expect(head.status == 401)
+        #expect(try client.readBody(head: head) == Self.before + Self.mask + Self.after)
+        relay.assertNoSecretLeaks(clients: [client])
+    }
+
     @Test("a 2xx body is relayed byte-exact, whatever it contains")
     func successBodiesAreUntouched() throws {
         let body = Array("data: {\"echo\":\"".utf8) + Self.key + Array("\"}\n\n".utf8)

@@ -43,6 +43,9 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
     /// The key injected into this request: masked out of a non-2xx response body, where a provider may echo it.
     var providerKey: Secret?
     private var masker: SecretMasker?
+    /// An error answer's body the masker could not read (`SecretMasker.replacement`): sent instead of the provider's,
+    /// which is read and dropped.
+    private var replacementBody: [UInt8]?
     private(set) var meter: UsageMeter
     /// The call reached the provider (it did not fail to connect): the prompt may be billed.
     private var callReachedProvider = false
@@ -236,7 +239,16 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         var headers = headers
         if let key = providerKey {
             let secret = Array(key.revealForHeader().utf8)
-            if !(200..<300).contains(status) { masker = SecretMasker(secret: secret) }
+            if !(200..<300).contains(status) {
+                if let replacement = SecretMasker.replacement(forErrorStatus: status, headers: headers) {
+                    replacementBody = replacement
+                    headers.remove("Content-Encoding")
+                    headers.remove("Content-Length")
+                    headers.replaceOrAdd(name: "Content-Type", value: "application/json")
+                } else {
+                    masker = SecretMasker(secret: secret)
+                }
+            }
             if let masked = SecretMasker.masking(headers, secret: secret) { headers = masked }
         }
         streamHead(status: status, headers: &headers, now: clock.now())
@@ -257,6 +269,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
             streamDelivered(now: now)
             if record.firstBodyAt == nil { record.firstBodyAt = now }
             // A cut waiting at a boundary not yet settled (a lone CR whose LF may come now): it goes in first here.
+            if replacementBody != nil { return true }
             let cutWaiting = budgetGuard?.state == .exhausted && meter.atEventBoundary
             let scan = meter.scan(bytes)
             if budgetGuard != nil { return forwardGuarded(bytes, scan, cutWaiting: cutWaiting, now: now) }
@@ -405,6 +418,7 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
                 writer.respond(error: error, requestID: machine.settings.requestID, keepAlive: keepAlive)
             case .finishResponse(let keepAlive):
                 if let tail = masker?.finish(), !tail.isEmpty { tail.withUnsafeBytes { send($0) } }
+                if let body = replacementBody { body.withUnsafeBytes { send($0) } }
                 let held = meter.finishClientBytes()
                 if !held.isEmpty { held.withUnsafeBytes { send($0) } }
                 writer.finish(keepAlive: keepAlive)

@@ -63,6 +63,16 @@ package struct SecretMasker: Sendable {
         return masked
     }
 
+    /// The body an error answer gets instead of its own when the masker cannot read that (a `Content-Encoding` other
+    /// than `identity`: the relay asks for `identity`, and a provider that compresses anyway could hide an echoed key
+    /// from the masker); nil when the body can be masked. The caller also drops `Content-Encoding` and
+    /// `Content-Length` and says `application/json`; the status and the other headers stay.
+    package static func replacement(forErrorStatus status: Int, headers: HTTPHeaders) -> [UInt8]? {
+        guard headers.tokens("Content-Encoding").contains(where: { $0 != "identity" }) else { return nil }
+        return RelayError(status: status, type: "upstream_error", code: "upstream_error_encoded",
+                          message: "The provider answered \(status) with a compressed body, which the relay does not pass on.").jsonBody
+    }
+
     /// Whether `value`'s UTF-8 holds `secret` (not empty), searched on the string's own bytes.
     static func contains(_ value: String, _ secret: [UInt8]) -> Bool {
         guard !secret.isEmpty else { return false }
