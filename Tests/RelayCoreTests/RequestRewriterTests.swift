@@ -134,10 +134,19 @@ private let appended = [
     @Test func everySteeringFieldIsListed() {
         #expect(Set(RequestRewriter.steeringFields) == [
             "forwarded", "x-forwarded-host", "x-real-ip", "x-original-url", "x-rewrite-url", "x-http-method-override",
-            "x-method-override", "http2-settings", "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-server",
+            "x-method-override", "http2-settings", "x-http-method", "x-original-method", "x-original-uri",
+            "x-envoy-original-path", "x-forwarded-uri", "x-forwarded-path", "x-forwarded-scheme", "x-forwarded-ssl", "x-host",
+            "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-server",
             "x-original-forwarded-for", "true-client-ip", "x-client-ip", "cf-connecting-ip",
             "openai-organization", "openai-project", "x-goog-user-project", "x-goog-fieldmask",
         ])
+    }
+
+    /// Every steering field is removed, whatever its case, and nothing else with it.
+    @Test func everySteeringFieldIsRemoved() {
+        let out = rewrite(RequestRewriter.steeringFields.map { ($0.uppercased(), "/v1/files") } + [("Accept", "*/*")])
+        for name in RequestRewriter.steeringFields { #expect(out.values(name) == [], "\(name)") }
+        #expect(out.values("Accept") == ["*/*"])
     }
 
     /// Google's field mask in a header (any case) never reaches the provider: it could have the answer leave its
