@@ -21,6 +21,19 @@ import Usage
         #expect(g.counted(output: 7373) == .extend(tokens: 4096))
     }
 
+    /// A request that named its ceiling is trusted to its reserved output twice over and one step more: the count
+    /// is an estimate, and only a provider that does not keep the ceiling gets there.
+    @Test func aNamedCeilingIsTrustedToTwiceItsReservationAndOneStep() {
+        var g = BudgetGuard(reservedTokens: 100 + 20, promptTokens: 20, step: 50, onExceed: .cut, namedCeiling: true)
+        #expect(g.allowance == 150)
+        #expect(g.threshold == 100 - 10 + 150)
+        #expect(g.counted(output: 100) == .none, "the ceiling itself")
+        #expect(g.counted(output: 239) == .none)
+        #expect(g.counted(output: 240) == .extend(tokens: 50))
+        #expect(g.extensionAnswered(granted: false, output: 240) == .cut)
+        #expect(BudgetGuard(reservedTokens: 120, promptTokens: 20, step: 50, onExceed: .cut).allowance == 0)
+    }
+
     @Test func anOutputThatOutranTheStepAsksAgainAtOnce() {
         var g = BudgetGuard(reservedTokens: 4096, promptTokens: 0, step: 4096, onExceed: .cut)
         #expect(g.counted(output: 3300) == .extend(tokens: 4096))

@@ -89,6 +89,41 @@ struct BudgetTests {
         #expect(relay.logs.lines.contains { $0.contains(#""outcome":"budget_exhausted""#) })
     }
 
+    /// `"max_tokens":10` reserves 10 + 5, raised to the body's floor (146 bytes: 37): 32 of output. A provider that
+    /// keeps the ceiling sends 10 events and is never guarded; one that does not (it reads the ceiling otherwise
+    /// than the relay) is trusted to twice its reserved output and one step (32 + 32 + 10, less a fifth of a step:
+    /// the 72nd event), then asks for more, is refused (a day of 40) and cut after that event. Once the relay read a named ceiling as
+    /// the end of the matter, and such a stream ran to its end past the budget.
+    @Test("a stream whose provider does not keep the named ceiling is cut past twice its reservation; one that does is not",
+          arguments: [10, 200])
+    func aNamedCeilingNotKept(events: Int) throws {
+        let body = Array(#"{"model":"gpt-4o","stream":true,"max_tokens":10,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"How are you today?"}]}"#.utf8)
+        #expect((body.count + 3) / 4 == 37)
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: sseHead)
+            for _ in 0..<events { try connection.writeChunk(Self.chunk) }
+            if events <= 10 { try connection.writeLastChunk() } else { _ = try connection.waitForPeerClose(timeout: 5) }
+        }
+        let relay = try Self.relay(upstream, perDay: 40, reserve: 10)
+        let client = try relay.client()
+        try client.sendRequest(path: "/v1/chat/completions", headers: [("Authorization", "Bearer \(RelayFixture.clientToken)")], body: body)
+        let head = try client.readHead()
+        #expect(head.status == 200)
+        let closing = #"data: {"error":{"message":"The token budget is used up; the answer was cut short.","type":"budget_exhausted","code":"budget_exhausted"}}"# + "\n\n"
+        if events <= 10 {
+            #expect(String(decoding: try client.readBody(head: head), as: UTF8.self) == String(repeating: Self.chunk, count: events))
+            try relay.waitUntilIdle()
+            #expect(!relay.server.metrics.render().contains("sse_relay_budget_cuts_total{"))
+        } else {
+            let received = try client.readChunkedBody(until: closing)
+            #expect(String(decoding: received, as: UTF8.self) == String(repeating: Self.chunk, count: 72) + closing)
+            try upstream.waitForScriptsToFinish()
+            try relay.waitUntilIdle()
+            #expect(relay.server.metrics.render().contains(#"sse_relay_budget_cuts_total{route="/v1/"} 1"#))
+        }
+    }
+
     @Test("GET /usage?identity= on the admin listener answers the identity's windows; 400 without identity")
     func usageEndpoint() throws {
         // A clock that stands still: the stream ends without the provider's counts, and the cancel floor (per second

@@ -253,10 +253,11 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         }
         streamHead(status: status, headers: &headers, now: clock.now())
         meter.responseHead(status: status, contentType: ResponseRewriter.contentType(headers))
-        if let admission, let budgets = admission.budgets, let reservation, !reservation.hasCeiling, let grant,
+        if let admission, let budgets = admission.budgets, let reservation, let grant,
            (200..<300).contains(status), meter.tap?.format == .eventStream {
             budgetGuard = BudgetGuard(reservedTokens: grant.reservedTokens, promptTokens: reservation.promptTokens,
-                                      step: budgets.defaultReserveTokens, onExceed: budgets.onExceed)
+                                      step: budgets.defaultReserveTokens, onExceed: budgets.onExceed,
+                                      namedCeiling: reservation.hasCeiling)
         }
         perform(machine.upstreamHead(status: status, headers: headers, now: clock.now()))
     }

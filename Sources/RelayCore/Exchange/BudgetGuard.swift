@@ -1,8 +1,11 @@
 import Usage
 
 /// Keeps a stream's budget reservation ahead of its output, as a value: counted output in, `extend` or `cut` out.
-/// Only a stream whose request named no ceiling has one (its reservation was the route's limit or
-/// `budgets.defaultReserveTokens`): a ceiling in the request already bounds what the provider may bill.
+/// Every event stream on a route with budgets has one. A stream whose request named no ceiling reserved the route's
+/// limit or `budgets.defaultReserveTokens`, and is guarded from there. One whose request named its own ceiling is
+/// trusted to stop at it, with an `allowance` on top: the count is an estimate (text bytes ÷ 4 can run ahead of the
+/// tokens), so only output past twice its reservation and one more step (a provider that reads the ceiling
+/// otherwise than the relay, or a reasoning model whose ceiling leaves its reasoning out) brings the guard in.
 ///
 /// When less than a fifth of a step (`defaultReserveTokens`) of the output reservation is left (with the
 /// default 4096: at 80 % of the first step, 3 277 tokens counted), it asks for one more step. One extension is in
@@ -31,18 +34,23 @@ package struct BudgetGuard: Sendable, Equatable {
     package let onExceed: BudgetConfiguration.OnExceed
     /// The part of the reservation that stands for the prompt (its estimate).
     package let promptTokens: Int
+    /// Counted output beyond the reservation that asks for nothing yet: 0, or for a stream whose request named its
+    /// ceiling, its reserved output and one step (`init(reservedTokens:promptTokens:step:onExceed:namedCeiling:)`).
+    package let allowance: Int
     private(set) var reservedTokens: Int
     package private(set) var state = State.guarding
 
-    package init(reservedTokens: Int, promptTokens: Int, step: Int, onExceed: BudgetConfiguration.OnExceed) {
+    package init(reservedTokens: Int, promptTokens: Int, step: Int, onExceed: BudgetConfiguration.OnExceed,
+                 namedCeiling: Bool = false) {
         self.reservedTokens = reservedTokens
         self.promptTokens = promptTokens
         self.step = max(step, 1)
         self.onExceed = onExceed
+        allowance = namedCeiling ? max(reservedTokens - promptTokens, 0) + max(step, 1) : 0
     }
 
     /// The counted output at which the next extension is asked for.
-    package var threshold: Int { reservedTokens - promptTokens - step / 5 }
+    package var threshold: Int { reservedTokens - promptTokens - step / 5 + allowance }
 
     /// The stream's output so far, in tokens (`UsageTap.estimatedOutputTokens`: the larger of the content events
     /// and the content text's bytes / 4).
