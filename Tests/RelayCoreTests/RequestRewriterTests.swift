@@ -135,7 +135,7 @@ private let appended = [
         #expect(Set(RequestRewriter.steeringFields) == [
             "forwarded", "x-forwarded-host", "x-real-ip", "x-original-url", "x-rewrite-url", "x-http-method-override",
             "x-method-override", "http2-settings", "x-http-method", "x-original-method", "x-original-uri",
-            "x-envoy-original-path", "x-forwarded-uri", "x-forwarded-path", "x-forwarded-scheme", "x-forwarded-ssl", "x-host",
+            "x-envoy-original-path", "x-forwarded-uri", "x-forwarded-path", "x-forwarded-scheme", "x-forwarded-ssl", "x-host", "x-original-host",
             "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-server",
             "x-original-forwarded-for", "true-client-ip", "x-client-ip", "cf-connecting-ip",
             "openai-organization", "openai-project", "x-goog-user-project", "x-goog-fieldmask",

@@ -238,6 +238,7 @@ struct UnreadOutputTests {
             // Reasoning handed back by id alone, an earlier answer's audio by id, a Gemini context cache.
             #"{"input":[{"type":"reasoning","id":"rs_1","summary":[]},{"role":"user","content":"go on"}]}"#,
             #"{"input":[{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":null}]}"#,
+            #"{"input":[{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":""}]}"#,
             #"{"messages":[{"role":"user","content":"hi"},{"role":"assistant","audio":{"id":"audio_1"}},{"role":"user","content":"again"}]}"#,
             #"{"contents":[{"parts":[{"text":"hi"}]}],"cachedContent":"cachedContents/abc"}"#,
             #"{"contents":[{"parts":[{"text":"hi"}]}],"cached_content":"cachedContents/abc"}"#,

@@ -97,10 +97,11 @@ package enum ReferencedInput {
             switch d.string(type) {
             case "item_reference": return true
             case "reasoning":
-                // Reasoning handed back carries its tokens only as `encrypted_content`; without it the id is a lookup.
+                // Reasoning handed back carries its tokens only as `encrypted_content`; without it (or with an empty
+                // one) the id is a lookup.
                 let id = d.member("id", of: item).flatMap { d.kind(of: $0) == .null ? nil : $0 }
-                let carried = d.member("encrypted_content", of: item).flatMap { d.kind(of: $0) == .null ? nil : $0 }
-                return id != nil && carried == nil
+                let carried = d.member("encrypted_content", of: item).flatMap { d.string($0) }.map { !$0.isEmpty } ?? false
+                return id != nil && !carried
             default: return false
             }
         }

@@ -29,7 +29,7 @@ package enum RequestRewriter {
         // The same, as other stacks spell them: ASP.NET and OData's method header; the original method, path and
         // host as nginx, Envoy, Traefik and Apache modules pass them on; the scheme as Rack and nginx read it.
         "x-http-method", "x-original-method", "x-original-uri", "x-envoy-original-path", "x-forwarded-uri",
-        "x-forwarded-path", "x-forwarded-scheme", "x-forwarded-ssl", "x-host",
+        "x-forwarded-path", "x-forwarded-scheme", "x-forwarded-ssl", "x-host", "x-original-host",
         // Origin claims other stacks trust (CDNs, Rails, Spring): the relay's own X-Forwarded-For is the only one.
         "x-forwarded-port", "x-forwarded-prefix", "x-forwarded-server", "x-original-forwarded-for", "true-client-ip",
         "x-client-ip", "cf-connecting-ip",
