@@ -269,8 +269,8 @@ final class RelayExchange: RequestResponder, TransferDelegate, @unchecked Sendab
         case .forward:
             streamDelivered(now: now)
             if record.firstBodyAt == nil { record.firstBodyAt = now }
+            if replacementBody != nil { return true }   // read and dropped: the relay's own body goes at the end
             // A cut waiting at a boundary not yet settled (a lone CR whose LF may come now): it goes in first here.
-            if replacementBody != nil { return true }
             let cutWaiting = budgetGuard?.state == .exhausted && meter.atEventBoundary
             let scan = meter.scan(bytes)
             if budgetGuard != nil { return forwardGuarded(bytes, scan, cutWaiting: cutWaiting, now: now) }

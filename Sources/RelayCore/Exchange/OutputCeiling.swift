@@ -18,8 +18,9 @@ import Usage
 /// parser also accepts) are the same fields; both spellings in one body are ambiguous and refused.
 ///
 /// The edit (`bound`) applies to a request whose answer is not an event stream the guard watches: without
-/// `"stream": true`, or a Gemini request other than `streamGenerateContent` with `alt=sse`. It is minimal: one member inserted after the object's last
-/// one (or into `generationConfig`), or a `null` ceiling replaced; every other byte stays.
+/// `"stream": true`, or a Gemini request other than `streamGenerateContent` with `alt=sse`. It is minimal: one
+/// member inserted after the object's last one (or into `generationConfig`), or a `null` ceiling replaced; every
+/// other byte stays.
 package struct OutputCeiling: Sendable, Equatable {
     /// The member names of the object that holds the keys, any spelling (empty: the top level).
     package let parent: [String]
