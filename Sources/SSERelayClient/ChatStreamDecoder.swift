@@ -3,7 +3,8 @@ import SSE
 
 /// Turns the events of one OpenAI chat stream into chunks. A plain value: events in, chunks out.
 ///
-/// - `[DONE]` is recognised before any JSON decoding (it is not JSON).
+/// - `[DONE]` is recognised before any JSON decoding (it is not JSON), and ends the answer: events after it (from
+///   a server that goes on, or a resume that overran it) are ignored, so no text that is not the answer's shows.
 /// - An error event (`data: {"error":{…}}`, or `event: error`) ends the stream with a `RelayAPIError` whose
 ///   `status` is nil: that is how a budget that runs out mid-answer arrives.
 /// - A chunk that is not valid JSON, or not a chunk, is skipped and counted: one bad line must not cost the
@@ -34,6 +35,7 @@ public struct ChatStreamDecoder: Sendable {
     public var isComplete: Bool { sawDone || finishReason != nil }
 
     public mutating func decode(_ event: SSEEvent) throws -> Output {
+        if sawDone { return .none }
         if event.event == "error" {
             let payload = ErrorPayload.decode(Array(event.data.utf8))
             throw RelayAPIError(status: nil, type: payload?.type, code: payload?.code,

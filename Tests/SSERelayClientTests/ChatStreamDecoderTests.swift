@@ -28,6 +28,20 @@ struct ChatStreamDecoderTests {
         #expect(decoder.skippedChunks == 0)
     }
 
+    /// What a server sends after `[DONE]` is not the answer's: text appended there would show words the model
+    /// never said in this answer (a hostile or broken server, or a resume that overran the end).
+    @Test("nothing after [DONE] counts: no chunk, no error, no finish reason")
+    func nothingAfterDone() throws {
+        var decoder = ChatStreamDecoder()
+        _ = try decoder.decode(SSEEvent(data: Self.chunk("A")))
+        #expect(try decoder.decode(SSEEvent(data: "[DONE]")) == .done)
+        #expect(try decoder.decode(SSEEvent(data: Self.chunk("AFTER", finish: "length"))) == .none)
+        #expect(try decoder.decode(SSEEvent(data: #"{"error":{"message":"late","code":"x"}}"#)) == .none)
+        #expect(try decoder.decode(SSEEvent(event: "error", data: "{}")) == .none)
+        #expect(try decoder.decode(SSEEvent(data: "[DONE]")) == .none)
+        #expect(decoder.finishReason == nil && decoder.isComplete && decoder.skippedChunks == 0)
+    }
+
     @Test("a malformed chunk is skipped and counted, not fatal")
     func skipsMalformed() throws {
         var decoder = ChatStreamDecoder()
