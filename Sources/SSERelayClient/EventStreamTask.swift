@@ -235,6 +235,8 @@ final class EventStreamTask: @unchecked Sendable {
         if !(200..<300).contains(status) {
             let room = maxErrorBodyBytes - errorBody.count
             if room > 0 { errorBody.append(contentsOf: data.prefix(room)) }
+            // The error is what was kept: a body past the bound (or one that never ends) is not waited for.
+            if data.count >= room { endWithErrorAnswer() }
             return
         }
         if droppedLeg == task.taskIdentifier { return }
@@ -291,16 +293,18 @@ final class EventStreamTask: @unchecked Sendable {
             return
         }
         if leg != task.taskIdentifier { start(task) }
-        if !(200..<300).contains(status) {
-            end(throwing: RelayAPIError.response(status: status, headers: response?.allHeaderFields ?? [:],
-                                                 body: errorBody, requestID: requestID),
-                relayEnded: [404, 410, 502].contains(status))
-            return
-        }
+        if !(200..<300).contains(status) { return endWithErrorAnswer() }
         // An event without its closing empty line is discarded, as the standard says; the chat layer notices a
         // missing [DONE].
         parser.finish()
         end(throwing: nil, relayEnded: true)
+    }
+
+    /// Ends the event stream with the non-2xx answer of the current leg (its body as far as it was kept).
+    private func endWithErrorAnswer() {
+        end(throwing: RelayAPIError.response(status: status, headers: response?.allHeaderFields ?? [:],
+                                             body: errorBody, requestID: requestID),
+            relayEnded: [404, 410, 502].contains(status))
     }
 
     /// Ends the event stream; `relayEnded` says whether the relay ended it (see `Shared.relayEnded`).

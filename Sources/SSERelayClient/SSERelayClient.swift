@@ -90,6 +90,13 @@ public final class SSERelayClient: Sendable {
         /// goes on alone (its own timeout is 5 s). The DELETE first, then the close: the relay then cancels the
         /// provider at once rather than keep the stream for a resume. Tests set it.
         package var stopGrace: TimeInterval = 2
+        /// After a chat's `[DONE]`, how long the client waits for the relay to end the response (its last chunk
+        /// follows `[DONE]` at once) before it ends the request itself. The answer is complete either way; the
+        /// wait only lets a connection that ends cleanly be reused. Without it, a response held open after
+        /// `[DONE]` (a provider or anything in between that does not close) would be reported as a network
+        /// failure at `idleTimeout`. On a resumable stream the request ends as after the app's stop (the
+        /// `DELETE`, then the close), so that the relay lets go of the provider.
+        public var doneGrace: TimeInterval = 2
         /// Tests: see `EventStreamTask.Resume.afterReconnectScheduled`.
         package var afterReconnectScheduled: (@Sendable () -> Void)?
 
@@ -202,7 +209,7 @@ public final class SSERelayClient: Sendable {
 
     func makeEvents(for request: URLRequest) -> (stream: AsyncThrowingStream<SSEEvent, any Error>, cancel: Cancel) {
         Self.makeStream(.bounded(configuration.maxBufferedEvents, bytes: configuration.maxBufferedBytes, size: \.heldBytes)) { sink in
-            try await self.runAttempts(request) { events, _ in
+            try await self.runAttempts(request) { events, _, _ in
                 for try await event in events { try sink.yield(event) }
             }
         }
@@ -262,10 +269,23 @@ public final class SSERelayClient: Sendable {
         urlRequest.setValue("text/event-stream", forHTTPHeaderField: "Accept")
         urlRequest.httpBody = try request.jsonBody()
         var summary: ChatSummary?
-        try await runAttempts(urlRequest) { events, requestID in
+        let doneGrace = configuration.doneGrace
+        try await runAttempts(urlRequest) { events, requestID, endAttempt in
             var decoder = ChatStreamDecoder(requestID: requestID)
+            var grace: DispatchWorkItem?
+            defer { grace?.cancel() }
             for try await event in events {
-                if case .chunk(let chunk) = try decoder.decode(event) { try onChunk(chunk, decoder) }
+                switch try decoder.decode(event) {
+                case .chunk(let chunk):
+                    try onChunk(chunk, decoder)
+                case .done where grace == nil:
+                    // The answer is complete; the response's end is only waited for (`Configuration.doneGrace`).
+                    let item = DispatchWorkItem(block: endAttempt)
+                    grace = item
+                    DispatchQueue.global().asyncAfter(deadline: .now() + doneGrace, execute: item)
+                case .done, .none:
+                    break
+                }
             }
             guard decoder.isComplete else { throw SSERelayClientError(code: .streamEndedEarly) }
             summary = ChatSummary(requestID: requestID, finishReason: decoder.finishReason, usage: decoder.usage,
@@ -279,9 +299,10 @@ public final class SSERelayClient: Sendable {
     /// proof after an attestation refusal); never once a 2xx answer began. Each attempt gets its own request id
     /// and its own task on the client's session; an attempt's task is ended before the next starts and whenever
     /// `consume` returns or throws (a task ended mid-answer closes its connection). An answer on a resumable
-    /// route goes on across dropped connections (`EventStreamTask`).
+    /// route goes on across dropped connections (`EventStreamTask`). `consume` gets the attempt's events, its
+    /// request id, and a way to end it (the events then end cleanly after those already received).
     func runAttempts(_ base: URLRequest,
-                     _ consume: (AsyncThrowingStream<SSEEvent, any Error>, String) async throws -> Void) async throws {
+                     _ consume: (AsyncThrowingStream<SSEEvent, any Error>, String, @escaping Cancel) async throws -> Void) async throws {
         let toRelay = base.url.map { Self.isRelayOrigin($0, base: configuration.baseURL) } ?? false
         let provider = toRelay && base.value(forHTTPHeaderField: "Authorization") == nil ? configuration.tokenProvider : nil
         var refreshed = false
@@ -295,7 +316,7 @@ public final class SSERelayClient: Sendable {
             AttemptStopper.current?.register(attempt.cancel)
             do {
                 defer { attempt.cancel() }
-                try await consume(attempt.events, request.value(forHTTPHeaderField: "X-Request-Id") ?? "")
+                try await consume(attempt.events, request.value(forHTTPHeaderField: "X-Request-Id") ?? "", attempt.cancel)
                 return
             } catch let error as RelayAPIError where !attempt.answered() {
                 // Only a refusal of this request is retried. Once it was answered 2xx the provider runs (and is
@@ -313,15 +334,23 @@ public final class SSERelayClient: Sendable {
         }
     }
 
-    /// `request` as it goes out: a new request id, the additional headers, the bearer token (unless the caller
-    /// set `Authorization`), the proof of the genuine app over exactly these bytes, and the idle timeout; to
-    /// another origin than the relay's (`toRelay` false), only the request id and the timeout.
+    /// `request` as it goes out: a new request id, the additional headers, `Accept-Encoding: identity` (unless
+    /// the caller set one), the bearer token (unless the caller set `Authorization`), the proof of the genuine
+    /// app over exactly these bytes, and the idle timeout; to another origin than the relay's (`toRelay` false),
+    /// only the request id and the timeout.
+    ///
+    /// `identity`, as the relay asks of the provider: the relay never compresses, and something in between that
+    /// would (an ingress) holds events back to fill its compressor. URLSession's own default asks for gzip and
+    /// more.
     private func prepared(_ request: URLRequest, provider: TokenProvider?, refreshed: Bool,
                           toRelay: Bool = true) async throws -> URLRequest {
         var request = request
         request.setValue(configuration.makeRequestID(), forHTTPHeaderField: "X-Request-Id")
         for (name, value) in configuration.additionalHeaders where toRelay && request.value(forHTTPHeaderField: name) == nil {
             request.setValue(value, forHTTPHeaderField: name)
+        }
+        if toRelay && request.value(forHTTPHeaderField: "Accept-Encoding") == nil {
+            request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
         }
         if let provider, let token = try await provider(refreshed) {
             request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")

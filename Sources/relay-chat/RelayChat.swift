@@ -175,10 +175,29 @@ enum RelayChat {
 
     /// Unbuffered: `print` to a pipe is block-buffered, and the point is to see the answer as it streams.
     static func writeOut(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        FileHandle.standardOutput.write(Data(printable(text).utf8))
     }
 
     static func writeError(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        FileHandle.standardError.write(Data((printable(text) + "\n").utf8))
+    }
+
+    /// `text` with every control character but line feed and tab shown as U+FFFD: what the model or the server
+    /// wrote reaches a terminal, and an escape sequence (ESC, CSI), a carriage return or a backspace in it would
+    /// move the cursor, rewrite what was printed, or worse.
+    static func printable(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars { out.append(isControl(scalar) ? "\u{FFFD}" : scalar) }
+        return String(out)
+    }
+
+    /// C0 but LF and TAB, DEL, and C1.
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x0A, 0x09: return false
+        case 0x00...0x1F, 0x7F...0x9F: return true
+        default: return false
+        }
     }
 }

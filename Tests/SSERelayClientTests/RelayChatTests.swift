@@ -79,6 +79,36 @@ struct RelayChatTests {
         #expect(relay.logs.lines.contains { $0.contains(#""outcome":"client_cancelled""#) })
     }
 
+    @Test("control characters from the server are shown as U+FFFD, in the answer and in an error: none reaches the terminal")
+    func controlCharactersAreNotPrinted() throws {
+        let hostile = "A\u{1B}[2J\u{1B}]0;title\u{07}B\rC\u{08}\u{9B}31mD\u{7F}\u{0}E\tF"
+        let shown = "A\u{FFFD}[2J\u{FFFD}]0;title\u{FFFD}B\u{FFFD}C\u{FFFD}\u{FFFD}31mD\u{FFFD}\u{FFFD}E\tF"
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            // Each run is a process of its own, on a connection of its own: the first is answered, the second refused.
+            guard connection.index > 0 else {
+                try connection.writeHead(status: 200, headers: sseHead)
+                try connection.writeChunk(ClientThroughRelayTests.chunk(hostile, finish: "stop"))
+                try connection.writeChunk("data: [DONE]\n\n")
+                try connection.writeLastChunk()
+                return
+            }
+            let body = #"{"error":{"message":"no\u001b[31m","type":"x"}}"#
+            try connection.writeHead(status: 400, headers: [("Content-Type", "application/json"),
+                                                            ("Content-Length", String(body.utf8.count))])
+            try connection.write(body)
+        }
+        let answer = try Self.run(["--url", upstream.baseURL, "hello"])
+        #expect(answer.status == 0, "\(answer.stderr)")
+        #expect(answer.stdout == shown + "\n")
+        let refused = try Self.run(["--url", upstream.baseURL, "hello"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("no\u{FFFD}[31m"), "\(refused.stderr)")
+        for run in [answer, refused] {
+            #expect(!(run.stdout + run.stderr).unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" && $0 != "\t" })
+        }
+    }
+
     @Test("errors exit non-zero with a clear message")
     func errors() throws {
         let dev = try ClientThroughRelayTests.DevRelay { configuration in

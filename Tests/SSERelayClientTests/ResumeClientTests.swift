@@ -175,9 +175,11 @@ extension ClientThroughRelayTests {
             #expect(try stops.take(timeout: 0).target == "/v1/relay/streams/\(Self.id)")
         }
 
-        /// A scripted relay for the stop tests: a DELETE is recorded in `stops` and answered 204; another request
-        /// gets a 2xx event-stream head naming the stream, and `body` writes what follows.
+        /// A scripted relay for the stop tests: a DELETE is recorded in `stops` and answered 204; a resume (GET)
+        /// is answered by `resume` when given; another request gets a 2xx event-stream head naming the stream, and
+        /// `body` writes what follows.
         static func stoppableRelay(stops: Mailbox<RecordedRequest>,
+                                   resume: (@Sendable (UpstreamConnection) throws -> Void)? = nil,
                                    _ body: @escaping @Sendable (UpstreamConnection) throws -> Void) throws -> ScriptedUpstream {
             try ScriptedUpstream { connection in
                 let request = try connection.readRequest(timeout: 30)
@@ -186,6 +188,7 @@ extension ClientThroughRelayTests {
                     try connection.writeHead(status: 204, headers: [("Content-Length", "0")])
                     return
                 }
+                if request.method == "GET", let resume { return try resume(connection) }
                 try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
                 try body(connection)
             }
@@ -459,23 +462,31 @@ extension ClientThroughRelayTests {
             #expect(try stops.take(timeout: 0).target == "/v1/relay/streams/\(Self.id)")
         }
 
+        @Test("an answer held open after [DONE] ends doneGrace later like an app's stop: DELETE, then the close")
+        func heldOpenAfterDoneSendsDelete() async throws {
+            let stops = Mailbox<RecordedRequest>()
+            // A resume (after the idle timeout, without the grace) finds the stream gone, and the test fails.
+            let upstream = try Self.stoppableRelay(stops: stops, resume: { connection in
+                try connection.writeHead(status: 404, headers: [("Content-Length", "0")])
+            }) { connection in
+                try connection.writeChunk(Self.body)
+                _ = try? connection.waitForPeerClose(timeout: 60)
+            }
+            let client = Self.client(upstream) { $0.doneGrace = 0.2; $0.stopGrace = 5; $0.idleTimeout = 30 }
+            #expect(try await Self.answer(client) == Self.text)
+            try await eventually("a DELETE", timeout: 30) { stops.count == 1 }
+            #expect(try stops.take(timeout: 0).target == "/v1/relay/streams/\(Self.id)")
+        }
+
         @Test("a resume answered with something other than an event stream ends the stream and sends DELETE")
         func resumeNotAnEventStreamSendsDelete() async throws {
             let stops = Mailbox<RecordedRequest>()
-            let upstream = try ScriptedUpstream { connection in
-                let request = try connection.readRequest(timeout: 30)
-                switch request.method {
-                case "DELETE":
-                    stops.put(request)
-                    try connection.writeHead(status: 204, headers: [("Content-Length", "0")])
-                case "GET":
-                    try connection.writeHead(status: 200, headers: [("Content-Type", "text/html"), ("Content-Length", "2")])
-                    try connection.write("hi")
-                default:
-                    try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
-                    try connection.writeChunk(Array(Self.body[0..<40]))
-                    connection.close()
-                }
+            let upstream = try Self.stoppableRelay(stops: stops, resume: { connection in
+                try connection.writeHead(status: 200, headers: [("Content-Type", "text/html"), ("Content-Length", "2")])
+                try connection.write("hi")
+            }) { connection in
+                try connection.writeChunk(Array(Self.body[0..<40]))
+                connection.close()
             }
             do {
                 _ = try await Self.answer(Self.client(upstream) { $0.stopGrace = 5 })
