@@ -28,8 +28,11 @@ package protocol AttestationStore: AnyObject, Sendable {
     /// The key registered under `keyID` (base64url of its 32 bytes).
     func key(_ keyID: String, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreAnswer<RegisteredAppAttestKey>) -> Void)
 
-    /// Raises the key's counter to `counter` if that is strictly greater than the stored one; `.unknown` when it
-    /// is not (a replayed or reordered assertion) or the key is gone.
-    func raiseCounter(_ keyID: String, to counter: UInt32, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreOutcome) -> Void)
+    /// Raises the key's counter to `counter` if that is strictly greater than the stored one (`.notAbove` when it
+    /// is not, a replayed or reordered assertion, or the key is gone). With a `subject` (the request's
+    /// authenticated account), first checks that the key serves that account: `.otherSubject`, and nothing
+    /// changed, when it is bound to another; a key not bound yet is bound to it with the raise, in the same step.
+    func raiseCounter(_ keyID: String, to counter: UInt32, subject: String?, on loop: any LoopScheduler,
+                      _ completion: @escaping @Sendable (CounterRaise) -> Void)
 }
 

@@ -7,8 +7,8 @@ import Transport
 /// the caller's queue. Challenge expiry reads the caller's loop clock (a manual clock in tests).
 ///
 /// Bounded: at most `maxChallenges` challenges wait at once; beyond that the oldest go first (they expire in order,
-/// since every challenge lives equally long). Keys are not bounded here: each one took a valid Apple attestation.
-/// Safe from any thread or queue (`Locked`).
+/// since every challenge lives equally long); the issue-order list holds at most twice as many, plus 1024. Keys
+/// are not bounded here: each one took a valid Apple attestation. Safe from any thread or queue (`Locked`).
 package final class MemoryAttestationStore: AttestationStore {
     package static let defaultMaxChallenges = 100_000
 
@@ -31,6 +31,9 @@ package final class MemoryAttestationStore: AttestationStore {
     /// Challenges waiting to be redeemed (expired ones not yet swept included).
     package var pendingChallenges: Int { state.withLock { $0.challenges.count } }
 
+    /// Entries of the issue-order list not yet consumed, redeemed ones included (tests: its bound).
+    package var issueOrderLength: Int { state.withLock { $0.order.count - $0.head } }
+
     package func issueChallenge(_ challenge: String, ttlSeconds: Int, now: Instant) -> Bool {
         state.withLock { s in
             // Sweep what expired, then make room: both from the oldest end.
@@ -43,6 +46,15 @@ package final class MemoryAttestationStore: AttestationStore {
             }
             if s.head > 1024 && s.head * 2 > s.order.count {
                 s.order.removeFirst(s.head)
+                s.head = 0
+            }
+            // A redeemed challenge stays in `order` until the sweep passes it, and the sweep stops at the oldest
+            // one still waiting: a caller that keeps one waiting and redeems all the others would grow the list
+            // for as long as that one lives. Dropped when they are most of it, so the list stays within twice the
+            // challenges waiting (plus 1024), at a cost spread over the issues that made them.
+            if s.order.count - s.head > 2 * s.challenges.count + 1024 {
+                let waiting = s.challenges
+                s.order = s.order[s.head...].filter { waiting[$0] != nil }
                 s.head = 0
             }
             guard s.challenges[challenge] == nil else { return false }
@@ -69,12 +81,16 @@ package final class MemoryAttestationStore: AttestationStore {
 
     package func key(_ keyID: String) -> RegisteredAppAttestKey? { state.withLock { $0.keys[keyID] } }
 
-    /// Compare-and-set: raised only when `counter` is strictly greater than the stored counter.
-    package func raiseCounter(_ keyID: String, to counter: UInt32) -> Bool {
+    /// Compare-and-set: raised only when `counter` is strictly greater than the stored counter, and, with a
+    /// `subject`, the key serves no other account (it is bound to `subject` if it served none).
+    package func raiseCounter(_ keyID: String, to counter: UInt32, subject: String? = nil) -> CounterRaise {
         state.withLock { s in
-            guard let stored = s.keys[keyID]?.counter, counter > stored else { return false }
+            guard let key = s.keys[keyID] else { return .notAbove }
+            if let subject, let bound = key.subject, bound != subject { return .otherSubject }
+            guard counter > key.counter else { return .notAbove }
             s.keys[keyID]!.counter = counter
-            return true
+            if let subject, key.subject == nil { s.keys[keyID]!.subject = subject }
+            return .raised
         }
     }
 
@@ -96,7 +112,8 @@ package final class MemoryAttestationStore: AttestationStore {
         completion(key(keyID).map { .done($0) } ?? .unknown)
     }
 
-    package func raiseCounter(_ keyID: String, to counter: UInt32, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreOutcome) -> Void) {
-        completion(raiseCounter(keyID, to: counter) ? .done : .unknown)
+    package func raiseCounter(_ keyID: String, to counter: UInt32, subject: String?, on loop: any LoopScheduler,
+                              _ completion: @escaping @Sendable (CounterRaise) -> Void) {
+        completion(raiseCounter(keyID, to: counter, subject: subject))
     }
 }

@@ -10,9 +10,10 @@ import Transport
 /// - `attest:challenge:C`: a string with Redis's own expiry (`SET … PX ttl NX`); redeemed with `DEL`, whose reply
 ///   (1 or 0) says whether this caller took it. One command each, atomic, and the TTL is Redis's clock, the one
 ///   clock every replica shares.
-/// - `attest:key:K`: HASH {pk, app, env, receipt, counter, at}. Registered by a script that writes only when the
-///   key id is new; the counter is raised by a script that compares and sets in one step (`raiseScript`), so two
-///   replicas handed the same assertion at once raise it once and refuse the other.
+/// - `attest:key:K`: HASH {pk, app, env, receipt, counter, at, and `subject` once an account asserted with it}.
+///   Registered by a script that writes only when the key id is new; the counter is raised by a script that
+///   checks the account and compares and sets in one step (`raiseScript`), so two replicas handed the same
+///   assertion at once raise it once and refuse the other, and two accounts racing for an unbound key bind one.
 ///
 /// The two scripts are sent with EVAL every time (a few hundred bytes): Redis keeps the compiled script in its
 /// cache after the first call, and nothing here has to survive a NOSCRIPT after a restart or a SCRIPT FLUSH.
@@ -25,13 +26,19 @@ package final class RedisAttestationStore: AttestationStore {
         return 1
         """
 
-    /// KEYS[1] the key's hash. ARGV[1] the assertion's counter (0 to 2^32-1: exact in Lua's doubles). 1 when
-    /// raised, 0 when not strictly greater (a replay), -1 when the key is unknown.
+    /// KEYS[1] the key's hash. ARGV[1] the assertion's counter (0 to 2^32-1: exact in Lua's doubles), ARGV[2]
+    /// "1" with a subject in ARGV[3], else "0". 1 when raised, 0 when not strictly greater (a replay), -1 when the
+    /// key is unknown, -2 when it is bound to another subject (then nothing changes).
     static let raiseScript = """
         local stored = redis.call('HGET', KEYS[1], 'counter')
         if not stored then return -1 end
+        if ARGV[2] == '1' then
+          local bound = redis.call('HGET', KEYS[1], 'subject')
+          if bound and bound ~= ARGV[3] then return -2 end
+        end
         if tonumber(ARGV[1]) > tonumber(stored) then
           redis.call('HSET', KEYS[1], 'counter', ARGV[1])
+          if ARGV[2] == '1' then redis.call('HSETNX', KEYS[1], 'subject', ARGV[3]) end
           return 1
         end
         return 0
@@ -81,9 +88,16 @@ package final class RedisAttestationStore: AttestationStore {
         }
     }
 
-    package func raiseCounter(_ keyID: String, to counter: UInt32, on loop: any LoopScheduler, _ completion: @escaping @Sendable (StoreOutcome) -> Void) {
-        send(["EVAL", Self.raiseScript, "1", keyKey(keyID), String(counter)], on: loop) { result in
-            completion(Self.answer(result))
+    package func raiseCounter(_ keyID: String, to counter: UInt32, subject: String?, on loop: any LoopScheduler,
+                              _ completion: @escaping @Sendable (CounterRaise) -> Void) {
+        send(["EVAL", Self.raiseScript, "1", keyKey(keyID), String(counter), subject == nil ? "0" : "1", subject ?? ""],
+             on: loop) { result in
+            switch result?.integer {
+            case 1: completion(.raised)
+            case 0, -1: completion(.notAbove)
+            case -2: completion(.otherSubject)
+            default: completion(.unavailable)
+            }
         }
     }
 

@@ -52,9 +52,9 @@ struct RedisAttestationStoreTests {
             return try box.take(timeout: 10)
         }
 
-        func raise(_ id: String, _ counter: UInt32) throws -> StoreOutcome {
-            let box = Mailbox<StoreOutcome>()
-            loop.execute { store.raiseCounter(id, to: counter, on: loop) { box.put($0) } }
+        func raise(_ id: String, _ counter: UInt32, subject: String? = nil) throws -> CounterRaise {
+            let box = Mailbox<CounterRaise>()
+            loop.execute { store.raiseCounter(id, to: counter, subject: subject, on: loop) { box.put($0) } }
             return try box.take(timeout: 10)
         }
     }
@@ -110,15 +110,55 @@ struct RedisAttestationStoreTests {
         defer { redis.stop() }
         let a = try Node(redis), b = try Node(redis)
         #expect(try a.register(Self.key()) == .done)
-        #expect(try a.raise("K", 0) == .unknown, "0 is the registration's counter")
-        #expect(try a.raise("K", 1) == .done)
-        #expect(try b.raise("K", 1) == .unknown, "replayed on the other replica")
-        #expect(try b.raise("K", 7) == .done)
-        #expect(try a.raise("K", 6) == .unknown, "rolled back")
-        #expect(try a.raise("K", UInt32.max) == .done)
-        #expect(try b.raise("unknown", 9) == .unknown)
+        #expect(try a.raise("K", 0) == .notAbove, "0 is the registration's counter")
+        #expect(try a.raise("K", 1) == .raised)
+        #expect(try b.raise("K", 1) == .notAbove, "replayed on the other replica")
+        #expect(try b.raise("K", 7) == .raised)
+        #expect(try a.raise("K", 6) == .notAbove, "rolled back")
+        #expect(try a.raise("K", UInt32.max) == .raised)
+        #expect(try b.raise("unknown", 9) == .notAbove)
         guard case .done(let stored) = try a.key("K") else { Issue.record("key gone"); return }
         #expect(stored.counter == UInt32.max)
+    }
+
+    @Test func aKeyServesTheFirstAccountThatAssertsWithItOnEveryReplica() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let a = try Node(redis), b = try Node(redis)
+        #expect(try a.register(Self.key()) == .done)
+        #expect(try a.raise("K", 1) == .raised, "no account (auth none): binds nothing")
+        #expect(try redis.command("HEXISTS attest-test:attest:key:K subject") == ":0")
+        #expect(try a.raise("K", 2, subject: "jwt:alice") == .raised)
+        #expect(try b.raise("K", 3, subject: "jwt:bob") == .otherSubject, "another account, on the other replica")
+        #expect(try b.raise("K", 3, subject: "jwt:alice") == .raised, "bob's refused assertion changed nothing")
+        #expect(try a.raise("K", 3, subject: "jwt:alice") == .notAbove, "a replay is still a replay")
+        #expect(try b.raise("K", 4) == .raised, "auth none: any bound key serves")
+        #expect(try redis.command("HGET attest-test:attest:key:K subject").contains("jwt:alice"))
+        #expect(try b.raise("unknown", 9, subject: "jwt:alice") == .notAbove)
+    }
+
+    @Test func twoAccountsRacingForAnUnboundKeyBindOne() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let a = try Node(redis), b = try Node(redis)
+        let answers = Mailbox<CounterRaise>()
+        for round in 1...10 {
+            let id = "K\(round)"
+            #expect(try a.register(Self.key(id)) == .done)
+            for (i, node) in [a, b].enumerated() {
+                node.loop.execute {
+                    for n in 0..<5 {
+                        node.store.raiseCounter(id, to: UInt32(1 + n), subject: "account-\(i)", on: node.loop) { answers.put($0) }
+                    }
+                }
+            }
+            var outcomes: [CounterRaise] = []
+            for _ in 0..<10 { outcomes.append(try answers.take(timeout: 10)) }
+            // One account took the key with its first raise: every answer to the other is `otherSubject`, and
+            // each of its own rising counters went through.
+            #expect(outcomes.filter { $0 == .otherSubject }.count == 5, "round \(round): \(outcomes)")
+            #expect(outcomes.filter { $0 == .raised }.count == 5, "round \(round): \(outcomes)")
+        }
     }
 
     @Test func oneAssertionRacedOnTwoReplicasIsAcceptedOnce() throws {
@@ -126,14 +166,16 @@ struct RedisAttestationStoreTests {
         defer { redis.stop() }
         let a = try Node(redis), b = try Node(redis)
         #expect(try a.register(Self.key()) == .done)
-        let answers = Mailbox<StoreOutcome>()
+        let answers = Mailbox<CounterRaise>()
         for round in 1...20 {
             // The same counter sent by both replicas in one turn of each loop: both scripts queue in Redis together.
             for node in [a, b] {
-                node.loop.execute { for _ in 0..<5 { node.store.raiseCounter("K", to: UInt32(round), on: node.loop) { answers.put($0) } } }
+                node.loop.execute {
+                    for _ in 0..<5 { node.store.raiseCounter("K", to: UInt32(round), subject: nil, on: node.loop) { answers.put($0) } }
+                }
             }
             var accepted = 0
-            for _ in 0..<10 { if try answers.take(timeout: 10) == .done { accepted += 1 } }
+            for _ in 0..<10 { if try answers.take(timeout: 10) == .raised { accepted += 1 } }
             #expect(accepted == 1, "round \(round): \(accepted) accepted")
         }
     }

@@ -354,6 +354,35 @@ struct GenuineAppTests {
         #expect(second.status == 429, "device a's bucket is its own")
     }
 
+    @Test("with auth, a key serves the first account that asserts with it: another account's proof is refused, and its own key serves it")
+    func aKeyServesOneAccount() throws {
+        let alice = "alice-token-0123456789abcdef", bob = "bob-token-0123456789abcdef"
+        let h = try Harness { config in
+            config.clients.tokens = [.init(id: "alice", sha256Hex: ClientAuthTests.sha256Hex(alice)),
+                                     .init(id: "bob", sha256Hex: ClientAuthTests.sha256Hex(bob))]
+            config.routes[0].auth = .token
+        }
+        var phone = Self.device()
+        #expect(try Self.register(h.relay.port, phone).status == 201)
+        func ask(_ token: String, _ device: inout SoftwareAppAttestDevice) throws -> Answer {
+            try Self.call(h.relay.port, path: Self.path,
+                          headers: [("Authorization", "Bearer \(token)")] + Self.assertionHeaders(&device, path: Self.path, body: chatBody),
+                          body: chatBody)
+        }
+        #expect(try ask(alice, &phone).status == 200)
+        let refused = try ask(bob, &phone)
+        #expect(refused.status == 401 && refused.code == "attestation_invalid", "\(refused.body)")
+        #expect(try ask(alice, &phone).status == 200, "the refused proof changed nothing for the key's own account")
+        // Bob registers a key of his own (the client library does so on attestation_invalid), and it serves him.
+        var bobsKey = Self.device()
+        #expect(try Self.register(h.relay.port, bobsKey).status == 201)
+        #expect(try ask(bob, &bobsKey).status == 200)
+        #expect(try ask(alice, &bobsKey).status == 401)
+        #expect(h.requests.count == 3)
+        try h.relay.waitUntilIdle()
+        #expect(h.relay.logs.lines.filter { $0.contains(#""attestation_step":"key_of_another_account""#) }.count == 2)
+    }
+
     @Test("malformed input: bad base64, a header twice, huge or garbage CBOR, a bad registration body → 400/401/413, never a crash")
     func malformedInput() throws {
         let h = try Harness()
@@ -388,6 +417,8 @@ struct GenuineAppTests {
         let register: [([UInt8], Int, String)] = [
             (Array("not json".utf8), 400, "attestation_malformed"),
             (Array(#"{"keyId": 5}"#.utf8), 400, "attestation_malformed"),
+            (Array(#"{"keyId":"\#(id)","keyId":"\#(id)","attestation":"oQ==","challenge":"c"}"#.utf8), 400, "attestation_malformed"),
+            (Array(#"{"keyId":"\#(id)","k\u0065yId":"\#(id)","attestation":"oQ==","challenge":"c"}"#.utf8), 400, "attestation_malformed"),
             (Self.registrationBody(keyId: "short", attestation: [1], challenge: "c"), 400, "attestation_malformed"),
             (Self.registrationBody(keyId: id, attestation: [UInt8](repeating: 0xA1, count: 17_000), challenge: "c"), 413, "attestation_too_large"),
             (Self.registrationBody(keyId: id, attestation: hugeLength, challenge: try Self.challenge(h.relay.port)), 401, "attestation_invalid"),

@@ -18,6 +18,9 @@ struct AttestationGate: Sendable {
     let method: String
     /// The request target as received (origin-form path and query): what the app signed.
     let target: String
+    /// The request's authenticated account (its identity's key), nil on `auth: "none"`: an App Attest key serves
+    /// the first account that asserts with it, and no other (`RegisteredAppAttestKey.subject`).
+    var subject: String?
     /// The address's failure bucket (`rateLimits.authFailuresPerAddress`) a failed proof takes a token from, as a
     /// refused credential does; nil where the caller charges its refusals itself (the stream endpoint's misses).
     var failureBucket: (limiter: RateLimiter, address: String)?
@@ -42,7 +45,9 @@ struct AttestationGate: Sendable {
             case .done(let result):
                 finish(result)
             case .raise(let counter):
-                store.raiseCounter(keyID, to: counter, on: loop) { finish(AssertionCheck.afterRaise($0, keyID: keyID)) }
+                store.raiseCounter(keyID, to: counter, subject: subject, on: loop) {
+                    finish(AssertionCheck.afterRaise($0, keyID: keyID))
+                }
             }
         }
     }

@@ -3,6 +3,7 @@ import Auth
 import Foundation
 import HTTP1
 import HTTPServer
+import JSON
 import RelayCore
 import RelayState
 import RelayWire
@@ -91,11 +92,18 @@ final class AttestationEndpoint: RequestResponder, @unchecked Sendable {
         var challenge: String
     }
 
-    /// Parses `{"keyId": base64, "attestation": base64, "challenge": text}`; the failed step when it cannot.
+    /// Parses `{"keyId": base64, "attestation": base64, "challenge": text}`; the failed step when it cannot. Read
+    /// by the relay's one strict JSON reader, as a forwarded body is: a key given twice is refused, not read as
+    /// whichever one a parser keeps.
     static func parse(_ body: [UInt8]) -> Result<Registration, AttestationFailureStep> {
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else { return .failure("body_not_json") }
-        guard let keyIDText = object["keyId"] as? String, let attestationText = object["attestation"] as? String,
-              let challenge = object["challenge"] as? String else { return .failure("body_fields") }
+        guard let members = try? JSONTopLevel.scan(body) else { return .failure("body_not_json") }
+        guard JSONTopLevel.duplicateKeys(in: members).isEmpty else { return .failure("body_duplicate_keys") }
+        func text(_ name: String) -> String? {
+            guard let member = members.first(where: { $0.hasKey(name) }), member.kind == .string else { return nil }
+            return JSONTopLevel.string(in: body, at: member.valueRange)
+        }
+        guard let keyIDText = text("keyId"), let attestationText = text("attestation"),
+              let challenge = text("challenge") else { return .failure("body_fields") }
         guard keyIDText.utf8.count <= AttestationPresentation.maxKeyIDHeaderBytes,
               let keyID = AttestationPresentation.decodeBase64(keyIDText), keyID.count == 32 else { return .failure("key_id_encoding") }
         guard attestationText.utf8.count <= (AppAttestVerifier.maxAttestationBytes + 2) / 3 * 4 else { return .failure("attestation_too_large") }

@@ -56,6 +56,7 @@ extension RelayHandler {
         exchange.prices = server.prices
         exchange.attestationGate = server.attestation?.gate(route: route, head: head)
         exchange.attestationGate?.failureBucket = (server.authFailureLimiter, writer.client.limitKey)
+        exchange.attestationGate?.subject = admitted.identity
         exchange.keeping = StreamKeeping(heartbeatSeconds: route.heartbeatSeconds, resume: route.resume, registry: server.streams,
                                          route: route)
         server.exchangeStarted(exchange, on: state)

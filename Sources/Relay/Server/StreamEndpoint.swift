@@ -283,7 +283,8 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     private func prove(route: RelayConfiguration.Route, _ completion: @escaping @Sendable (Proof) -> Void) {
         guard case .success(let identity) = server.authenticator.authenticate(route.auth, headers: head.headers,
                                                                              now: server.wallClock()) else { return completion(.refused) }
-        guard let gate = server.attestation?.gate(route: route, head: head) else { return completion(.identity(identity?.key)) }
+        guard var gate = server.attestation?.gate(route: route, head: head) else { return completion(.identity(identity?.key)) }
+        gate.subject = identity?.key
         gate.check(body: [], on: writer.scheduler) { verdict in
             switch verdict {
             case .pass(_, let keyID): completion(.identity(identity?.key ?? keyID.map { "appattest:" + $0 }))

@@ -17,6 +17,18 @@ package enum StoreOutcome: Sendable, Equatable {
     case unavailable
 }
 
+/// A store's answer to an assertion's counter raise (`AttestationStore.raiseCounter`).
+package enum CounterRaise: Sendable, Equatable {
+    /// Raised: the counter was strictly above the stored one (and the key is now bound to the subject, if it
+    /// was not yet).
+    case raised
+    /// Not raised: the counter was not above the stored one (a replay, a reordered assertion), or the key is gone.
+    case notAbove
+    /// Not raised: the key belongs to another account (`RegisteredAppAttestKey.subject`).
+    case otherSubject
+    case unavailable
+}
+
 /// A registered App Attest key: what the attestation proved, kept for the assertions that follow.
 package struct RegisteredAppAttestKey: Sendable, Equatable {
     /// Base64url (no padding) of the 32-byte key id, the SHA-256 of `publicKey`.
@@ -33,6 +45,10 @@ package struct RegisteredAppAttestKey: Sendable, Equatable {
     package var counter: UInt32
     /// Unix seconds of the registration.
     package var registeredAt: Int64
+    /// The account (the authenticated identity's key) the key serves: the first that asserted with it on a route
+    /// with `auth`; nil until then. One device key serves one account, so a device cannot spread its proofs over
+    /// the limits and budgets of many.
+    package var subject: String?
 
     package init(keyID: String, publicKey: [UInt8], appID: String, environment: String, receipt: [UInt8], counter: UInt32 = 0,
                 registeredAt: Int64) {

@@ -224,11 +224,13 @@ package enum AssertionCheck {
         }
     }
 
-    /// After the counter raise: raised means valid; not raised means the counter was not above the stored one.
-    package static func afterRaise(_ answer: StoreOutcome, keyID: String) -> ProofResult {
+    /// After the counter raise: raised means valid; not raised means the counter was not above the stored one,
+    /// or the key serves another account (`invalid`: the app registers a new key for this one, and retries).
+    package static func afterRaise(_ answer: CounterRaise, keyID: String) -> ProofResult {
         switch answer {
-        case .done: .valid(identity: keyID)
-        case .unknown: .replayed
+        case .raised: .valid(identity: keyID)
+        case .notAbove: .replayed
+        case .otherSubject: .invalid(step: "key_of_another_account")
         case .unavailable: .unavailable
         }
     }

@@ -245,8 +245,9 @@ import Testing
     }
 
     @Test func theCountersAnswer() {
-        #expect(AssertionCheck.afterRaise(.done, keyID: "K") == .valid(identity: "K"))
-        #expect(AssertionCheck.afterRaise(.unknown, keyID: "K") == .replayed)
+        #expect(AssertionCheck.afterRaise(.raised, keyID: "K") == .valid(identity: "K"))
+        #expect(AssertionCheck.afterRaise(.notAbove, keyID: "K") == .replayed)
+        #expect(AssertionCheck.afterRaise(.otherSubject, keyID: "K") == .invalid(step: "key_of_another_account"))
         #expect(AssertionCheck.afterRaise(.unavailable, keyID: "K") == .unavailable)
     }
 }

@@ -45,6 +45,18 @@ import Testing
         #expect(store.redeemChallenge("c2", now: Self.t0) && store.redeemChallenge("c4", now: Self.t0))
     }
 
+    @Test func theIssueOrderStaysBoundedWhileOneChallengeWaitsAndTheOthersAreRedeemed() {
+        let store = MemoryAttestationStore()
+        #expect(store.issueChallenge("kept", ttlSeconds: 3600, now: Self.t0))
+        for i in 0..<20_000 {
+            #expect(store.issueChallenge("c\(i)", ttlSeconds: 3600, now: Self.t0))
+            #expect(store.redeemChallenge("c\(i)", now: Self.t0))
+        }
+        #expect(store.pendingChallenges == 1)
+        #expect(store.issueOrderLength <= 2 * 1 + 1024 + 1, "\(store.issueOrderLength) entries for one waiting challenge")
+        #expect(store.redeemChallenge("kept", now: Self.t0))
+    }
+
     @Test func expiredChallengesAreSweptWhenNewOnesArrive() {
         let store = MemoryAttestationStore()
         for i in 0..<2_000 { _ = store.issueChallenge("old\(i)", ttlSeconds: 10, now: Self.t0) }
@@ -67,13 +79,28 @@ import Testing
     @Test func theCounterOnlyRisesStrictly() {
         let store = MemoryAttestationStore()
         _ = store.register(Self.key())
-        #expect(!store.raiseCounter("K", to: 0), "0 is the registration's counter")
-        #expect(store.raiseCounter("K", to: 1))
-        #expect(!store.raiseCounter("K", to: 1), "replay")
-        #expect(store.raiseCounter("K", to: 5))
-        #expect(!store.raiseCounter("K", to: 3), "rollback")
-        #expect(store.raiseCounter("K", to: UInt32.max))
+        #expect(store.raiseCounter("K", to: 0) == .notAbove, "0 is the registration's counter")
+        #expect(store.raiseCounter("K", to: 1) == .raised)
+        #expect(store.raiseCounter("K", to: 1) == .notAbove, "replay")
+        #expect(store.raiseCounter("K", to: 5) == .raised)
+        #expect(store.raiseCounter("K", to: 3) == .notAbove, "rollback")
+        #expect(store.raiseCounter("K", to: UInt32.max) == .raised)
         #expect(store.key("K")?.counter == UInt32.max)
-        #expect(!store.raiseCounter("unknown", to: 7))
+        #expect(store.raiseCounter("unknown", to: 7) == .notAbove)
+    }
+
+    @Test func aKeyServesTheFirstAccountThatAssertsWithIt() {
+        let store = MemoryAttestationStore()
+        _ = store.register(Self.key())
+        #expect(store.raiseCounter("K", to: 1) == .raised, "no account (auth none): binds nothing")
+        #expect(store.key("K")?.subject == nil)
+        #expect(store.raiseCounter("K", to: 2, subject: "jwt:alice") == .raised)
+        #expect(store.key("K")?.subject == "jwt:alice")
+        #expect(store.raiseCounter("K", to: 3, subject: "jwt:bob") == .otherSubject)
+        #expect(store.key("K")?.counter == 2, "the other account's assertion changed nothing")
+        #expect(store.raiseCounter("K", to: 3, subject: "jwt:alice") == .raised)
+        #expect(store.raiseCounter("K", to: 3, subject: "jwt:alice") == .notAbove, "a replay is still a replay")
+        #expect(store.raiseCounter("K", to: 4) == .raised, "auth none: a bound key serves there too")
+        #expect(store.key("K")?.subject == "jwt:alice")
     }
 }
