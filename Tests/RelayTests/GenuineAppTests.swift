@@ -470,5 +470,12 @@ extension GenuineAppTests {
         #expect(resumed.body == "data: ok\n\n")
         #expect(try Self.call(h.relay.port, method: "DELETE", path: stop,
                               headers: Self.assertionHeaders(&device, method: "DELETE", path: stop, body: [])).status == 204)
+        // Each miss is answered as an unknown id; the log says which check a refused proof failed (no proof twice,
+        // an assertion over another path once). The other device's valid proofs failed no check: not its stream.
+        try h.relay.waitUntilIdle()
+        let misses = h.relay.logs.lines.filter { $0.contains(#""message":"stream""#) && $0.contains(#""result":"not_found""#) }
+        #expect(misses.count == 5, "\(misses)")
+        #expect(misses.filter { $0.contains(#""attestation_step":"missing""#) }.count == 2, "\(misses)")
+        #expect(misses.filter { $0.contains(#""attestation_step":"#) }.count == 3, "\(misses)")
     }
 }

@@ -35,6 +35,8 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     private var resumeOffset: Int?
     private var status = 0
     private var result = ""
+    /// The failed check of a refused proof of the genuine app, for the log line.
+    private var attestationStep: String?
     private var bytesOut = 0
     /// The response is over (finished, aborted, taken over) or the client left.
     private var done = false
@@ -270,8 +272,8 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     enum Proof: Equatable, Sendable {
         /// The identity it proves; nil: none (an open route).
         case identity(String?)
-        /// Its credentials or its proof of the genuine app were refused.
-        case refused
+        /// Its credentials or its proof of the genuine app were refused; `step`, the proof's failed check.
+        case refused(step: String?)
         /// The attestation store did not answer, so its App Attest proof could not be checked.
         case unavailable
     }
@@ -282,13 +284,14 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     /// on this connection's loop, possibly at once.
     private func prove(route: RelayConfiguration.Route, _ completion: @escaping @Sendable (Proof) -> Void) {
         guard case .success(let identity) = server.authenticator.authenticate(route.auth, headers: head.headers,
-                                                                             now: server.wallClock()) else { return completion(.refused) }
+                                                                             now: server.wallClock()) else { return completion(.refused(step: nil)) }
         guard var gate = server.attestation?.gate(route: route, head: head) else { return completion(.identity(identity?.key)) }
         gate.subject = identity?.key
         gate.check(body: [], on: writer.scheduler) { verdict in
             switch verdict {
             case .pass(_, let keyID): completion(.identity(identity?.key ?? keyID.map { "appattest:" + $0 }))
-            case .refuse(let error, _, _): completion(error.code == RelayError.stateUnavailable.code ? .unavailable : .refused)
+            case .refuse(let error, _, let step):
+                completion(error.code == RelayError.stateUnavailable.code ? .unavailable : .refused(step: step))
             }
         }
     }
@@ -301,7 +304,12 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         switch proof {
         case .identity(let identity) where owns(identity): serve()
         case .unavailable: refuse(.stateUnavailable, result: "unavailable")
-        case .identity, .refused: notFound(address: address, now: now)
+        case .identity:
+            notFound(address: address, now: now)
+        case .refused(let step):
+            // Answered as an unknown id is (no oracle for someone else's stream); the log says which check failed.
+            attestationStep = step
+            notFound(address: address, now: now)
         }
     }
 
@@ -360,6 +368,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
             ("duration_ms", .double(writer.scheduler.clock.now().seconds(since: startedAt) * 1000)),
         ]
         if let resumeOffset { fields.append(("resume_offset", .int(resumeOffset))) }
+        if let attestationStep { fields.append(("attestation_step", .string(attestationStep))) }
         if remote != nil { fields.append(("from_redis", .bool(true))) }
         if let identity = stream?.identity { fields.append(("identity", .string(identity))) }
         server.logger.info("stream", fields)
