@@ -242,16 +242,21 @@ package final class ResumableStream: @unchecked Sendable {
         }
     }
 
-    /// `DELETE`: the stream ends now; its reader is closed, its owner cancels the upstream.
+    /// `DELETE`: the stream ends now; its reader is closed, its owner cancels the upstream. A stream forgotten
+    /// while a resume read it (its window passed meanwhile) kept its bytes counted for that reader, which is gone
+    /// now: they leave the registry's total here, since its `readerLeft` will no longer find it the reader.
     package func stop() {
-        let (reader, owner) = locked.withLock { s -> ((any StreamReader)?, (any StreamOwner)?) in
+        let (reader, owner, freed) = locked.withLock { s -> ((any StreamReader)?, (any StreamOwner)?, Int) in
             let owner = s.end == nil ? s.owner : nil
             s.end = .stopped
             s.owner = nil
-            defer { s.reader = .none }
-            if case .resumer(let r) = s.reader { return (r, owner) }
-            return (nil, owner)
+            let previous = s.reader
+            s.reader = .none
+            let freed = s.release()
+            if case .resumer(let r) = previous { return (r, owner, freed) }
+            return (nil, owner, freed)
         }
+        registry?.held(-freed)
         reader?.takenOver()
         notify(owner) { $0.stopRequested() }
         if let mirrored { mirrored.loop.execute { mirrored.stopped() } }

@@ -228,6 +228,27 @@ private extension ReplayBuffer {
         #expect(registry.totalHeldBytes == 0)
     }
 
+    /// A `DELETE` that comes just after the window passed, while a resume still reads (a slow client, or one that
+    /// reads nothing): the reader is closed without leaving through `readerLeft`, so the stop takes the bytes off
+    /// the total. Kept counted, a few such races would fill `resumeBufferBytes` and leave every new stream on the
+    /// replica unresumable until a restart.
+    @Test func aStopOfAForgottenStreamStillReadFreesItsBytes() {
+        let (registry, stream, _) = Self.stream()
+        _ = Self.append(stream, "data: a\n\n")
+        stream.finish(.completed)
+        let reader = Reader()
+        guard case .attached = stream.attach(reader, offset: 0) else { Issue.record("attach"); return }
+        registry.remove(stream)   // the window passed
+        #expect(registry.totalHeldBytes == 9, "the reader still holds them")
+        stream.stop()             // the DELETE, which found the stream before it was forgotten
+        registry.remove(stream)
+        #expect(reader.takenOvers == 1)
+        #expect(registry.totalHeldBytes == 0)
+        #expect(stream.heldBytes == 0)
+        stream.readerLeft(reader) // its connection's end comes later and changes nothing
+        #expect(registry.totalHeldBytes == 0)
+    }
+
     @Test func theDetachWindowEndsOnlyWhenNobodyReads() {
         let (_, stream, _) = Self.stream()
         #expect(stream.originalLeft() == .detached)
