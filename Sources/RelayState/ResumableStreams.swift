@@ -370,6 +370,15 @@ package final class ResumableStreams: @unchecked Sendable {
     package var totalHeldBytes: Int { heldBytes.load(ordering: .relaxed) }
     package var count: Int { streams.withLock { $0.count } }
 
+    /// The `/metrics` lines: the streams kept and the bytes their buffers hold together, against
+    /// `limits.resumeBufferBytes`, past which new streams get no id.
+    package func renderMetrics() -> String {
+        "# HELP sse_relay_resumable_streams Resumable streams kept (running, or ended and within their window).\n"
+            + "# TYPE sse_relay_resumable_streams gauge\nsse_relay_resumable_streams \(count)\n"
+            + "# HELP sse_relay_resume_buffer_bytes Bytes the replay buffers hold together; at limits.resumeBufferBytes new streams are not resumable.\n"
+            + "# TYPE sse_relay_resume_buffer_bytes gauge\nsse_relay_resume_buffer_bytes \(totalHeldBytes)\n"
+    }
+
     fileprivate func held(_ delta: Int) {
         if delta != 0 { heldBytes.wrappingAdd(delta, ordering: .relaxed) }
     }

@@ -220,6 +220,10 @@ struct ResumableStreamTests {
         let relay = try Self.relay(Self.upstream(next: next, closed: closed))
         let (client, id) = try Self.start(relay)
         _ = try client.readChunkedBody(until: "€\"}\n\n")
+        let kept = try TestClient.get(port: relay.port, path: "/metrics").body
+        let bytes = relay.server.resumableStreamCounts.bytes
+        #expect(bytes > 0)
+        #expect(kept.contains("sse_relay_resumable_streams 1\n") && kept.contains("sse_relay_resume_buffer_bytes \(bytes)\n"), "\(kept)")
         try Self.stopAndTimeTheCancel(relay, id: id, closed: closed)
         #expect(throws: (any Error).self) { while try client.readChunk() != nil {} }   // no clean end
         try relay.waitUntilIdle()
@@ -229,6 +233,7 @@ struct ResumableStreamTests {
         let metrics = try TestClient.get(port: relay.port, path: "/metrics").body
         #expect(metrics.contains(#"sse_relay_stream_resumes_total{result="stopped"} 1"#))
         #expect(metrics.contains(#"sse_relay_stream_resumes_total{result="not_found"} 1"#))
+        #expect(metrics.contains("sse_relay_resumable_streams 0\n") && metrics.contains("sse_relay_resume_buffer_bytes 0\n"))
     }
 
     @Test("another identity, or none, gets 404 for a resume and for a stop")

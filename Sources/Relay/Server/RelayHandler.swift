@@ -119,7 +119,8 @@ struct RelayHandler: RequestHandler {
         case "/readyz":
             return server.isDraining ? (503, "text/plain; charset=utf-8", "draining\n") : (200, "text/plain; charset=utf-8", "ready\n")
         case "/metrics" where admin != .publicWithoutMetrics:
-            return (200, "text/plain; version=0.0.4; charset=utf-8", server.metrics.render() + server.pools.renderMetrics())
+            return (200, "text/plain; version=0.0.4; charset=utf-8", server.metrics.render() + server.pools.renderMetrics()
+                    + (server.streams?.renderMetrics() ?? ""))
         default:
             return nil
         }
