@@ -179,6 +179,11 @@ package final class RedisStreamMirror: @unchecked Sendable {
         case unavailable
     }
 
+    /// Whether a stop was asked for the stream at any replica: true, false, or nil when Redis did not answer.
+    package func stopAsked(_ id: String, on loop: any LoopScheduler, _ completion: @escaping (Bool?) -> Void) {
+        send(["EXISTS", key(id, "stop")], on: loop) { completion($0?.integer.map { $0 != 0 }) }
+    }
+
     /// The stream's record, unless it is gone or stopped.
     package func lookup(_ id: String, on loop: any LoopScheduler, _ completion: @escaping (Lookup) -> Void) {
         let meta = ReplyBox<RESPValue?>(nil)
@@ -292,6 +297,9 @@ package final class MirroredStream: @unchecked Sendable {
     /// and never written again.
     private var lost = false
     private var deleted = false
+    /// The registry forgot the stream and its copy was deleted: nothing is written again (a delivery that comes
+    /// before the owner's cancel would otherwise write a record anew).
+    private var forgot = false
 
     package init(mirror: RedisStreamMirror, loop: any LoopScheduler, id: String, identity: String?, routeIndex: Int, windowSeconds: Double) {
         self.mirror = mirror
@@ -311,7 +319,7 @@ package final class MirroredStream: @unchecked Sendable {
 
     /// Bytes the owner wrote: queued, and sent with the others of this loop turn in one `APPEND`.
     package func append(_ bytes: UnsafeRawBufferPointer, overflowed: Bool) {
-        guard meta.state == .running else { return }
+        guard meta.state == .running, !forgot else { return }
         if overflowed {
             pending = []
             meta.state = .overflowed
@@ -326,6 +334,7 @@ package final class MirroredStream: @unchecked Sendable {
 
     private func flush() {
         flushQueued = false
+        guard !forgot else { return }
         if lost {
             pending = []
             return dropCopy()
@@ -346,11 +355,13 @@ package final class MirroredStream: @unchecked Sendable {
     private static let eval = Array("EVAL".utf8), two = Array("2".utf8)
 
     private func writeMeta() {
+        guard !forgot else { return }
         guard !lost else { return dropCopy() }
         mirror.send(["SET", mirror.key(id, "meta"), meta.encoded(), "PX", ttl], on: loop) { self.check($0) }
     }
 
-    /// The upstream is over: the record says how (after the last bytes).
+    /// The upstream is over: the record says how (after the last bytes). The owner's poll no longer looks for a
+    /// stop asked elsewhere (nothing to cancel); a resume here asks Redis instead (`StreamEndpoint`).
     package func finish(clean: Bool) {
         mirror.untrack(id)
         flush()
@@ -363,6 +374,15 @@ package final class MirroredStream: @unchecked Sendable {
     package func stopped() {
         mirror.untrack(id)
         mirror.send(["SET", mirror.key(id, "stop"), "1", "PX", ttl], on: loop) { self.check($0) }
+    }
+
+    /// The registry forgot the stream (its window passed, it was abandoned or stopped): no replica may serve it any
+    /// more, as none here does, so its copy goes now rather than when it expires. The stop flag, if any, stays.
+    package func forgotten() {
+        mirror.untrack(id)
+        pending = []
+        forgot = true
+        mirror.send(["DEL", mirror.key(id, "meta"), mirror.key(id, "body"), mirror.key(id, "claims")], on: loop) { _ in }
     }
 
     /// A resume at this replica took the stream: a reader elsewhere sees its token replaced and closes.
@@ -397,11 +417,12 @@ extension ResumableStreams {
     /// The registry when a route has `resume`, copied to Redis when `state.backend` is `redis` (the admission
     /// store's connections, one per loop, under its key prefix).
     package static func make(_ configuration: RelayConfiguration, redis: RedisAdmissionStore?, loop: EventLoop,
-                     logger: Logger) -> ResumableStreams? {
+                     logger: Logger, copyLagSeconds: Double = defaultCopyLagSeconds) -> ResumableStreams? {
         guard configuration.routes.contains(where: { $0.resume != nil }) else { return nil }
         let mirror = redis.map { store in
             RedisStreamMirror(keyPrefix: store.settings.keyPrefix, pollLoop: loop, connection: { store.client(for: $0) }, logger: logger)
         }
-        return ResumableStreams(capBytes: configuration.limits.resumeBufferBytes, routes: configuration.routes, mirror: mirror)
+        return ResumableStreams(capBytes: configuration.limits.resumeBufferBytes, routes: configuration.routes, mirror: mirror,
+                                copyLagSeconds: copyLagSeconds)
     }
 }

@@ -336,10 +336,20 @@ package final class ResumableStreams: @unchecked Sendable {
     private let streams = Locked<[String: ResumableStream]>([:])
     private let heldBytes = Locked(0)
 
-    package init(capBytes: Int, routes: [RelayConfiguration.Route] = [], mirror: RedisStreamMirror? = nil) {
+    /// How far a stream's copy in Redis may trail what its owner's client received: the owner sends bytes (and
+    /// the stream's id, in the head) to its client before Redis has them (`MirroredStream` writes once per loop
+    /// turn, a round trip later). At another replica a stream not found yet, or a resume past what its record says
+    /// was written while it runs, is looked up again for this long before 404 or 416 (`StreamEndpoint`); so that
+    /// the wait tells nothing, every 404 of a replica with Redis comes this long after its request.
+    package static let defaultCopyLagSeconds = 0.1
+    package let copyLagSeconds: Double
+
+    package init(capBytes: Int, routes: [RelayConfiguration.Route] = [], mirror: RedisStreamMirror? = nil,
+                 copyLagSeconds: Double = defaultCopyLagSeconds) {
         self.capBytes = capBytes
         self.routes = routes
         self.mirror = mirror
+        self.copyLagSeconds = copyLagSeconds
     }
 
     /// Starts keeping a stream, or nil when the buffers together are at the cap.
@@ -363,7 +373,9 @@ package final class ResumableStreams: @unchecked Sendable {
             s[stream.id] = nil
             return true
         }
-        if removed { held(-stream.forget()) }
+        guard removed else { return }
+        held(-stream.forget())
+        if let mirrored = stream.mirrored { mirrored.loop.execute { mirrored.forgotten() } }
     }
 
     /// Bytes held by every buffer together.

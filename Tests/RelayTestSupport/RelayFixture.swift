@@ -22,6 +22,7 @@ package final class RelayFixture: Sendable {
     /// `onLogLine` sees every log line after it is kept, on the thread that wrote it (a relay loop's, for the
     /// access log): a test may hold that loop there. `makeStore` builds the admission store (`RelayServer`'s).
     package init(upstream: ScriptedUpstream?, baseURL: String? = nil, fixedWallClock: Double? = nil, clock: any Clock = MonotonicClock(),
+         streamCopyLagSeconds: Double = ResumableStreams.defaultCopyLagSeconds,
          configure: (inout RelayConfiguration) -> Void = { _ in }, onLogLine: (@Sendable (String) -> Void)? = nil,
          makeStore: ((RelayConfiguration, RelayServer.StoreEnvironment) throws -> any AdmissionStore)? = nil) throws {
         var configuration = RelayConfiguration()
@@ -34,7 +35,8 @@ package final class RelayFixture: Sendable {
         self.logs = logs
         let sink: any LogSink = onLogLine.map { HookedLogSink(kept: logs, hook: $0) } ?? logs
         server = try RelayServer(configuration: configuration, logger: Logger(label: "test", level: .debug, sink: sink),
-                                 clock: clock, wallClock: { fixedWallClock ?? Date().timeIntervalSince1970 }, makeStore: makeStore)
+                                 clock: clock, wallClock: { fixedWallClock ?? Date().timeIntervalSince1970 },
+                                 streamCopyLagSeconds: streamCopyLagSeconds, makeStore: makeStore)
         do {
             try server.start()
         } catch {

@@ -35,12 +35,13 @@ struct ResumableStreamReplicaTests {
     }
 
     /// Two relays on one Redis and one provider; a stream started on A whose first part has reached Redis.
-    static func started(_ redis: RedisServerProcess, closed: Mailbox<PeerClose>? = nil)
+    static func started(_ redis: RedisServerProcess, closed: Mailbox<PeerClose>? = nil,
+                        copyLagAtB: Double = ResumableStreams.defaultCopyLagSeconds)
         throws -> (next: Mailbox<Int>, upstream: ScriptedUpstream, a: RelayFixture, b: RelayFixture, client: TestClient, id: String) {
         let next = Mailbox<Int>()
         let upstream = try R.upstream(next: next, closed: closed)
         let a = try R.relay(upstream, configure: shared(redis))
-        let b = try R.relay(upstream, configure: shared(redis))
+        let b = try R.relay(upstream, copyLagSeconds: copyLagAtB, configure: shared(redis))
         let (client, id) = try R.start(a)
         _ = try client.readChunkedBody(until: "€\"}\n\n")
         try eventually("part 1 in redis", timeout: 5) { try writtenInRedis(redis, id) == R.part1.count }

@@ -40,8 +40,9 @@ struct ResumableStreamTests {
     }
 
     static func relay(_ upstream: ScriptedUpstream, clock: any Clock = MonotonicClock(), resume: RouteResume = RouteResume(),
+                      copyLagSeconds: Double = ResumableStreams.defaultCopyLagSeconds,
                       configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
-        try RelayFixture(upstream: upstream, clock: clock) { config in
+        try RelayFixture(upstream: upstream, clock: clock, streamCopyLagSeconds: copyLagSeconds) { config in
             config.clients.tokens = [.init(id: "app-a", sha256Hex: ClientAuthTests.sha256Hex(tokenA)),
                                      .init(id: "app-b", sha256Hex: ClientAuthTests.sha256Hex(tokenB))]
             config.routes = [.init(prefix: "/v1/", upstream: "test", auth: .token)]

@@ -67,8 +67,10 @@ package final class RelayServer: @unchecked Sendable {
     }
 
     /// `makeStore` builds the admission store; by default `RelayServer.defaultStore` (`state.backend`).
+    /// `streamCopyLagSeconds`: `ResumableStreams.copyLagSeconds` (tests set it long or short).
     package init(configuration: RelayConfiguration, logger: Logger, clock: any Clock = MonotonicClock(),
                 wallClock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+                streamCopyLagSeconds: Double = ResumableStreams.defaultCopyLagSeconds,
                 makeStore: ((RelayConfiguration, StoreEnvironment) throws -> any AdmissionStore)? = nil) throws {
         Syscall.ignoreSIGPIPE()
         self.configuration = configuration
@@ -92,7 +94,8 @@ package final class RelayServer: @unchecked Sendable {
         loopStates = group.loops.map { LoopState(loop: $0, driver: CurlDriver(loop: $0)) }
         pools = UpstreamPools(upstreams: configuration.upstreams, redis: store as? RedisAdmissionStore, logger: logger,
                               clock: clock, wallClock: wallClock)
-        streams = ResumableStreams.make(configuration, redis: store as? RedisAdmissionStore, loop: group.loops[0], logger: logger)
+        streams = ResumableStreams.make(configuration, redis: store as? RedisAdmissionStore, loop: group.loops[0], logger: logger,
+                                        copyLagSeconds: streamCopyLagSeconds)
     }
 
     /// The store `state.backend` names: this process's memory, or Redis shared by every replica (with a

@@ -97,13 +97,26 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         }
         let local = server.streams?.lookup(id)
         if local == nil, let mirror = server.streams?.mirror {
-            return mirror.lookup(id, on: writer.scheduler) { found in
-                self.remoteLookedUp(found, id: id, request: request, mirror: mirror, address: address, now: now)
-            }
+            return lookUpRemote(id: id, request: request, mirror: mirror, address: address, now: now)
         }
         guard let stream = local else { return notFound(address: address, now: now) }
         prove(route: stream.route) { proof in
-            self.proven(proof, owns: { $0 == stream.identity }, address: address, now: now) { self.serve(stream, request: request) }
+            self.proven(proof, owns: { $0 == stream.identity }, address: address, now: now) {
+                self.serveUnlessStoppedElsewhere(stream, request: request, address: address, now: now)
+            }
+        }
+    }
+
+    /// With Redis, a stream held here may have been stopped at another replica after it ended (the owner's poll
+    /// looks for stops only while the upstream runs) or in the moments before the next poll: Redis is asked first,
+    /// and such a stream is gone here too. When Redis does not answer, this replica's memory serves.
+    private func serveUnlessStoppedElsewhere(_ stream: ResumableStream, request: StreamRequest, address: String, now: Instant) {
+        guard let mirror = server.streams?.mirror else { return serve(stream, request: request) }
+        mirror.stopAsked(stream.id, on: writer.scheduler) { asked in
+            guard !self.done else { return }
+            guard asked == true else { return self.serve(stream, request: request) }
+            stream.stopAndForget()
+            self.notFound(address: address, now: now)
         }
     }
 
@@ -128,12 +141,26 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         pump()
     }
 
+    /// 404 `stream_not_found`, which costs the address a failed-authentication token. With Redis, answered
+    /// `copyLagSeconds` after the request at the earliest, whatever the miss (`ResumableStreams.copyLagSeconds`).
     private func notFound(address: String, now: Instant) {
         if case .allowed(let lease) = server.authFailureLimiter.acquire(key: address, now: now) {
             server.authFailureLimiter.release(lease)
         }
-        refuse(StreamRequest.streamNotFound, result: "not_found")
+        let wait = server.streams?.mirror == nil ? 0 : copyLagSeconds - writer.scheduler.clock.now().seconds(since: startedAt)
+        guard wait > 0 else { return refuse(StreamRequest.streamNotFound, result: "not_found") }
+        _ = writer.scheduler.schedule(afterSeconds: wait) {
+            guard !self.done else { return }
+            self.refuse(StreamRequest.streamNotFound, result: "not_found")
+        }
     }
+
+    /// Whether another look at Redis may still find what the owner has sent but not yet copied.
+    private var withinRemoteLag: Bool {
+        writer.scheduler.clock.now().seconds(since: startedAt) + Self.remotePollSeconds <= copyLagSeconds
+    }
+
+    private var copyLagSeconds: Double { server.streams?.copyLagSeconds ?? 0 }
 
     private func answerStopped() {
         status = 204
@@ -159,6 +186,20 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     }
 
     // MARK: A stream owned by another replica (its copy in Redis)
+
+    /// The stream's record in Redis; none yet is looked for again while the copy may trail (`copyLagSeconds`).
+    private func lookUpRemote(id: String, request: StreamRequest, mirror: RedisStreamMirror, address: String, now: Instant) {
+        mirror.lookup(id, on: writer.scheduler) { found in
+            guard !self.done else { return }
+            guard found == .missing, self.withinRemoteLag else {
+                return self.remoteLookedUp(found, id: id, request: request, mirror: mirror, address: address, now: now)
+            }
+            _ = self.writer.scheduler.schedule(afterSeconds: Self.remotePollSeconds) {
+                guard !self.done else { return }
+                self.lookUpRemote(id: id, request: request, mirror: mirror, address: address, now: now)
+            }
+        }
+    }
 
     private func remoteLookedUp(_ found: RedisStreamMirror.Lookup, id: String, request: StreamRequest, mirror: RedisStreamMirror,
                                 address: String, now: Instant) {
@@ -189,6 +230,21 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         }
         resumeOffset = offset
         switch meta.position(offset) {
+        case .beyondWritten where meta.state == .running && withinRemoteLag:
+            // The client may have received bytes the copy does not hold yet: the record again, shortly. Proven
+            // already (an App Attest assertion is single-use): only the record is read again, for the same identity.
+            _ = writer.scheduler.schedule(afterSeconds: Self.remotePollSeconds) {
+                guard !self.done else { return }
+                mirror.lookup(id, on: self.writer.scheduler) { found in
+                    guard !self.done else { return }
+                    guard case .found(let again) = found, again.identityHash == meta.identityHash, again.routeIndex == meta.routeIndex else {
+                        return self.remoteLookedUp(found == .unavailable ? .unavailable : .missing, id: id, request: request,
+                                                   mirror: mirror, address: address, now: now)
+                    }
+                    self.serveRemote(again, resume: resume, id: id, request: request, mirror: mirror, address: address, now: now)
+                }
+            }
+            return
         case .beyondWritten: return refuse(StreamRequest.offsetOutOfRange, result: "out_of_range")
         case .expired: return refuse(StreamRequest.streamExpired, result: "expired")
         case .replay: break

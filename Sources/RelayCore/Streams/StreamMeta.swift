@@ -57,10 +57,13 @@ package struct StreamMeta: Equatable, Sendable {
         return StreamMeta(owner: String(parts[1]), identityHash: String(parts[2]), routeIndex: route, written: written, state: state)
     }
 
-    /// What a resume at `offset` gets, by the same rule as the memory buffer's (`ReplayBuffer.position`).
+    /// What a resume at `offset` gets, by the memory buffer's rule (`ReplayBuffer.position`), with one difference:
+    /// an overflowed record is 410 at every offset. The owner stops writing the copy when the stream overflows, so
+    /// the record's `written` stays where it was while the owner's goes on; an offset the client did receive can be
+    /// past it, and must get the 410 the owner would answer, not 416.
     package func position(_ offset: Int) -> ReplayBuffer.Position {
-        if offset > written { return .beyondWritten }
         if state == .overflowed { return .expired }
+        if offset > written { return .beyondWritten }
         return .replay(offset)
     }
 

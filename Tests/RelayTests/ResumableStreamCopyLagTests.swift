@@ -1,0 +1,187 @@
+import Foundation
+import HTTP1
+@testable import Relay
+import RelayCore
+import RelayDev
+import RelayState
+import RelayTestSupport
+import Support
+import TestHarness
+import Testing
+import TestSupportCore
+
+/// Resumable streams across replicas where the copy in Redis trails the owner, and where it ends (README,
+/// "Resumable streams", replicas): two relays on one real redis-server, the stream started on A.
+/// - The owner sends bytes and the stream's id before Redis has them. B looks again for `copyLagSeconds` before it
+///   answers 404 or 416. Each of these tests sets B's lag long and then writes the missing record or bytes, which
+///   would fail at once without the second look.
+/// - What A forgets or stops, B no longer serves, and the other way round.
+@Suite("Resumable streams across replicas: the copy trailing, and its end", .serialized)
+struct ResumableStreamCopyLagTests {
+    typealias R = ResumableStreamTests
+    typealias P = ResumableStreamReplicaTests
+
+    /// How many `EXISTS` Redis has answered: a lookup of a stream held elsewhere sends one (`RedisStreamMirror.lookup`),
+    /// so one more than before a request means the replica has looked once.
+    static func existsCalls(_ redis: RedisServerProcess) throws -> Int {
+        let script = #""local s = redis.call('INFO', 'commandstats') return tonumber(string.match(s, 'cmdstat_exists:calls=(%d+)') or 0)""#
+        return Int(try redis.command("EVAL \(script) 0").dropFirst()) ?? -1
+    }
+
+    static func record(_ redis: RedisServerProcess, _ id: String) throws -> String {
+        try redis.command("GET \(P.prefix)stream:\(id):meta")
+    }
+
+    static func send(_ relay: RelayFixture, _ method: String = "GET", id: String, offset: Int? = nil, token: String = R.tokenA) throws -> TestClient {
+        let client = try relay.client()
+        try client.sendRequest(method: method, path: "/v1/relay/streams/\(id)" + (offset.map { "?offset=\($0)" } ?? ""), headers: R.auth(token))
+        return client
+    }
+
+    @Test("a resume on B past what the copy holds yet, while the stream runs, waits for the copy and gets the bytes")
+    func aResumeAheadOfTheCopyWaitsForIt() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, _, a, b, client, id) = try P.started(redis, copyLagAtB: 30)
+        defer { withExtendedLifetime(a) {} }
+        // A's client "received" 5 bytes of part 2 that Redis does not have: the provider has not even sent them yet.
+        let offset = R.part1.count + 5
+        let looked = try Self.existsCalls(redis)
+        let resumed = try Self.send(b, id: id, offset: offset)
+        try eventually("B looked the stream up once", timeout: 5) { try Self.existsCalls(redis) >= looked + 1 }
+        next.put(1)   // now A writes part 2, and copies it
+        let head = try resumed.readHead()
+        #expect(head.status == 200, "not 416: B looked again")
+        #expect(try resumed.readBody(head: head) == Array(R.provider.dropFirst(offset)))
+        client.close()
+    }
+
+    @Test("past what the copy holds once the lag is over: 416, after looking again")
+    func aResumePastTheCopyGets416AfterTheLag() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, _, a, b, _, id) = try P.started(redis, copyLagAtB: 0.2)
+        defer { withExtendedLifetime(a) {} }
+        let looked = try Self.existsCalls(redis)
+        let started = monotonicNanoseconds()
+        let (c, head) = try R.call(b, id: id, offset: R.part1.count + 1)
+        let seconds = Double(monotonicNanoseconds() - started) / 1e9
+        #expect(head.status == 416)
+        #expect(try R.errorCode(c, head) == "offset_out_of_range")
+        #expect(try Self.existsCalls(redis) >= looked + 2, "looked again before answering")
+        // The last look is at most one poll interval before the lag's end (a lower bound: timers never fire early).
+        #expect(seconds >= 0.2 - StreamEndpoint.remotePollSeconds - 0.001, "\(seconds) s")
+        next.put(1)
+    }
+
+    @Test("a stop on B before the stream's record reached Redis waits for the record and stops the stream")
+    func aStopBeforeTheRecordIsCopiedWaitsForIt() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, _, a, b, _, id) = try P.started(redis, copyLagAtB: 30)
+        defer { withExtendedLifetime(a) {} }
+        // A stream whose record is not in Redis yet: a new id, given the record of A's stream once B has missed it.
+        let late = StreamIDs.make()
+        let looked = try Self.existsCalls(redis)
+        let stop = try Self.send(b, "DELETE", id: late)
+        try eventually("B missed the record once", timeout: 5) { try Self.existsCalls(redis) >= looked + 1 }
+        let copy = #"EVAL "redis.call('SET', KEYS[2], redis.call('GET', KEYS[1])) return 1" 2 "#
+        #expect(try redis.command(copy + "\(P.prefix)stream:\(id):meta \(P.prefix)stream:\(late):meta") == ":1")
+        let head = try stop.readHead()
+        #expect(head.status == 204, "not 404: B looked again")
+        #expect(try redis.command("EXISTS \(P.prefix)stream:\(late):stop") == ":1", "the stop flag the owner polls for")
+        next.put(1)
+    }
+
+    @Test("with Redis every 404 comes copyLagSeconds after its request: unknown ids and other identities' streams alike")
+    func everyNotFoundWithRedisComesAfterTheLag() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let lag = 0.3
+        let (next, _, a, b, _, id) = try P.started(redis, copyLagAtB: lag)
+        defer { withExtendedLifetime(a) {} }
+        // Unknown at B; A's stream at B (found in Redis), another identity; the same on A (held there, no look at Redis).
+        let misses: [(RelayFixture, String, String)] = [(b, StreamIDs.make(), R.tokenA), (b, id, R.tokenB), (a, id, R.tokenB)]
+        for (i, (relay, target, token)) in misses.enumerated() {
+            let started = monotonicNanoseconds()
+            let (c, head) = try R.call(relay, id: target, offset: 0, token: token)
+            let seconds = Double(monotonicNanoseconds() - started) / 1e9
+            #expect(head.status == 404, "miss \(i)")
+            #expect(try R.errorCode(c, head) == "stream_not_found")
+            let bound = relay === a ? ResumableStreams.defaultCopyLagSeconds : lag
+            #expect(seconds >= bound - 0.001, "miss \(i): \(seconds) s")
+        }
+        next.put(1)
+    }
+
+    @Test("a stop on B of a stream that ended on A: A no longer serves it")
+    func aStopOfAnEndedStreamElsewhereEndsItAtTheOwner() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, _, a, b, client, id) = try P.started(redis)
+        next.put(1)
+        var body = R.part1
+        while let chunk = try client.readChunk() { body += chunk }
+        #expect(body == R.provider)
+        try a.waitUntilIdle(timeout: 5)
+        try eventually("the record says completed", timeout: 5) { try Self.record(redis, id).hasSuffix(" completed") }
+        let (_, stopped) = try R.call(b, "DELETE", id: id)
+        #expect(stopped.status == 204)
+        // A's poll no longer watches an ended stream; A asks Redis at the resume.
+        let (c, head) = try R.call(a, id: id, offset: 0)
+        #expect(head.status == 404, "the owner served a stream stopped elsewhere")
+        #expect(try R.errorCode(c, head) == "stream_not_found")
+        #expect(a.server.resumableStreamCounts == (0, 0), "and forgot it")
+    }
+
+    @Test("a stream A abandons at its window's end leaves Redis: B answers 404, as A does")
+    func anAbandonedStreamLeavesRedis() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let next = Mailbox<Int>()
+        let closed = Mailbox<PeerClose>()
+        let upstream = try R.upstream(next: next, closed: closed)
+        let clock = ManualClock()
+        let a = try R.relay(upstream, clock: clock, resume: RouteResume(windowSeconds: 2), configure: P.shared(redis))
+        let b = try R.relay(upstream, configure: P.shared(redis))
+        let (client, id) = try R.start(a)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        try eventually("part 1 in redis", timeout: 5) { try P.writtenInRedis(redis, id) == R.part1.count }
+        client.close()
+        try eventually("detached") { a.server.detachedStreamCount() == 1 }
+        clock.advance(bySeconds: 2.1)
+        a.server.runDueTimers()
+        _ = try closed.take(timeout: 2)   // abandoned: the provider's request cancelled
+        try eventually("the copy deleted", timeout: 5) {
+            try redis.command("EXISTS \(P.prefix)stream:\(id):meta \(P.prefix)stream:\(id):body") == ":0"
+        }
+        #expect(a.server.resumableStreamCounts == (0, 0), "A forgot it")
+        // (A's own 404 waits on its manual clock; `ResumableStreamTests.windowEnds` has it.)
+        let (c, head) = try R.call(b, id: id, offset: 0)
+        #expect(head.status == 404, "B served a stream its owner had abandoned")
+        #expect(try R.errorCode(c, head) == "stream_not_found")
+    }
+
+    @Test("an overflowed stream is 410 on B at every offset, the client's own included (A's answer), not 416")
+    func anOverflowedStreamIsGoneAtEveryOffsetElsewhere() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let next = Mailbox<Int>()
+        let big = Array(("data: " + String(repeating: "x", count: 1100) + "\n\n").utf8)
+        let upstream = try R.upstream(big, next: next)
+        let a = try R.relay(upstream, resume: RouteResume(maxBufferBytes: 1024), configure: P.shared(redis))
+        let b = try R.relay(upstream, configure: P.shared(redis))
+        let (client, id) = try R.start(a)
+        _ = try client.readChunkedBody(until: "x\n\n")
+        try eventually("the record says overflowed", timeout: 5) { try Self.record(redis, id).hasSuffix(" overflowed") }
+        for relay in [a, b] {
+            for offset in [0, 500, big.count] {
+                let (c, head) = try R.call(relay, id: id, offset: offset)
+                #expect(head.status == 410, "port \(relay.port), offset \(offset)")
+                #expect(try R.errorCode(c, head) == "stream_expired")
+            }
+        }
+        next.put(1)
+        _ = try client.readChunkedBody(until: "[DONE]\n\n")
+    }
+}
