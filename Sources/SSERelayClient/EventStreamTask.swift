@@ -34,7 +34,7 @@ import FoundationNetworking
 /// arrives (`SSERelayClient` bounds what waits for the app).
 final class EventStreamTask: @unchecked Sendable {
     // Invariant for `@unchecked Sendable`: `parser`, `response`, `status`, `errorBody`, `started`, `leg`,
-    // `received`, `streamID`, `lastHeard`, `lastProgress`, `reconnects`, `eventsSeen` and `droppedLeg` are read and
+    // `received`, `streamID`, `lastHeard`, `lastProgress`, `reconnects`, `tokenRefreshed`, `eventsSeen` and `droppedLeg` are read and
     // written only inside `received`, `completed` and `check`, which the session's serial delegate queue runs one at
     // a time (maxConcurrentOperationCount = 1), and in `init` before the first task starts. `shared` is behind its own
     // lock; `continuation` is Sendable; the other stored properties are immutable.
@@ -60,6 +60,8 @@ final class EventStreamTask: @unchecked Sendable {
     /// that keeps doing so would be asked again every 2 s for ever.
     private var lastProgress = Date()
     private var reconnects = 0
+    /// A resume was asked again with a fresh token after 401 `token_expired` (once per stream).
+    private var tokenRefreshed = false
     private var eventsSeen = 0
     /// The leg `dropAfterEvents` or the stall watchdog closed: bytes of it still in flight are not the stream's
     /// any more.
@@ -90,12 +92,16 @@ final class EventStreamTask: @unchecked Sendable {
         var window: TimeInterval
         /// The longest silence after a 2xx head before the leg is taken for dead and resumed; 0 for never.
         var stallTimeout: TimeInterval
-        /// `GET` of the rest of stream `id` from byte `offset`.
-        var request: @Sendable (_ id: String, _ offset: Int) async throws -> URLRequest
+        /// `GET` of the rest of stream `id` from byte `offset`; `refreshToken`: with a newly minted token (the
+        /// token provider's `forceRefresh`).
+        var request: @Sendable (_ id: String, _ offset: Int, _ refreshToken: Bool) async throws -> URLRequest
         /// `DELETE` of stream `id`.
-        var stop: @Sendable (_ id: String) async throws -> URLRequest
+        var stop: @Sendable (_ id: String, _ refreshToken: Bool) async throws -> URLRequest
         /// How long after the app's stop the connection stays open waiting for the DELETE's answer.
         var stopGrace: TimeInterval
+        /// The requests carry the token provider's token: a resume or a stop refused with 401 `token_expired` is
+        /// asked once more with a fresh one (the stream is still there: an expired token says nothing of it).
+        var canRefreshToken = false
         /// For `relay-chat --drop-after-events` and tests: drop the connection once after this many events.
         var dropAfterEvents: Int?
         /// Tests: runs on the delegate queue right after a reconnect was scheduled, before the leg's completion
@@ -225,8 +231,15 @@ final class EventStreamTask: @unchecked Sendable {
         DispatchQueue.global().asyncAfter(deadline: .now() + resume.stopGrace, execute: close)
         let session = self.session
         Task {
-            guard let request = try? await resume.stop(id) else { return close() }
-            session.send(request) { close() }
+            guard let request = try? await resume.stop(id, false) else { return close() }
+            session.send(request) { tokenExpired in
+                // Refused for an expired token (the app was away longer than its token lives): once more, fresh.
+                guard tokenExpired, resume.canRefreshToken else { return close() }
+                Task {
+                    guard let again = try? await resume.stop(id, true) else { return close() }
+                    session.send(again) { _ in close() }
+                }
+            }
         }
     }
 
@@ -293,7 +306,16 @@ final class EventStreamTask: @unchecked Sendable {
             return
         }
         if leg != task.taskIdentifier { start(task) }
-        if !(200..<300).contains(status) { return endWithErrorAnswer() }
+        if !(200..<300).contains(status) {
+            // A resume refused for an expired token: the stream is still there, so once more with a fresh token.
+            // (The first leg's refusals are `SSERelayClient.runAttempts`'s; after its 2xx only resumes follow.)
+            if streamID != nil, status == 401, resume?.canRefreshToken == true, !tokenRefreshed,
+               RelayAPIError.response(status: status, headers: [:], body: errorBody, requestID: nil).isTokenExpired {
+                tokenRefreshed = true
+                if reconnect(refreshingToken: true) { return }
+            }
+            return endWithErrorAnswer()
+        }
         // An event without its closing empty line is discarded, as the standard says; the chat layer notices a
         // missing [DONE].
         parser.finish()
@@ -318,10 +340,10 @@ final class EventStreamTask: @unchecked Sendable {
 
     /// Asks for the rest of a named stream after a transient failure, unless the window has passed or the app
     /// has gone. Returns false when the failure must end the stream.
-    private func reconnect() -> Bool {
+    private func reconnect(refreshingToken: Bool = false) -> Bool {
         guard let resume, let id = streamID else { return false }
         let waited = Date().timeIntervalSince(lastProgress)
-        let delay = reconnects == 0 ? 0 : min(2.0, 0.25 * Double(1 << min(reconnects - 1, 3)))
+        let delay = reconnects == 0 || refreshingToken ? 0 : min(2.0, 0.25 * Double(1 << min(reconnects - 1, 3)))
         guard waited + delay < resume.window, !shared.withLock({ $0.finished }) else { return false }
         reconnects += 1
         let offset = received
@@ -334,7 +356,7 @@ final class EventStreamTask: @unchecked Sendable {
                 do {
                     if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
                     try Task.checkCancellation()
-                    self.startLeg(try await resume.request(id, offset))
+                    self.startLeg(try await resume.request(id, offset, refreshingToken))
                 } catch {
                     // After a stop this finds the stream finished already, and changes nothing.
                     self.end(throwing: error, relayEnded: false)

@@ -371,18 +371,18 @@ public final class SSERelayClient: Sendable {
     private func resumption(of base: URLRequest, provider: TokenProvider?) -> EventStreamTask.Resume? {
         guard configuration.resumeWindow > 0 else { return nil }
         let callerAuthorization = base.value(forHTTPHeaderField: "Authorization")
-        let make: @Sendable (String, String) async throws -> URLRequest = { method, target in
+        let make: @Sendable (String, String, Bool) async throws -> URLRequest = { method, target, refresh in
             var request = URLRequest(url: self.url(for: target))
             request.httpMethod = method
             if method == "GET" { request.setValue("text/event-stream", forHTTPHeaderField: "Accept") }
             if let callerAuthorization { request.setValue(callerAuthorization, forHTTPHeaderField: "Authorization") }
-            return try await self.prepared(request, provider: provider, refreshed: false)
+            return try await self.prepared(request, provider: provider, refreshed: refresh)
         }
         return EventStreamTask.Resume(
             window: configuration.resumeWindow,
             stallTimeout: configuration.stallTimeout,
-            request: { id, offset in
-                var request = try await make("GET", StreamWire.resumeTarget(id: id, offset: offset))
+            request: { id, offset, refresh in
+                var request = try await make("GET", StreamWire.resumeTarget(id: id, offset: offset), refresh)
                 if self.configuration.stallTimeout > 0 {
                     // Whole seconds, rounded up: Linux's Foundation drops the fraction, and a 0 s timeout fires
                     // at once.
@@ -390,12 +390,13 @@ public final class SSERelayClient: Sendable {
                 }
                 return request
             },
-            stop: { id in
-                var request = try await make("DELETE", StreamWire.stopTarget(id: id))
+            stop: { id, refresh in
+                var request = try await make("DELETE", StreamWire.stopTarget(id: id), refresh)
                 request.timeoutInterval = 5
                 return request
             },
             stopGrace: configuration.stopGrace,
+            canRefreshToken: provider != nil,
             dropAfterEvents: configuration.dropAfterEvents,
             afterReconnectScheduled: configuration.afterReconnectScheduled)
     }

@@ -33,11 +33,16 @@ struct StreamSession: Sendable {
         return task
     }
 
-    /// Sends a request whose answer nobody reads (a stop); `done` runs on the delegate queue once it answered or
-    /// failed. A callback, not an `async` function: resuming a continuation would need a thread of the
-    /// concurrency pool, which blocking work in the app can hold.
-    func send(_ request: URLRequest, done: @escaping @Sendable () -> Void) {
-        session.dataTask(with: request) { _, _, _ in done() }.resume()
+    /// Sends a request whose answer is only looked at for one thing (a stop); `done` runs on the delegate queue
+    /// once it answered or failed, true when the answer was 401 `token_expired`. A callback, not an `async`
+    /// function: resuming a continuation would need a thread of the concurrency pool, which blocking work in the
+    /// app can hold.
+    func send(_ request: URLRequest, done: @escaping @Sendable (_ tokenExpired: Bool) -> Void) {
+        session.dataTask(with: request) { data, response, _ in
+            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+            done(status == 401 && RelayAPIError.response(status: status, headers: [:], body: data.map { Array($0) } ?? [],
+                                                         requestID: nil).isTokenExpired)
+        }.resume()
     }
 
     /// Runs `body` on the delegate queue after `delay`, one at a time with the tasks' callbacks. A Dispatch timer,

@@ -1,3 +1,4 @@
+import Auth
 import Foundation
 import HTTP1
 import Relay
@@ -437,5 +438,44 @@ struct ResumableStreamTests {
         let (end, endHead) = try Self.call(relay, id: id, offset: Self.part1.count)
         #expect(endHead.status == 502)
         #expect(try Self.errorCode(end, endHead) == "stream_broken")
+    }
+}
+
+extension ResumableStreamTests {
+    /// A phone away for longer than its token lives comes back with an expired token. The stream is still there,
+    /// so the answer is 401 `token_expired` (the client refreshes and resumes), not the 404 that ends it; and it is
+    /// given before any lookup, for any id, so it tells nothing about ids.
+    @Test("a resume or a stop with an expired JWT: 401 token_expired for any id; a fresh token resumes; a forged one gets 404")
+    func expiredTokenOnAResume() throws {
+        typealias A = ClientAuthTests
+        let next = Mailbox<Int>()
+        let relay = try RelayFixture(upstream: Self.upstream(next: next), fixedWallClock: A.now) { config in
+            let keys = try! JWKSet(json: Data(contentsOf: A.fixtures.appendingPathComponent("jwks.json")))
+            config.clients.jwt = .init(settings: .init(algorithms: [.rs256], issuers: [A.issuer], audiences: [A.audience]), keys: keys)
+            config.routes = [.init(prefix: "/v1/", upstream: "test", auth: .jwt)]
+            config.routes[0].resume = RouteResume()
+            config.routes[0].heartbeatSeconds = 0
+        }
+        let fresh = A.jwt(), expired = A.jwt(["exp": A.now - 60, "iat": A.now - 660])
+        // Expired, and signed with a key the relay does not trust (rsa-2 under rsa-1's kid): not the relay's token.
+        let forged = A.jwt(key: "rsa-2.pem", ["exp": A.now - 60, "iat": A.now - 660])
+        let (client, id) = try Self.start(relay, token: fresh)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        for (method, target) in [("GET", id), ("GET", StreamIDs.make()), ("DELETE", id), ("DELETE", StreamIDs.make())] {
+            let (c, head) = try Self.call(relay, method, id: target, offset: method == "GET" ? 0 : nil, token: expired)
+            #expect(head.status == 401, "\(method), \(target == id ? "the stream" : "an unknown id")")
+            #expect(head.header("WWW-Authenticate")?.contains("invalid_token") == true)
+            #expect(try Self.errorCode(c, head) == "token_expired")
+        }
+        let (f, forgedHead) = try Self.call(relay, id: id, offset: 0, token: forged)
+        #expect(forgedHead.status == 404)
+        #expect(try Self.errorCode(f, forgedHead) == "stream_not_found")
+        let (resumed, head) = try Self.call(relay, id: id, offset: Self.part1.count, token: fresh)
+        #expect(head.status == 200, "the stream was there all along")
+        next.put(1)
+        #expect(try resumed.readBody(head: head) == Self.part2)
+        relay.assertNoSecretLeaks(clients: [client, resumed, f], secrets: [fresh, expired, forged])
+        let metrics = try TestClient.get(port: relay.port, path: "/metrics").body
+        #expect(metrics.contains(#"sse_relay_stream_resumes_total{result="token_expired"} 4"#), "\(metrics)")
     }
 }

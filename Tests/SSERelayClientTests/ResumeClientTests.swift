@@ -347,11 +347,31 @@ extension ClientThroughRelayTests {
             }
         }
 
-        @Test("a resume refused with 401 token_expired ends the stream with it: the POST is not sent again")
-        func expiredTokenOnResumeDoesNotRepost() async throws {
-            let requests = Mailbox<RecordedRequest>()
+        static let expiredBody = #"{"error":{"message":"expired","type":"authentication_error","code":"token_expired"}}"#
+
+        static func answerExpired(_ connection: UpstreamConnection) throws {
+            try connection.writeHead(status: 401, headers: [("Content-Type", "application/json"),
+                                                           ("Content-Length", "\(Self.expiredBody.utf8.count)")])
+            try connection.write(Self.expiredBody)
+        }
+
+        /// A token provider that hands out `tok-1`, and `tok-2` once asked to refresh; it counts the refreshes.
+        final class Tokens: Sendable {
+            let refreshes = Locked(0)
+            var provider: SSERelayClient.TokenProvider {
+                { force in
+                    guard force else { return self.refreshes.withLock { $0 } == 0 ? "tok-1" : "tok-2" }
+                    self.refreshes.withLock { $0 += 1 }
+                    return "tok-2"
+                }
+            }
+        }
+
+        /// A relay whose first answer names the stream and drops after the first piece; a resume with `tok-1` is
+        /// refused 401 `token_expired`, one with `tok-2` gets the rest (or, `refuseAll`, 401 too).
+        static func expiringRelay(requests: Mailbox<RecordedRequest>, refuseAll: Bool) throws -> ScriptedUpstream {
             let cut = Array(ClientThroughRelayTests.chunk(Self.pieces[0]).utf8).count + 10
-            let upstream = try ScriptedUpstream { connection in
+            return try ScriptedUpstream { connection in
                 while true {
                     let request = try connection.readRequest(timeout: 30)
                     if request.method == "DELETE" {
@@ -360,10 +380,13 @@ extension ClientThroughRelayTests {
                     }
                     requests.put(request)
                     if request.method == "GET" {
-                        let body = #"{"error":{"message":"expired","type":"authentication_error","code":"token_expired"}}"#
-                        try connection.writeHead(status: 401, headers: [("Content-Type", "application/json"),
-                                                                       ("Content-Length", "\(body.utf8.count)")])
-                        try connection.write(body)
+                        if refuseAll || request.header("Authorization") == "Bearer tok-1" {
+                            try Self.answerExpired(connection)
+                            continue
+                        }
+                        try connection.writeHead(status: 200, headers: sseHead)
+                        try connection.writeChunk(Array(Self.body[cut...]))
+                        try connection.writeLastChunk()
                         continue
                     }
                     // Every POST is answered the same way: a second one would show the first piece twice.
@@ -373,15 +396,67 @@ extension ClientThroughRelayTests {
                     return
                 }
             }
+        }
+
+        @Test("a resume refused with 401 token_expired is asked once more with a fresh token, and goes on")
+        func expiredTokenOnResumeRefreshes() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let tokens = Tokens()
+            let upstream = try Self.expiringRelay(requests: requests, refuseAll: false)
+            var configuration = SSERelayClient.Configuration(baseURL: URL(string: upstream.baseURL)!, tokenProvider: tokens.provider)
+            configuration.stopGrace = 5
+            let text = try await Self.answer(SSERelayClient(configuration: configuration))
+            #expect(text == Self.text, "the whole answer, once")
+            let sent = requests.drain()
+            #expect(sent.map(\.method) == ["POST", "GET", "GET"])
+            #expect(sent.map { $0.header("Authorization") ?? "" } == ["Bearer tok-1", "Bearer tok-1", "Bearer tok-2"])
+            #expect(sent.dropFirst().allSatisfy { $0.target == sent[1].target }, "the same offset both times")
+            #expect(tokens.refreshes.withLock { $0 } == 1)
+        }
+
+        @Test("a resume still refused with 401 token_expired after the refresh ends the stream with it: the POST is not sent again")
+        func expiredTokenOnResumeDoesNotRepost() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let tokens = Tokens()
+            let upstream = try Self.expiringRelay(requests: requests, refuseAll: true)
             var text = ""
             do {
-                for try await snapshot in Self.client(upstream).chatSnapshots(Self.question) { text = snapshot.text }
+                let client = SSERelayClient(configuration: .init(baseURL: URL(string: upstream.baseURL)!, tokenProvider: tokens.provider))
+                for try await snapshot in client.chatSnapshots(Self.question) { text = snapshot.text }
                 Issue.record("expected token_expired")
             } catch let error as RelayAPIError {
                 #expect(error.kind == .tokenExpired)
             }
             #expect(text == Self.pieces[0], "the text so far, once")
-            #expect(requests.drain().map(\.method) == ["POST", "GET"])
+            #expect(requests.drain().map(\.method) == ["POST", "GET", "GET"], "one refresh, no second POST")
+            #expect(tokens.refreshes.withLock { $0 } == 1)
+        }
+
+        @Test("a stop's DELETE refused with 401 token_expired is sent once more with a fresh token")
+        func expiredTokenOnStopRefreshes() async throws {
+            let stops = Mailbox<RecordedRequest>()
+            let tokens = Tokens()
+            let upstream = try ScriptedUpstream { connection in
+                let request = try connection.readRequest(timeout: 30)
+                if request.method == "DELETE" {
+                    stops.put(request)
+                    if request.header("Authorization") == "Bearer tok-1" { return try Self.answerExpired(connection) }
+                    try connection.writeHead(status: 204, headers: [("Content-Length", "0")])
+                    return
+                }
+                try connection.writeHead(status: 200, headers: sseHead + [(StreamWire.streamHeader, Self.id)])
+                try connection.writeChunk(ClientThroughRelayTests.chunk("one"))
+                _ = try connection.waitForPeerClose(timeout: 120)
+            }
+            var configuration = SSERelayClient.Configuration(baseURL: URL(string: upstream.baseURL)!, tokenProvider: tokens.provider)
+            configuration.stopGrace = 600   // only the second DELETE's answer closes the connection
+            try await Self.stopAfterFirstChunk(SSERelayClient(configuration: configuration))
+            // Waits without holding a thread of the concurrency pool (see `stopSendsDelete`).
+            try await eventually("two DELETEs", timeout: 300) { stops.count == 2 }
+            let sent = stops.drain()
+            #expect(sent.map { $0.header("Authorization") ?? "" } == ["Bearer tok-1", "Bearer tok-2"])
+            #expect(sent.allSatisfy { $0.target == "/v1/relay/streams/\(Self.id)" })
+            #expect(tokens.refreshes.withLock { $0 } == 1)
         }
 
         @Test("the app's stop on a resumable stream sends DELETE before the connection closes")

@@ -1,3 +1,4 @@
+import Auth
 import HTTP1
 import HTTPServer
 import RelayCore
@@ -94,6 +95,17 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         let address = writer.client.limitKey
         if let retryAfter = server.authFailureLimiter.retryAfterIfEmpty(key: address, now: now) {
             return refuse(.rateLimited(retryAfterSeconds: retryAfter), result: "rate_limited")
+        }
+        // An expired token is a property of the token, not of the stream: 401 `token_expired` before any lookup,
+        // so the answer says nothing about the id, and the app resumes with a fresh token (a 404 would end an
+        // answer that is still there). The JWT check reaches the expiry only after the signature holds, so a
+        // forged token gets nothing here. Like any refused credential, it costs a failed-authentication token.
+        if head.headers.first("Authorization") != nil,
+           case .failure(.expired) = server.authenticator.authenticate(.jwt, headers: head.headers, now: server.wallClock()) {
+            if case .allowed(let lease) = server.authFailureLimiter.acquire(key: address, now: now) {
+                server.authFailureLimiter.release(lease)
+            }
+            return refuse(AuthError.expired.relayError, result: "token_expired")
         }
         let local = server.streams?.lookup(id)
         if local == nil, let mirror = server.streams?.mirror {
