@@ -10,6 +10,7 @@ import Transport
 ///   per loop turn), to the body's length after it (so a reader that reads the record first and the body next
 ///   never asks for bytes the body does not hold yet: Redis runs every command and script one at a time);
 /// - `stream:<id>:stop`: set by a `DELETE` on any replica; the owner polls for it;
+/// - `stream:<id>:gone`: set by the owner when it forgets the stream; no new resume finds it after that;
 /// - `stream:<id>:reader`: the token of the reader on another replica, which refreshes it each poll (1 s expiry);
 ///   the owner polls for it so that a detached stream read elsewhere is not cancelled when its window ends;
 /// - `stream:<id>:claims`: how many resumes at other replicas took the stream, raised by each in the script that
@@ -184,11 +185,11 @@ package final class RedisStreamMirror: @unchecked Sendable {
         send(["EXISTS", key(id, "stop")], on: loop) { completion($0?.integer.map { $0 != 0 }) }
     }
 
-    /// The stream's record, unless it is gone or stopped.
+    /// The stream's record, unless it is gone (its owner forgot it) or stopped.
     package func lookup(_ id: String, on loop: any LoopScheduler, _ completion: @escaping (Lookup) -> Void) {
         let meta = ReplyBox<RESPValue?>(nil)
         send(["GET", key(id, "meta")], on: loop) { meta.value = $0 }
-        send(["EXISTS", key(id, "stop")], on: loop) { stop in   // replies come in order: `meta` is set
+        send(["EXISTS", key(id, "stop"), key(id, "gone")], on: loop) { stop in   // replies come in order: `meta` is set
             guard let record = meta.value, let stopped = stop?.integer else { return completion(.unavailable) }
             guard stopped == 0, let text = record.string, let decoded = StreamMeta.decode(text) else { return completion(.missing) }
             completion(.found(decoded))
@@ -376,13 +377,14 @@ package final class MirroredStream: @unchecked Sendable {
         mirror.send(["SET", mirror.key(id, "stop"), "1", "PX", ttl], on: loop) { self.check($0) }
     }
 
-    /// The registry forgot the stream (its window passed, it was abandoned or stopped): no replica may serve it any
-    /// more, as none here does, so its copy goes now rather than when it expires. The stop flag, if any, stays.
+    /// The registry forgot the stream (its window passed, it was abandoned or stopped): no new resume may find it
+    /// at any replica, as none finds it here, so it is marked gone (`lookup` takes the mark for a stop). A reader
+    /// already replaying it elsewhere reads on until the copy expires, as one here reads on from memory.
     package func forgotten() {
         mirror.untrack(id)
         pending = []
         forgot = true
-        mirror.send(["DEL", mirror.key(id, "meta"), mirror.key(id, "body"), mirror.key(id, "claims")], on: loop) { _ in }
+        mirror.send(["SET", mirror.key(id, "gone"), "1", "PX", ttl], on: loop) { _ in }
     }
 
     /// A resume at this replica took the stream: a reader elsewhere sees its token replaced and closes.

@@ -343,6 +343,9 @@ package final class ResumableStreams: @unchecked Sendable {
     /// the wait tells nothing, every 404 of a replica with Redis comes this long after its request.
     package static let defaultCopyLagSeconds = 0.1
     package let copyLagSeconds: Double
+    /// Every resumable route authenticates with JWTs: a resume's expired token is refused before its stream is
+    /// looked up (`StreamEndpoint`).
+    package let everyRouteTakesJWTs: Bool
 
     package init(capBytes: Int, routes: [RelayConfiguration.Route] = [], mirror: RedisStreamMirror? = nil,
                  copyLagSeconds: Double = defaultCopyLagSeconds) {
@@ -350,6 +353,8 @@ package final class ResumableStreams: @unchecked Sendable {
         self.routes = routes
         self.mirror = mirror
         self.copyLagSeconds = copyLagSeconds
+        let resumable = routes.filter { $0.resume != nil }
+        everyRouteTakesJWTs = !resumable.isEmpty && resumable.allSatisfy { $0.auth == .jwt }
     }
 
     /// Starts keeping a stream, or nil when the buffers together are at the cap.

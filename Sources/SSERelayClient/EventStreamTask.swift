@@ -34,7 +34,7 @@ import FoundationNetworking
 /// arrives (`SSERelayClient` bounds what waits for the app).
 final class EventStreamTask: @unchecked Sendable {
     // Invariant for `@unchecked Sendable`: `parser`, `response`, `status`, `errorBody`, `started`, `leg`,
-    // `received`, `streamID`, `lastHeard`, `lastProgress`, `reconnects`, `tokenRefreshed`, `eventsSeen` and `droppedLeg` are read and
+    // `received`, `streamID`, `lastHeard`, `lastProgress`, `reconnects`, `eventsSeen` and `droppedLeg` are read and
     // written only inside `received`, `completed` and `check`, which the session's serial delegate queue runs one at
     // a time (maxConcurrentOperationCount = 1), and in `init` before the first task starts. `shared` is behind its own
     // lock; `continuation` is Sendable; the other stored properties are immutable.
@@ -60,8 +60,6 @@ final class EventStreamTask: @unchecked Sendable {
     /// that keeps doing so would be asked again every 2 s for ever.
     private var lastProgress = Date()
     private var reconnects = 0
-    /// A resume was asked again with a fresh token after 401 `token_expired` (once per stream).
-    private var tokenRefreshed = false
     private var eventsSeen = 0
     /// The leg `dropAfterEvents` or the stall watchdog closed: bytes of it still in flight are not the stream's
     /// any more.
@@ -81,6 +79,10 @@ final class EventStreamTask: @unchecked Sendable {
         var relayEnded = false
         /// A 2xx answer arrived (`Attempt.answered`).
         var answered = false
+        /// A resume or the stop's DELETE was refused 401 `token_expired` and asked again with a fresh token: once
+        /// per stream, whichever came first (each refusal costs the app's address a failed-authentication token
+        /// at the relay).
+        var tokenRefreshed = false
         /// The reconnect waiting out its backoff or building its request: a stop cancels it, so that it calls
         /// neither the token nor the attestation provider afterwards.
         var reconnect: Task<Void, Never>?
@@ -229,12 +231,14 @@ final class EventStreamTask: @unchecked Sendable {
             }?.cancel()
         }
         DispatchQueue.global().asyncAfter(deadline: .now() + resume.stopGrace, execute: close)
-        let session = self.session
+        let session = self.session, shared = self.shared
         Task {
             guard let request = try? await resume.stop(id, false) else { return close() }
             session.send(request) { tokenExpired in
-                // Refused for an expired token (the app was away longer than its token lives): once more, fresh.
-                guard tokenExpired, resume.canRefreshToken else { return close() }
+                // Refused for an expired token (the app was away longer than its token lives): once more, fresh,
+                // unless a resume of this stream was refreshed already.
+                guard tokenExpired, resume.canRefreshToken,
+                      shared.withLock({ s in defer { s.tokenRefreshed = true }; return !s.tokenRefreshed }) else { return close() }
                 Task {
                     guard let again = try? await resume.stop(id, true) else { return close() }
                     session.send(again) { _ in close() }
@@ -309,10 +313,11 @@ final class EventStreamTask: @unchecked Sendable {
         if !(200..<300).contains(status) {
             // A resume refused for an expired token: the stream is still there, so once more with a fresh token.
             // (The first leg's refusals are `SSERelayClient.runAttempts`'s; after its 2xx only resumes follow.)
-            if streamID != nil, status == 401, resume?.canRefreshToken == true, !tokenRefreshed,
-               RelayAPIError.response(status: status, headers: [:], body: errorBody, requestID: nil).isTokenExpired {
-                tokenRefreshed = true
-                if reconnect(refreshingToken: true) { return }
+            if streamID != nil, status == 401, resume?.canRefreshToken == true,
+               RelayAPIError.response(status: status, headers: [:], body: errorBody, requestID: nil).isTokenExpired,
+               shared.withLock({ s in defer { s.tokenRefreshed = true }; return !s.tokenRefreshed }),
+               reconnect(refreshingToken: true) {
+                return
             }
             return endWithErrorAnswer()
         }

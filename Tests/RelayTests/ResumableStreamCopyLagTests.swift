@@ -38,6 +38,16 @@ struct ResumableStreamCopyLagTests {
         return client
     }
 
+    /// Sends a request to `relay` and returns once it has looked the stream up in Redis once (the sync point of the
+    /// tests that then change what Redis holds, or whether it answers).
+    static func sendAndAwaitTheFirstLook(_ redis: RedisServerProcess, _ relay: RelayFixture, _ method: String = "GET", id: String,
+                                         offset: Int? = nil) throws -> TestClient {
+        let looked = try existsCalls(redis)
+        let client = try send(relay, method, id: id, offset: offset)
+        try eventually("the first look", timeout: 5) { try existsCalls(redis) >= looked + 1 }
+        return client
+    }
+
     @Test("a resume on B past what the copy holds yet, while the stream runs, waits for the copy and gets the bytes")
     func aResumeAheadOfTheCopyWaitsForIt() throws {
         let redis = try RedisServerProcess()
@@ -46,9 +56,7 @@ struct ResumableStreamCopyLagTests {
         defer { withExtendedLifetime(a) {} }
         // A's client "received" 5 bytes of part 2 that Redis does not have: the provider has not even sent them yet.
         let offset = R.part1.count + 5
-        let looked = try Self.existsCalls(redis)
-        let resumed = try Self.send(b, id: id, offset: offset)
-        try eventually("B looked the stream up once", timeout: 5) { try Self.existsCalls(redis) >= looked + 1 }
+        let resumed = try Self.sendAndAwaitTheFirstLook(redis, b, id: id, offset: offset)
         next.put(1)   // now A writes part 2, and copies it
         let head = try resumed.readHead()
         #expect(head.status == 200, "not 416: B looked again")
@@ -56,11 +64,27 @@ struct ResumableStreamCopyLagTests {
         client.close()
     }
 
+    @Test("past what the copy holds, and Redis stops answering before the second look: 503 state_unavailable, not 404")
+    func aResumeAheadOfTheCopyWhileRedisStalls() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, _, a, b, _, id) = try P.started(redis, copyLagAtB: 30)
+        defer { withExtendedLifetime(a) {} }
+        let resumed = try Self.sendAndAwaitTheFirstLook(redis, b, id: id, offset: R.part1.count + 5)
+        redis.pause()   // B's next look times out (2 s in these tests)
+        let head = try resumed.readHead(timeout: 30)
+        redis.resume()
+        #expect(head.status == 503, "the caller proved the stream is its own: Redis not answering is the relay's failure")
+        #expect(try R.errorCode(resumed, head) == "state_unavailable")
+        next.put(1)
+    }
+
     @Test("past what the copy holds once the lag is over: 416, after looking again")
     func aResumePastTheCopyGets416AfterTheLag() throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
-        let (next, _, a, b, _, id) = try P.started(redis, copyLagAtB: 0.2)
+        let lag = 1.0
+        let (next, _, a, b, _, id) = try P.started(redis, copyLagAtB: lag)
         defer { withExtendedLifetime(a) {} }
         let looked = try Self.existsCalls(redis)
         let started = monotonicNanoseconds()
@@ -69,8 +93,8 @@ struct ResumableStreamCopyLagTests {
         #expect(head.status == 416)
         #expect(try R.errorCode(c, head) == "offset_out_of_range")
         #expect(try Self.existsCalls(redis) >= looked + 2, "looked again before answering")
-        // The last look is at most one poll interval before the lag's end (a lower bound: timers never fire early).
-        #expect(seconds >= 0.2 - StreamEndpoint.remotePollSeconds - 0.001, "\(seconds) s")
+        // No look starts later than two poll intervals before the lag's end (a lower bound: timers never fire early).
+        #expect(seconds >= lag - 2 * StreamEndpoint.remotePollSeconds - 0.001, "\(seconds) s")
         next.put(1)
     }
 
@@ -82,9 +106,7 @@ struct ResumableStreamCopyLagTests {
         defer { withExtendedLifetime(a) {} }
         // A stream whose record is not in Redis yet: a new id, given the record of A's stream once B has missed it.
         let late = StreamIDs.make()
-        let looked = try Self.existsCalls(redis)
-        let stop = try Self.send(b, "DELETE", id: late)
-        try eventually("B missed the record once", timeout: 5) { try Self.existsCalls(redis) >= looked + 1 }
+        let stop = try Self.sendAndAwaitTheFirstLook(redis, b, "DELETE", id: late)
         let copy = #"EVAL "redis.call('SET', KEYS[2], redis.call('GET', KEYS[1])) return 1" 2 "#
         #expect(try redis.command(copy + "\(P.prefix)stream:\(id):meta \(P.prefix)stream:\(late):meta") == ":1")
         let head = try stop.readHead()
@@ -134,7 +156,7 @@ struct ResumableStreamCopyLagTests {
         #expect(a.server.resumableStreamCounts == (0, 0), "and forgot it")
     }
 
-    @Test("a stream A abandons at its window's end leaves Redis: B answers 404, as A does")
+    @Test("a stream A abandons at its window's end is marked gone in Redis: B answers 404, as A does")
     func anAbandonedStreamLeavesRedis() throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
@@ -152,13 +174,47 @@ struct ResumableStreamCopyLagTests {
         clock.advance(bySeconds: 2.1)
         a.server.runDueTimers()
         _ = try closed.take(timeout: 2)   // abandoned: the provider's request cancelled
-        try eventually("the copy deleted", timeout: 5) {
-            try redis.command("EXISTS \(P.prefix)stream:\(id):meta \(P.prefix)stream:\(id):body") == ":0"
+        try eventually("the stream marked gone", timeout: 5) {
+            try redis.command("EXISTS \(P.prefix)stream:\(id):gone") == ":1"
         }
         #expect(a.server.resumableStreamCounts == (0, 0), "A forgot it")
         // (A's own 404 waits on its manual clock; `ResumableStreamTests.windowEnds` has it.)
         let (c, head) = try R.call(b, id: id, offset: 0)
         #expect(head.status == 404, "B served a stream its owner had abandoned")
+        #expect(try R.errorCode(c, head) == "stream_not_found")
+    }
+
+    @Test("a reader at B still replaying when A forgets the stream reads on to the end; a new resume gets 404")
+    func aReaderElsewhereReadsOnPastTheOwnersWindow() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let next = Mailbox<Int>()
+        let upstream = try R.upstream(next: next)
+        let clock = ManualClock()
+        let a = try R.relay(upstream, clock: clock, resume: RouteResume(windowSeconds: 2), configure: P.shared(redis))
+        let b = try R.relay(upstream, configure: P.shared(redis))
+        let (client, id) = try R.start(a)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        try eventually("part 1 in redis", timeout: 5) { try P.writtenInRedis(redis, id) == R.part1.count }
+        let (writer, loop) = try P.remoteReader(b, id: id, offset: 0)
+        try eventually("B's reader has part 1", timeout: 5) { loop.queue.sync { writer.body } == R.part1 }
+        loop.queue.sync { writer.isAboveHighWater = true }   // its client stops reading
+        next.put(1)
+        var rest: [UInt8] = []
+        while let chunk = try client.readChunk() { rest += chunk }
+        try a.waitUntilIdle(timeout: 5)
+        try eventually("the record says completed", timeout: 5) { try Self.record(redis, id).hasSuffix(" completed") }
+        // The record is written in the same loop turn that then arms the window's timer: that turn must be over
+        // before the clock moves (`runDueTimers` waits for each loop's running turn), or the timer counts from after.
+        a.server.runDueTimers()
+        clock.advance(bySeconds: 2.1)   // A's window after the end: A forgets the stream
+        a.server.runDueTimers()
+        try eventually("the stream marked gone", timeout: 5) { try redis.command("EXISTS \(P.prefix)stream:\(id):gone") == ":1" }
+        loop.queue.sync { writer.isAboveHighWater = false }   // its client reads again
+        try eventually("B's reader at the end", timeout: 5) { loop.queue.sync { writer.events.last == .finish(keepAlive: true) } }
+        #expect(loop.queue.sync { writer.body } == R.provider, "every byte, then the clean end")
+        let (c, head) = try R.call(b, id: id, offset: 0)
+        #expect(head.status == 404, "no new resume after the owner forgot it")
         #expect(try R.errorCode(c, head) == "stream_not_found")
     }
 

@@ -442,6 +442,20 @@ struct ResumableStreamTests {
 }
 
 extension ResumableStreamTests {
+    /// A relay that takes the test JWTs (`ClientAuthTests.jwt`) at a fixed time, with `routes`, the first resumable.
+    static func jwtRelay(_ next: Mailbox<Int>, routes: [RelayConfiguration.Route],
+                         configure: (inout RelayConfiguration) -> Void = { _ in }) throws -> RelayFixture {
+        typealias A = ClientAuthTests
+        return try RelayFixture(upstream: upstream(next: next), fixedWallClock: A.now) { config in
+            let keys = try! JWKSet(json: Data(contentsOf: A.fixtures.appendingPathComponent("jwks.json")))
+            config.clients.jwt = .init(settings: .init(algorithms: [.rs256], issuers: [A.issuer], audiences: [A.audience]), keys: keys)
+            config.routes = routes
+            config.routes[0].resume = RouteResume()
+            config.routes[0].heartbeatSeconds = 0
+            configure(&config)
+        }
+    }
+
     /// A phone away for longer than its token lives comes back with an expired token. The stream is still there,
     /// so the answer is 401 `token_expired` (the client refreshes and resumes), not the 404 that ends it; and it is
     /// given before any lookup, for any id, so it tells nothing about ids.
@@ -449,12 +463,8 @@ extension ResumableStreamTests {
     func expiredTokenOnAResume() throws {
         typealias A = ClientAuthTests
         let next = Mailbox<Int>()
-        let relay = try RelayFixture(upstream: Self.upstream(next: next), fixedWallClock: A.now) { config in
-            let keys = try! JWKSet(json: Data(contentsOf: A.fixtures.appendingPathComponent("jwks.json")))
-            config.clients.jwt = .init(settings: .init(algorithms: [.rs256], issuers: [A.issuer], audiences: [A.audience]), keys: keys)
-            config.routes = [.init(prefix: "/v1/", upstream: "test", auth: .jwt)]
-            config.routes[0].resume = RouteResume()
-            config.routes[0].heartbeatSeconds = 0
+        let relay = try Self.jwtRelay(next, routes: [.init(prefix: "/v1/", upstream: "test", auth: .jwt)]) { config in
+            config.rateLimits.authFailuresPerAddress = RateLimits(requestsPerMinute: 1, burst: 6)
         }
         let fresh = A.jwt(), expired = A.jwt(["exp": A.now - 60, "iat": A.now - 660])
         // Expired, and signed with a key the relay does not trust (rsa-2 under rsa-1's kid): not the relay's token.
@@ -474,8 +484,35 @@ extension ResumableStreamTests {
         #expect(head.status == 200, "the stream was there all along")
         next.put(1)
         #expect(try resumed.readBody(head: head) == Self.part2)
-        relay.assertNoSecretLeaks(clients: [client, resumed, f], secrets: [fresh, expired, forged])
+        // Each 401 cost the address a failed-authentication token, as any refused credential: 4 + the forged one's
+        // 404 + this one make 6, the burst; the next request is refused before anything else.
+        let (last, lastHead) = try Self.call(relay, id: id, offset: 0, token: expired)
+        #expect(lastHead.status == 401)
+        let (limited, limitedHead) = try Self.call(relay, id: id, offset: 0, token: fresh)
+        #expect(limitedHead.status == 429)
+        #expect(try Self.errorCode(limited, limitedHead) == "rate_limit_exceeded")
+        relay.assertNoSecretLeaks(clients: [client, resumed, f, last, limited], secrets: [fresh, expired, forged])
         let metrics = try TestClient.get(port: relay.port, path: "/metrics").body
-        #expect(metrics.contains(#"sse_relay_stream_resumes_total{result="token_expired"} 4"#), "\(metrics)")
+        #expect(metrics.contains(#"sse_relay_stream_resumes_total{result="token_expired"} 5"#), "\(metrics)")
+    }
+
+    /// Where a resumable route takes no JWT, a stream may not need the token at all: nothing is refused for it
+    /// before the lookup (a 401 for some ids but not others would tell them apart).
+    @Test("a resumable route that takes no JWT: an expired JWT sent along changes nothing")
+    func expiredTokenWhereNoneIsNeeded() throws {
+        typealias A = ClientAuthTests
+        let next = Mailbox<Int>()
+        let relay = try Self.jwtRelay(next, routes: [.init(prefix: "/v1/", upstream: "test", auth: .none),
+                                                     .init(prefix: "/jwt/", upstream: "test", auth: .jwt)])
+        let expired = A.jwt(["exp": A.now - 60, "iat": A.now - 660])
+        let (client, id) = try Self.start(relay, token: nil)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        let (resumed, head) = try Self.call(relay, id: id, offset: Self.part1.count, token: expired)
+        #expect(head.status == 200)
+        next.put(1)
+        #expect(try resumed.readBody(head: head) == Self.part2)
+        let (unknown, unknownHead) = try Self.call(relay, id: StreamIDs.make(), offset: 0, token: expired)
+        #expect(unknownHead.status == 404)
+        #expect(try Self.errorCode(unknown, unknownHead) == "stream_not_found")
     }
 }

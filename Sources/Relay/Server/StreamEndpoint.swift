@@ -38,6 +38,10 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     private var result = ""
     /// The failed check of a refused proof of the genuine app, for the log line.
     private var attestationStep: String?
+    /// This request's JWT as checked before the lookup (`expiredTokenFirst`): the route's check reuses it.
+    private var checkedJWT: Result<Identity?, AuthError>?
+    /// The address paid its failed-authentication token for this request already (at a first miss in Redis).
+    private var charged = false
     private var bytesOut = 0
     /// The response is over (finished, aborted, taken over) or the client left.
     private var done = false
@@ -98,14 +102,17 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         }
         // An expired token is a property of the token, not of the stream: 401 `token_expired` before any lookup,
         // so the answer says nothing about the id, and the app resumes with a fresh token (a 404 would end an
-        // answer that is still there). The JWT check reaches the expiry only after the signature holds, so a
-        // forged token gets nothing here. Like any refused credential, it costs a failed-authentication token.
-        if head.headers.first("Authorization") != nil,
-           case .failure(.expired) = server.authenticator.authenticate(.jwt, headers: head.headers, now: server.wallClock()) {
-            if case .allowed(let lease) = server.authFailureLimiter.acquire(key: address, now: now) {
-                server.authFailureLimiter.release(lease)
+        // answer that is still there). Only where every resumable route takes JWTs: elsewhere a stream may not
+        // need the token at all, and a 401 for some ids but not others would tell them apart. The JWT check
+        // reaches the expiry only after the signature holds, so a forged token gets nothing here. Like any
+        // refused credential, it costs a failed-authentication token.
+        if server.streams?.everyRouteTakesJWTs == true {
+            let checked = server.authenticator.authenticate(.jwt, headers: head.headers, now: server.wallClock())
+            checkedJWT = checked
+            if case .failure(.expired) = checked {
+                charge(address: address, now: now)
+                return refuse(AuthError.expired.relayError, result: "token_expired")
             }
-            return refuse(AuthError.expired.relayError, result: "token_expired")
         }
         let local = server.streams?.lookup(id)
         if local == nil, let mirror = server.streams?.mirror {
@@ -141,7 +148,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         }
         resumeOffset = offset
         switch stream.attach(self, offset: offset) {
-        case .gone: return refuse(StreamRequest.streamNotFound, result: "not_found")
+        case .gone: return notFound(address: writer.client.limitKey, now: writer.scheduler.clock.now())
         case .brokenAtEnd: return refuse(StreamRequest.streamBroken, result: "broken")
         case .failed(.beyondWritten): return refuse(StreamRequest.offsetOutOfRange, result: "out_of_range")
         case .failed: return refuse(StreamRequest.streamExpired, result: "expired")
@@ -156,9 +163,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     /// 404 `stream_not_found`, which costs the address a failed-authentication token. With Redis, answered
     /// `copyLagSeconds` after the request at the earliest, whatever the miss (`ResumableStreams.copyLagSeconds`).
     private func notFound(address: String, now: Instant) {
-        if case .allowed(let lease) = server.authFailureLimiter.acquire(key: address, now: now) {
-            server.authFailureLimiter.release(lease)
-        }
+        charge(address: address, now: now)
         let wait = server.streams?.mirror == nil ? 0 : copyLagSeconds - writer.scheduler.clock.now().seconds(since: startedAt)
         guard wait > 0 else { return refuse(StreamRequest.streamNotFound, result: "not_found") }
         _ = writer.scheduler.schedule(afterSeconds: wait) {
@@ -167,9 +172,19 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         }
     }
 
-    /// Whether another look at Redis may still find what the owner has sent but not yet copied.
+    /// A failed-authentication token of the address, once per request.
+    private func charge(address: String, now: Instant) {
+        guard !charged else { return }
+        charged = true
+        if case .allowed(let lease) = server.authFailureLimiter.acquire(key: address, now: now) {
+            server.authFailureLimiter.release(lease)
+        }
+    }
+
+    /// Whether another look at Redis may still find what the owner has sent but not yet copied, and come back
+    /// before the 404's time (`notFound`): the last look leaves a poll interval of room for its round trip.
     private var withinRemoteLag: Bool {
-        writer.scheduler.clock.now().seconds(since: startedAt) + Self.remotePollSeconds <= copyLagSeconds
+        writer.scheduler.clock.now().seconds(since: startedAt) + 2 * Self.remotePollSeconds <= copyLagSeconds
     }
 
     private var copyLagSeconds: Double { server.streams?.copyLagSeconds ?? 0 }
@@ -200,10 +215,14 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     // MARK: A stream owned by another replica (its copy in Redis)
 
     /// The stream's record in Redis; none yet is looked for again while the copy may trail (`copyLagSeconds`).
+    /// A miss is paid for at once (a failed-authentication token, as every 404), and an address whose bucket is
+    /// empty then gets no second look: many requests at once cannot each look several times.
     private func lookUpRemote(id: String, request: StreamRequest, mirror: RedisStreamMirror, address: String, now: Instant) {
         mirror.lookup(id, on: writer.scheduler) { found in
             guard !self.done else { return }
-            guard found == .missing, self.withinRemoteLag else {
+            if found == .missing { self.charge(address: address, now: now) }
+            guard found == .missing, self.withinRemoteLag,
+                  self.server.authFailureLimiter.retryAfterIfEmpty(key: address, now: self.writer.scheduler.clock.now()) == nil else {
                 return self.remoteLookedUp(found, id: id, request: request, mirror: mirror, address: address, now: now)
             }
             _ = self.writer.scheduler.schedule(afterSeconds: Self.remotePollSeconds) {
@@ -249,9 +268,10 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
                 guard !self.done else { return }
                 mirror.lookup(id, on: self.writer.scheduler) { found in
                     guard !self.done else { return }
+                    // Proven already: Redis not answering is the relay's failure (retry), not the caller's.
+                    if found == .unavailable { return self.refuse(.stateUnavailable, result: "unavailable") }
                     guard case .found(let again) = found, again.identityHash == meta.identityHash, again.routeIndex == meta.routeIndex else {
-                        return self.remoteLookedUp(found == .unavailable ? .unavailable : .missing, id: id, request: request,
-                                                   mirror: mirror, address: address, now: now)
+                        return self.remoteLookedUp(.missing, id: id, request: request, mirror: mirror, address: address, now: now)
                     }
                     self.serveRemote(again, resume: resume, id: id, request: request, mirror: mirror, address: address, now: now)
                 }
@@ -351,8 +371,9 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     /// method, target and empty body), whose App Attest key is the identity on `auth: "none"`. Calls `completion`
     /// on this connection's loop, possibly at once.
     private func prove(route: RelayConfiguration.Route, _ completion: @escaping @Sendable (Proof) -> Void) {
-        guard case .success(let identity) = server.authenticator.authenticate(route.auth, headers: head.headers,
-                                                                             now: server.wallClock()) else { return completion(.refused(step: nil)) }
+        let checked = route.auth == .jwt ? checkedJWT : nil
+        guard case .success(let identity) = checked ?? server.authenticator.authenticate(route.auth, headers: head.headers,
+                                                                                        now: server.wallClock()) else { return completion(.refused(step: nil)) }
         guard var gate = server.attestation?.gate(route: route, head: head) else { return completion(.identity(identity?.key)) }
         gate.subject = identity?.key
         gate.check(body: [], on: writer.scheduler) { verdict in
