@@ -362,9 +362,10 @@ package final class MirroredStream: @unchecked Sendable {
     }
 
     /// The upstream is over: the record says how (after the last bytes). The owner's poll no longer looks for a
-    /// stop asked elsewhere (nothing to cancel); a resume here asks Redis instead (`StreamEndpoint`).
-    package func finish(clean: Bool) {
-        mirror.untrack(id)
+    /// stop asked elsewhere (nothing to cancel) unless a resume here reads the stream (`keepWatching`, `watch`):
+    /// a stop must close that reader. A new resume here asks Redis itself (`StreamEndpoint`).
+    package func finish(clean: Bool, keepWatching: Bool = false) {
+        if !keepWatching { mirror.untrack(id) }
         flush()
         guard meta.state == .running else { return }
         meta.state = clean ? .completed : .broken
@@ -385,6 +386,19 @@ package final class MirroredStream: @unchecked Sendable {
         pending = []
         forgot = true
         mirror.send(["SET", mirror.key(id, "gone"), "1", "PX", ttl], on: loop) { _ in }
+    }
+
+    /// A resume here reads the ended stream: the owner's poll looks for a stop asked elsewhere again, until the
+    /// reader leaves (`unwatch`) or the stream is forgotten.
+    package func watch(_ stream: ResumableStream) {
+        guard !forgot, meta.state != .running else { return }
+        mirror.track(stream)
+    }
+
+    /// The resume here that read the ended stream left.
+    package func unwatch() {
+        guard meta.state != .running else { return }
+        mirror.untrack(id)
     }
 
     /// A resume at this replica took the stream: a reader elsewhere sees its token replaced and closes.

@@ -162,7 +162,13 @@ package final class ResumableStream: @unchecked Sendable {
     /// where the upstream's end can come first (a resume attached on another loop just before the last bytes).
     @discardableResult
     package func finish(_ end: End) -> Int {
-        mirrored?.finish(clean: end == .completed && locked.withLock { $0.end == nil })
+        if let mirrored {
+            let (first, readHere) = locked.withLock { s -> (Bool, Bool) in
+                if case .resumer = s.reader { return (s.end == nil, true) }
+                return (s.end == nil, false)
+            }
+            mirrored.finish(clean: end == .completed && first, keepWatching: readHere)
+        }
         let (wake, resumes) = locked.withLock { s -> ((any StreamReader)?, Int) in
             guard s.end == nil else { return (nil, s.resumes) }
             s.end = end
@@ -187,19 +193,25 @@ package final class ResumableStream: @unchecked Sendable {
 
     /// A resume at `offset`: `reader` takes the stream over from whoever read it (told to close).
     package func attach(_ reader: any StreamReader, offset: Int) -> Attach {
-        let result = locked.withLock { s -> (Attach, previous: Reader, owner: (any StreamOwner)?) in
-            if s.end == .stopped || s.forgotten { return (.gone, .none, nil) }
+        let result = locked.withLock { s -> (Attach, previous: Reader, owner: (any StreamOwner)?, ended: Bool) in
+            if s.end == .stopped || s.forgotten { return (.gone, .none, nil, false) }
             let position = s.buffer.position(offset)
-            guard case .replay(let at) = position else { return (.failed(position), .none, nil) }
-            if s.end == .broken && at == s.buffer.written { return (.brokenAtEnd, .none, nil) }
+            guard case .replay(let at) = position else { return (.failed(position), .none, nil, false) }
+            if s.end == .broken && at == s.buffer.written { return (.brokenAtEnd, .none, nil, false) }
             let previous = s.reader
             s.reader = .resumer(reader)
             s.wakePending = false
             if s.end == nil { s.resumes += 1 }
-            return (.attached, previous, s.end == nil ? s.owner : nil)
+            return (.attached, previous, s.end == nil ? s.owner : nil, s.end != nil)
         }
         guard case .attached = result.0 else { return result.0 }
-        if let mirrored { mirrored.loop.execute { mirrored.claimedLocally() } }
+        if let mirrored {
+            // An ended stream read here is watched again for a stop asked elsewhere, while it is read.
+            mirrored.loop.execute {
+                mirrored.claimedLocally()
+                if result.ended { mirrored.watch(self) }
+            }
+        }
         switch result.previous {
         case .original: notify(result.owner) { $0.originalTakenOver() }
         case .resumer(let old): old.takenOver()
@@ -224,13 +236,14 @@ package final class ResumableStream: @unchecked Sendable {
     /// The reader's connection ended (or it read the end). Starts the owner's detach window if the stream runs on;
     /// a stream forgotten while it read stops counting toward the registry's total now.
     package func readerLeft(_ reader: any StreamReader) {
-        let (owner, freed) = locked.withLock { s -> ((any StreamOwner)?, Int) in
-            guard case .resumer(let r) = s.reader, r === reader else { return (nil, 0) }
+        let (owner, freed, ended) = locked.withLock { s -> ((any StreamOwner)?, Int, Bool) in
+            guard case .resumer(let r) = s.reader, r === reader else { return (nil, 0, false) }
             s.reader = .none
-            return (s.end == nil ? s.owner : nil, s.release())
+            return (s.end == nil ? s.owner : nil, s.release(), s.end != nil)
         }
         registry?.held(-freed)
         notify(owner) { $0.readerLeft() }
+        if ended, let mirrored { mirrored.loop.execute { mirrored.unwatch() } }
     }
 
     /// The registry forgets the stream: the bytes to take off its total now (none while a resume still reads them:

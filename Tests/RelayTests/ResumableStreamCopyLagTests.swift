@@ -9,6 +9,7 @@ import Support
 import TestHarness
 import Testing
 import TestSupportCore
+import Transport
 
 /// Resumable streams across replicas where the copy in Redis trails the owner, and where it ends (README,
 /// "Resumable streams", replicas): two relays on one real redis-server, the stream started on A.
@@ -164,14 +165,16 @@ struct ResumableStreamCopyLagTests {
         let closed = Mailbox<PeerClose>()
         let upstream = try R.upstream(next: next, closed: closed)
         let clock = ManualClock()
-        let a = try R.relay(upstream, clock: clock, resume: RouteResume(windowSeconds: 2), configure: P.shared(redis))
+        let a = try R.relay(upstream, clock: clock, resume: RouteResume(windowSeconds: 1), configure: P.shared(redis))
         let b = try R.relay(upstream, configure: P.shared(redis))
         let (client, id) = try R.start(a)
         _ = try client.readChunkedBody(until: "€\"}\n\n")
         try eventually("part 1 in redis", timeout: 5) { try P.writtenInRedis(redis, id) == R.part1.count }
         client.close()
         try eventually("detached") { a.server.detachedStreamCount() == 1 }
-        clock.advance(bySeconds: 2.1)
+        // Past the window, and short of the 2 s after which A's Redis client (on the same clock) would take a command
+        // still in flight for timed out and drop its connection, with the commands queued on it.
+        clock.advance(bySeconds: 1.05)
         a.server.runDueTimers()
         _ = try closed.take(timeout: 2)   // abandoned: the provider's request cancelled
         try eventually("the stream marked gone", timeout: 5) {
@@ -191,7 +194,7 @@ struct ResumableStreamCopyLagTests {
         let next = Mailbox<Int>()
         let upstream = try R.upstream(next: next)
         let clock = ManualClock()
-        let a = try R.relay(upstream, clock: clock, resume: RouteResume(windowSeconds: 2), configure: P.shared(redis))
+        let a = try R.relay(upstream, clock: clock, resume: RouteResume(windowSeconds: 1), configure: P.shared(redis))
         let b = try R.relay(upstream, configure: P.shared(redis))
         let (client, id) = try R.start(a)
         _ = try client.readChunkedBody(until: "€\"}\n\n")
@@ -207,7 +210,7 @@ struct ResumableStreamCopyLagTests {
         // The record is written in the same loop turn that then arms the window's timer: that turn must be over
         // before the clock moves (`runDueTimers` waits for each loop's running turn), or the timer counts from after.
         a.server.runDueTimers()
-        clock.advance(bySeconds: 2.1)   // A's window after the end: A forgets the stream
+        clock.advance(bySeconds: 1.05)   // A's window after the end (short of A's Redis timeout: see above)
         a.server.runDueTimers()
         try eventually("the stream marked gone", timeout: 5) { try redis.command("EXISTS \(P.prefix)stream:\(id):gone") == ":1" }
         loop.queue.sync { writer.isAboveHighWater = false }   // its client reads again
@@ -216,6 +219,100 @@ struct ResumableStreamCopyLagTests {
         let (c, head) = try R.call(b, id: id, offset: 0)
         #expect(head.status == 404, "no new resume after the owner forgot it")
         #expect(try R.errorCode(c, head) == "stream_not_found")
+    }
+
+    /// A reader at A whose client takes nothing (it stays attached), for stream `id`.
+    static func stalledReader(_ a: RelayFixture, id: String) throws -> (writer: FakeResponseWriter, loop: EventLoop) {
+        let loop = a.server.loopStates[0].loop
+        var headers = HTTPHeaders()
+        headers.add(name: "Authorization", value: "Bearer \(R.tokenA)")
+        let writer = loop.queue.sync {
+            let writer = FakeResponseWriter(scheduler: loop)
+            writer.isAboveHighWater = true
+            StreamEndpoint(head: RequestHead(method: "GET", target: "/v1/relay/streams/\(id)?offset=0", headers: headers),
+                           requestID: "reader-on-a", writer: writer, server: a.server).requestEnd()
+            return writer
+        }
+        try eventually("A's reader attached", timeout: 5) { loop.queue.sync { writer.events.first == .head(200, .chunked) } }
+        return (writer, loop)
+    }
+
+    @Test("a stop on B closes a reader at A of a stream that has ended (attached before or after the end): A watches for stops while it is read",
+          arguments: [false, true])
+    func aStopElsewhereClosesAReaderOfAnEndedStream(attachedBeforeTheEnd: Bool) throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, _, a, b, client, id) = try P.started(redis)
+        let early = attachedBeforeTheEnd ? try Self.stalledReader(a, id: id) : nil
+        next.put(1)
+        while (try? client.readChunk()) ?? nil != nil {}   // taken over by an early reader: no clean end
+        try a.waitUntilIdle(timeout: 5)
+        try eventually("the record says completed", timeout: 5) { try Self.record(redis, id).hasSuffix(" completed") }
+        let (writer, loop) = try early ?? Self.stalledReader(a, id: id)
+        let (_, stopped) = try R.call(b, "DELETE", id: id)
+        #expect(stopped.status == 204)
+        try eventually("A's reader closed without a clean end", timeout: 5) { loop.queue.sync { writer.events.last == .abort } }
+        #expect(a.server.resumableStreamCounts.streams == 0, "and A forgot the stream")
+    }
+
+    @Test("a stop at the owner is answered once Redis holds it: a resume elsewhere right after the 204 finds nothing")
+    func aStopAtTheOwnerIsAnsweredOnceRedisHoldsIt() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, _, a, b, _, id) = try P.started(redis)
+        defer { withExtendedLifetime(b) {} }
+        redis.pause()
+        let stop = try Self.send(a, "DELETE", id: id)
+        // No answer while Redis cannot store the stop (this check can only pass wrongly, on a slow machine).
+        #expect(throws: (any Error).self) { _ = try stop.readHead(timeout: 0.3) }
+        redis.resume()
+        let head = try stop.readHead(timeout: 10)
+        #expect(head.status == 204)
+        #expect(try redis.command("EXISTS \(P.prefix)stream:\(id):stop") == ":1", "stored before the 204")
+        next.put(1)
+    }
+
+    @Test("Redis down: a resume or a stop on B is 503 state_unavailable (retry), not the 404 that ends the answer")
+    func redisDownAtAnotherReplicaIs503() throws {
+        let redis = try RedisServerProcess()
+        let (next, _, a, b, _, id) = try P.started(redis)
+        defer { withExtendedLifetime(a) {} }
+        redis.stop()
+        for method in ["GET", "DELETE"] {
+            let (c, head) = try R.call(b, method, id: id, offset: method == "GET" ? 0 : nil)
+            #expect(head.status == 503, "\(method)")
+            #expect(try R.errorCode(c, head) == "state_unavailable")
+        }
+        next.put(1)
+    }
+
+    @Test("the failed-authentication bucket is charged on arrival: a burst, or probes closed before their 404, cannot get past it; owners get it back")
+    func missesArePaidOnArrival() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let next = Mailbox<Int>()
+        let upstream = try R.upstream(next: next)
+        let burst: (inout RelayConfiguration) -> Void = { config in
+            P.shared(redis)(&config)
+            config.rateLimits.authFailuresPerAddress = RateLimits(requestsPerMinute: 1, burst: 3)
+        }
+        let a = try R.relay(upstream, configure: burst)
+        let b = try R.relay(upstream, configure: burst)
+        let (client, id) = try R.start(a)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        try eventually("part 1 in redis", timeout: 5) { try P.writtenInRedis(redis, id) == R.part1.count }
+        // The owner's resumes take a token each and give it back: more of them than the bucket holds all work.
+        for _ in 0..<5 {
+            let (c, head) = try R.call(b, id: id, offset: 0)
+            #expect(head.status == 200)
+            c.close()
+        }
+        // Two probes closed before their 404 still paid; of five more at once, one gets through.
+        for _ in 0..<2 { try Self.send(b, id: StreamIDs.make(), offset: 0).close() }
+        let probes = try (0..<5).map { _ in try Self.send(b, id: StreamIDs.make(), offset: 0) }
+        let statuses = try probes.map { try $0.readHead(timeout: 10).status }.sorted()
+        #expect(statuses == [404, 429, 429, 429, 429], "\(statuses)")
+        next.put(1)
     }
 
     @Test("an overflowed stream is 410 on B at every offset, the client's own included (A's answer), not 416")

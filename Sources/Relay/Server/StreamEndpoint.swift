@@ -40,7 +40,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     private var attestationStep: String?
     /// This request's JWT as checked before the lookup (`expiredTokenFirst`): the route's check reuses it.
     private var checkedJWT: Result<Identity?, AuthError>?
-    /// The address paid its failed-authentication token for this request already (at a first miss in Redis).
+    /// The failed-authentication token this request took from its address on arrival, not yet given back.
     private var charged = false
     private var bytesOut = 0
     /// The response is over (finished, aborted, taken over) or the client left.
@@ -97,7 +97,14 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         }
         let now = writer.scheduler.clock.now()
         let address = writer.client.limitKey
-        if let retryAfter = server.authFailureLimiter.retryAfterIfEmpty(key: address, now: now) {
+        // Every request pays a failed-authentication token on arrival, before any lookup, and gets it back once it
+        // proves the stream its own (or the relay fails it): so a miss is paid for however the request ends
+        // (closed while it waits included), and many at once cannot all get past a bucket with a few tokens left.
+        switch server.authFailureLimiter.acquire(key: address, now: now) {
+        case .allowed(let lease):
+            server.authFailureLimiter.release(lease)
+            charged = true
+        case .limited(let retryAfter, _):
             return refuse(.rateLimited(retryAfterSeconds: retryAfter), result: "rate_limited")
         }
         // An expired token is a property of the token, not of the stream: 401 `token_expired` before any lookup,
@@ -109,10 +116,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         if server.streams?.everyRouteTakesJWTs == true {
             let checked = server.authenticator.authenticate(.jwt, headers: head.headers, now: server.wallClock())
             checkedJWT = checked
-            if case .failure(.expired) = checked {
-                charge(address: address, now: now)
-                return refuse(AuthError.expired.relayError, result: "token_expired")
-            }
+            if case .failure(.expired) = checked { return refuse(AuthError.expired.relayError, result: "token_expired") }
         }
         let local = server.streams?.lookup(id)
         if local == nil, let mirror = server.streams?.mirror {
@@ -144,7 +148,13 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         guard case .resume(_, let offset) = request else {
             stream.stop()
             server.streams?.remove(stream)
-            return answerStopped()
+            guard let mirror = server.streams?.mirror else { return answerStopped() }
+            // The 204 once Redis holds the stop: a resume elsewhere right after it must not find the stream.
+            // Stopped here whatever Redis answers.
+            return mirror.requestStop(stream.id, windowSeconds: stream.windowSeconds, on: writer.scheduler) { _ in
+                guard !self.done else { return }
+                self.answerStopped()
+            }
         }
         resumeOffset = offset
         switch stream.attach(self, offset: offset) {
@@ -160,25 +170,21 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         pump()
     }
 
-    /// 404 `stream_not_found`, which costs the address a failed-authentication token. With Redis, answered
-    /// `copyLagSeconds` after the request at the earliest, whatever the miss (`ResumableStreams.copyLagSeconds`).
+    /// 404 `stream_not_found` (its failed-authentication token kept). With Redis, answered `copyLagSeconds` after
+    /// the request (`ResumableStreams.copyLagSeconds`), at one deadline whatever the miss.
     private func notFound(address: String, now: Instant) {
-        charge(address: address, now: now)
-        let wait = server.streams?.mirror == nil ? 0 : copyLagSeconds - writer.scheduler.clock.now().seconds(since: startedAt)
-        guard wait > 0 else { return refuse(StreamRequest.streamNotFound, result: "not_found") }
-        _ = writer.scheduler.schedule(afterSeconds: wait) {
+        guard server.streams?.mirror != nil else { return refuse(StreamRequest.streamNotFound, result: "not_found") }
+        _ = writer.scheduler.schedule(at: startedAt.advanced(bySeconds: copyLagSeconds)) {
             guard !self.done else { return }
             self.refuse(StreamRequest.streamNotFound, result: "not_found")
         }
     }
 
-    /// A failed-authentication token of the address, once per request.
-    private func charge(address: String, now: Instant) {
-        guard !charged else { return }
-        charged = true
-        if case .allowed(let lease) = server.authFailureLimiter.acquire(key: address, now: now) {
-            server.authFailureLimiter.release(lease)
-        }
+    /// The request proved the stream its own, or the relay failed it: its arrival's token goes back.
+    private func refundCharge() {
+        guard charged else { return }
+        charged = false
+        server.authFailureLimiter.refund(key: writer.client.limitKey, now: writer.scheduler.clock.now())
     }
 
     /// Whether another look at Redis may still find what the owner has sent but not yet copied, and come back
@@ -215,12 +221,11 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     // MARK: A stream owned by another replica (its copy in Redis)
 
     /// The stream's record in Redis; none yet is looked for again while the copy may trail (`copyLagSeconds`).
-    /// A miss is paid for at once (a failed-authentication token, as every 404), and an address whose bucket is
-    /// empty then gets no second look: many requests at once cannot each look several times.
+    /// An address whose failure bucket is empty gets no second look: many requests at once cannot each look
+    /// several times.
     private func lookUpRemote(id: String, request: StreamRequest, mirror: RedisStreamMirror, address: String, now: Instant) {
         mirror.lookup(id, on: writer.scheduler) { found in
             guard !self.done else { return }
-            if found == .missing { self.charge(address: address, now: now) }
             guard found == .missing, self.withinRemoteLag,
                   self.server.authFailureLimiter.retryAfterIfEmpty(key: address, now: self.writer.scheduler.clock.now()) == nil else {
                 return self.remoteLookedUp(found, id: id, request: request, mirror: mirror, address: address, now: now)
@@ -238,7 +243,10 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         guard case .found(let meta) = found, let routes = server.streams?.routes, meta.routeIndex < routes.count,
               let resume = routes[meta.routeIndex].resume else {
             if found == .unavailable {
+                // The relay's failure, not the caller's, and the same for every id: 503, retry.
                 server.logger.warning("redis unavailable: a stream not held by this replica cannot be found", [("request_id", .string(requestID))])
+                refundCharge()
+                return refuse(.stateUnavailable, result: "unavailable")
             }
             return notFound(address: address, now: now)
         }
@@ -256,7 +264,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         guard case .resume(_, let offset) = request else {
             return mirror.requestStop(id, windowSeconds: resume.windowSeconds, on: writer.scheduler) { stored in
                 guard !self.done else { return }
-                if stored { self.answerStopped() } else { self.notFound(address: address, now: now) }
+                if stored { self.answerStopped() } else { self.refuse(.stateUnavailable, result: "unavailable") }
             }
         }
         resumeOffset = offset
@@ -391,8 +399,12 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     private func proven(_ proof: Proof, owns: (String?) -> Bool, address: String, now: Instant, serve: () -> Void) {
         guard !done else { return }
         switch proof {
-        case .identity(let identity) where owns(identity): serve()
-        case .unavailable: refuse(.stateUnavailable, result: "unavailable")
+        case .identity(let identity) where owns(identity):
+            refundCharge()
+            serve()
+        case .unavailable:
+            refundCharge()
+            refuse(.stateUnavailable, result: "unavailable")
         case .identity:
             notFound(address: address, now: now)
         case .refused(let step):

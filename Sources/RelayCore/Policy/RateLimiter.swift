@@ -163,6 +163,15 @@ package struct RateLimiterState: Sendable {
         return max(1, (waitNs + 999_999_999) / 1_000_000_000)
     }
 
+    /// Gives back one token an `acquire` took from `key` (the request turned out not to be what the bucket counts,
+    /// e.g. a failure bucket's charge taken in advance); a full bucket stays full.
+    package mutating func refund(key: String, now: Instant) {
+        guard limits.requestsPerMinute != nil, var bucket = buckets[key] else { return }
+        refill(&bucket, now: now.nanoseconds)
+        bucket.units = min(capacity, bucket.units + Self.unitsPerToken)
+        buckets[key] = bucket
+    }
+
     /// Ends the stream `lease` admitted.
     package mutating func release(_ lease: Lease) {
         switch lease.slot {
@@ -270,6 +279,10 @@ package final class RateLimiter: Sendable {
 
     package func release(_ lease: RateLimiterState.Lease) {
         state.withLock { $0.release(lease) }
+    }
+
+    package func refund(key: String, now: Instant) {
+        state.withLock { $0.refund(key: key, now: now) }
     }
 
     @discardableResult
