@@ -319,6 +319,9 @@ final class EventStreamTask: @unchecked Sendable {
                reconnect(refreshingToken: true) {
                 return
             }
+            // 503: the relay could not look the stream up (Redis or the attestation store did not answer). The
+            // stream is still there: asked again with the reconnects' backoff, within the window.
+            if streamID != nil, status == 503, reconnect() { return }
             return endWithErrorAnswer()
         }
         // An event without its closing empty line is discarded, as the standard says; the chat layer notices a

@@ -367,9 +367,11 @@ extension ClientThroughRelayTests {
             }
         }
 
-        /// A relay whose first answer names the stream and drops after the first piece; a resume with `tok-1` is
-        /// refused 401 `token_expired`, one with `tok-2` gets the rest (or, `refuseAll`, 401 too).
-        static func expiringRelay(requests: Mailbox<RecordedRequest>, refuseAll: Bool) throws -> ScriptedUpstream {
+        /// A relay whose first answer names the stream and drops after the first piece; each resume is refused
+        /// with the JSON error `refusal` returns for it (the request, and how many requests came before it), or
+        /// gets the rest when it returns nil.
+        static func cutThenResumed(requests: Mailbox<RecordedRequest>,
+                                   refusal: @escaping @Sendable (RecordedRequest, Int) -> (status: Int, body: String)?) throws -> ScriptedUpstream {
             let cut = Array(ClientThroughRelayTests.chunk(Self.pieces[0]).utf8).count + 10
             return try ScriptedUpstream { connection in
                 while true {
@@ -378,10 +380,13 @@ extension ClientThroughRelayTests {
                         try connection.writeHead(status: 204, headers: [("Content-Length", "0")])
                         continue
                     }
+                    let before = requests.count
                     requests.put(request)
                     if request.method == "GET" {
-                        if refuseAll || request.header("Authorization") == "Bearer tok-1" {
-                            try Self.answerExpired(connection)
+                        if let (status, body) = refusal(request, before) {
+                            try connection.writeHead(status: status, headers: [("Content-Type", "application/json"),
+                                                                              ("Content-Length", "\(body.utf8.count)")])
+                            try connection.write(body)
                             continue
                         }
                         try connection.writeHead(status: 200, headers: sseHead)
@@ -395,6 +400,13 @@ extension ClientThroughRelayTests {
                     connection.close()
                     return
                 }
+            }
+        }
+
+        /// `cutThenResumed` refusing resumes with `tok-1` (or, `refuseAll`, every resume) 401 `token_expired`.
+        static func expiringRelay(requests: Mailbox<RecordedRequest>, refuseAll: Bool) throws -> ScriptedUpstream {
+            try cutThenResumed(requests: requests) { request, _ in
+                refuseAll || request.header("Authorization") == "Bearer tok-1" ? (401, Self.expiredBody) : nil
             }
         }
 
@@ -412,6 +424,17 @@ extension ClientThroughRelayTests {
             #expect(sent.map { $0.header("Authorization") ?? "" } == ["Bearer tok-1", "Bearer tok-1", "Bearer tok-2"])
             #expect(sent.dropFirst().allSatisfy { $0.target == sent[1].target }, "the same offset both times")
             #expect(tokens.refreshes.withLock { $0 } == 1)
+        }
+
+        @Test("a resume answered 503 state_unavailable is asked again after the backoff, and goes on")
+        func unavailableResumeIsAskedAgain() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let unavailable = #"{"error":{"message":"try again","type":"server_error","code":"state_unavailable"}}"#
+            let upstream = try Self.cutThenResumed(requests: requests) { _, before in before == 1 ? (503, unavailable) : nil }
+            #expect(try await Self.answer(Self.client(upstream)) == Self.text, "the whole answer, once")
+            let sent = requests.drain()
+            #expect(sent.map(\.method) == ["POST", "GET", "GET"])
+            #expect(sent[1].target == sent[2].target, "the same offset both times")
         }
 
         @Test("a resume still refused with 401 token_expired after the refresh ends the stream with it: the POST is not sent again")
