@@ -120,26 +120,26 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         }
         let local = server.streams?.lookup(id)
         if local == nil, let mirror = server.streams?.mirror {
-            return lookUpRemote(id: id, request: request, mirror: mirror, address: address, now: now)
+            return lookUpRemote(id: id, request: request, mirror: mirror)
         }
-        guard let stream = local else { return notFound(address: address, now: now) }
+        guard let stream = local else { return notFound() }
         prove(route: stream.route) { proof in
-            self.proven(proof, owns: { $0 == stream.identity }, address: address, now: now) {
-                self.serveUnlessStoppedElsewhere(stream, request: request, address: address, now: now)
+            self.proven(proof, owns: { $0 == stream.identity }) {
+                self.serveUnlessStoppedElsewhere(stream, request: request)
             }
         }
     }
 
     /// With Redis, a stream held here may have been stopped at another replica after it ended (the owner's poll
-    /// looks for stops only while the upstream runs) or in the moments before the next poll: Redis is asked first,
+    /// looks for stops only while the upstream runs, or a resume here reads it) or in the moments before the next poll: Redis is asked first,
     /// and such a stream is gone here too. When Redis does not answer, this replica's memory serves.
-    private func serveUnlessStoppedElsewhere(_ stream: ResumableStream, request: StreamRequest, address: String, now: Instant) {
+    private func serveUnlessStoppedElsewhere(_ stream: ResumableStream, request: StreamRequest) {
         guard let mirror = server.streams?.mirror else { return serve(stream, request: request) }
         mirror.stopAsked(stream.id, on: writer.scheduler) { asked in
             guard !self.done else { return }
             guard asked == true else { return self.serve(stream, request: request) }
             stream.stopAndForget()
-            self.notFound(address: address, now: now)
+            self.notFound()
         }
     }
 
@@ -158,7 +158,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         }
         resumeOffset = offset
         switch stream.attach(self, offset: offset) {
-        case .gone: return notFound(address: writer.client.limitKey, now: writer.scheduler.clock.now())
+        case .gone: return notFound()
         case .brokenAtEnd: return refuse(StreamRequest.streamBroken, result: "broken")
         case .failed(.beyondWritten): return refuse(StreamRequest.offsetOutOfRange, result: "out_of_range")
         case .failed: return refuse(StreamRequest.streamExpired, result: "expired")
@@ -172,7 +172,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
 
     /// 404 `stream_not_found` (its failed-authentication token kept). With Redis, answered `copyLagSeconds` after
     /// the request (`ResumableStreams.copyLagSeconds`), at one deadline whatever the miss.
-    private func notFound(address: String, now: Instant) {
+    private func notFound() {
         guard server.streams?.mirror != nil else { return refuse(StreamRequest.streamNotFound, result: "not_found") }
         _ = writer.scheduler.schedule(at: startedAt.advanced(bySeconds: copyLagSeconds)) {
             guard !self.done else { return }
@@ -223,22 +223,21 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     /// The stream's record in Redis; none yet is looked for again while the copy may trail (`copyLagSeconds`).
     /// An address whose failure bucket is empty gets no second look: many requests at once cannot each look
     /// several times.
-    private func lookUpRemote(id: String, request: StreamRequest, mirror: RedisStreamMirror, address: String, now: Instant) {
+    private func lookUpRemote(id: String, request: StreamRequest, mirror: RedisStreamMirror) {
         mirror.lookup(id, on: writer.scheduler) { found in
             guard !self.done else { return }
             guard found == .missing, self.withinRemoteLag,
-                  self.server.authFailureLimiter.retryAfterIfEmpty(key: address, now: self.writer.scheduler.clock.now()) == nil else {
-                return self.remoteLookedUp(found, id: id, request: request, mirror: mirror, address: address, now: now)
+                  self.server.authFailureLimiter.retryAfterIfEmpty(key: self.writer.client.limitKey, now: self.writer.scheduler.clock.now()) == nil else {
+                return self.remoteLookedUp(found, id: id, request: request, mirror: mirror)
             }
             _ = self.writer.scheduler.schedule(afterSeconds: Self.remotePollSeconds) {
                 guard !self.done else { return }
-                self.lookUpRemote(id: id, request: request, mirror: mirror, address: address, now: now)
+                self.lookUpRemote(id: id, request: request, mirror: mirror)
             }
         }
     }
 
-    private func remoteLookedUp(_ found: RedisStreamMirror.Lookup, id: String, request: StreamRequest, mirror: RedisStreamMirror,
-                                address: String, now: Instant) {
+    private func remoteLookedUp(_ found: RedisStreamMirror.Lookup, id: String, request: StreamRequest, mirror: RedisStreamMirror) {
         guard !done else { return }
         guard case .found(let meta) = found, let routes = server.streams?.routes, meta.routeIndex < routes.count,
               let resume = routes[meta.routeIndex].resume else {
@@ -248,19 +247,18 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
                 refundCharge()
                 return refuse(.stateUnavailable, result: "unavailable")
             }
-            return notFound(address: address, now: now)
+            return notFound()
         }
         // Against the owner's record, which holds a hash of the identity's key.
         prove(route: routes[meta.routeIndex]) { proof in
-            self.proven(proof, owns: { StreamMeta.identityHash($0) == meta.identityHash }, address: address, now: now) {
-                self.serveRemote(meta, resume: resume, id: id, request: request, mirror: mirror, address: address, now: now)
+            self.proven(proof, owns: { StreamMeta.identityHash($0) == meta.identityHash }) {
+                self.serveRemote(meta, resume: resume, id: id, request: request, mirror: mirror)
             }
         }
     }
 
     /// A resume or a stop of a stream held by another replica, by the identity that started it.
-    private func serveRemote(_ meta: StreamMeta, resume: RouteResume, id: String, request: StreamRequest, mirror: RedisStreamMirror,
-                             address: String, now: Instant) {
+    private func serveRemote(_ meta: StreamMeta, resume: RouteResume, id: String, request: StreamRequest, mirror: RedisStreamMirror) {
         guard case .resume(_, let offset) = request else {
             return mirror.requestStop(id, windowSeconds: resume.windowSeconds, on: writer.scheduler) { stored in
                 guard !self.done else { return }
@@ -279,9 +277,9 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
                     // Proven already: Redis not answering is the relay's failure (retry), not the caller's.
                     if found == .unavailable { return self.refuse(.stateUnavailable, result: "unavailable") }
                     guard case .found(let again) = found, again.identityHash == meta.identityHash, again.routeIndex == meta.routeIndex else {
-                        return self.remoteLookedUp(.missing, id: id, request: request, mirror: mirror, address: address, now: now)
+                        return self.remoteLookedUp(.missing, id: id, request: request, mirror: mirror)
                     }
-                    self.serveRemote(again, resume: resume, id: id, request: request, mirror: mirror, address: address, now: now)
+                    self.serveRemote(again, resume: resume, id: id, request: request, mirror: mirror)
                 }
             }
             return
@@ -396,7 +394,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     /// Goes on with `serve` when `proof` names the identity that `owns` the stream. A store that could not check
     /// the proof is 503 `state_unavailable` (README, "Genuine app": never a proof accepted without its store, and
     /// never the caller's failure); anything else is the miss an unknown id gets, which costs a failure token.
-    private func proven(_ proof: Proof, owns: (String?) -> Bool, address: String, now: Instant, serve: () -> Void) {
+    private func proven(_ proof: Proof, owns: (String?) -> Bool, serve: () -> Void) {
         guard !done else { return }
         switch proof {
         case .identity(let identity) where owns(identity):
@@ -406,11 +404,11 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
             refundCharge()
             refuse(.stateUnavailable, result: "unavailable")
         case .identity:
-            notFound(address: address, now: now)
+            notFound()
         case .refused(let step):
             // Answered as an unknown id is (no oracle for someone else's stream); the log says which check failed.
             attestationStep = step
-            notFound(address: address, now: now)
+            notFound()
         }
     }
 
