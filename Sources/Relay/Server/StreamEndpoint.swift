@@ -124,7 +124,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         }
         guard let stream = local else { return notFound() }
         prove(route: stream.route) { proof in
-            self.proven(proof, owns: { $0 == stream.identity }) {
+            self.proven(proof, owns: { $0 == stream.identity }, miss: { self.localMiss(id) }) {
                 self.serveUnlessStoppedElsewhere(stream, request: request)
             }
         }
@@ -188,9 +188,10 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     }
 
     /// Whether another look at Redis may still find what the owner has sent but not yet copied, and come back
-    /// before the 404's time (`notFound`): the last look leaves a poll interval of room for its round trip.
+    /// before the 404's time (`notFound`): a look starts a poll interval after this check, and the last one leaves
+    /// two (50 ms, Redis's default `timeoutMs`) for its round trip.
     private var withinRemoteLag: Bool {
-        writer.scheduler.clock.now().seconds(since: startedAt) + 2 * Self.remotePollSeconds <= copyLagSeconds
+        writer.scheduler.clock.now().seconds(since: startedAt) + 3 * Self.remotePollSeconds <= copyLagSeconds
     }
 
     private var copyLagSeconds: Double { server.streams?.copyLagSeconds ?? 0 }
@@ -242,9 +243,9 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         guard case .found(let meta) = found, let routes = server.streams?.routes, meta.routeIndex < routes.count,
               let resume = routes[meta.routeIndex].resume else {
             if found == .unavailable {
-                // The relay's failure, not the caller's, and the same for every id: 503, retry.
+                // The relay's failure, and the same for every id: 503, retry. Its token is kept: nothing was proven, so
+                // an outage is no time for free probes.
                 server.logger.warning("redis unavailable: a stream not held by this replica cannot be found", [("request_id", .string(requestID))])
-                refundCharge()
                 return refuse(.stateUnavailable, result: "unavailable")
             }
             return notFound()
@@ -394,7 +395,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     /// Goes on with `serve` when `proof` names the identity that `owns` the stream. A store that could not check
     /// the proof is 503 `state_unavailable` (README, "Genuine app": never a proof accepted without its store, and
     /// never the caller's failure); anything else is the miss an unknown id gets, which costs a failure token.
-    private func proven(_ proof: Proof, owns: (String?) -> Bool, serve: () -> Void) {
+    private func proven(_ proof: Proof, owns: (String?) -> Bool, miss: (() -> Void)? = nil, serve: () -> Void) {
         guard !done else { return }
         switch proof {
         case .identity(let identity) where owns(identity):
@@ -404,11 +405,22 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
             refundCharge()
             refuse(.stateUnavailable, result: "unavailable")
         case .identity:
-            notFound()
+            (miss ?? notFound)()
         case .refused(let step):
             // Answered as an unknown id is (no oracle for someone else's stream); the log says which check failed.
             attestationStep = step
-            notFound()
+            (miss ?? notFound)()
+        }
+    }
+
+    /// Another identity's stream held here: answered as an unknown id is, which with Redis means a look there
+    /// first. An unknown id's look can find Redis gone (503), so this one asks too, and answers the same.
+    private func localMiss(_ id: String) {
+        guard let mirror = server.streams?.mirror else { return notFound() }
+        mirror.lookup(id, on: writer.scheduler) { found in
+            guard !self.done else { return }
+            if found == .unavailable { return self.refuse(.stateUnavailable, result: "unavailable") }
+            self.notFound()
         }
     }
 
