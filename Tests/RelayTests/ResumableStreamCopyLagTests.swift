@@ -39,6 +39,14 @@ struct ResumableStreamCopyLagTests {
         return client
     }
 
+    /// A resume (or another method) at `relay`, and how long its head took, in seconds.
+    static func timedCall(_ relay: RelayFixture, id: String, offset: Int, token: String = R.tokenA)
+        throws -> (client: TestClient, head: ResponseHeadResult, seconds: Double) {
+        let started = monotonicNanoseconds()
+        let (client, head) = try R.call(relay, id: id, offset: offset, token: token)
+        return (client, head, Double(monotonicNanoseconds() - started) / 1e9)
+    }
+
     /// Sends a request to `relay` and returns once it has looked the stream up in Redis once (the sync point of the
     /// tests that then change what Redis holds, or whether it answers).
     static func sendAndAwaitTheFirstLook(_ redis: RedisServerProcess, _ relay: RelayFixture, _ method: String = "GET", id: String,
@@ -88,9 +96,7 @@ struct ResumableStreamCopyLagTests {
         let (next, _, a, b, _, id) = try P.started(redis, copyLagAtB: lag)
         defer { withExtendedLifetime(a) {} }
         let looked = try Self.existsCalls(redis)
-        let started = monotonicNanoseconds()
-        let (c, head) = try R.call(b, id: id, offset: R.part1.count + 1)
-        let seconds = Double(monotonicNanoseconds() - started) / 1e9
+        let (c, head, seconds) = try Self.timedCall(b, id: id, offset: R.part1.count + 1)
         #expect(head.status == 416)
         #expect(try R.errorCode(c, head) == "offset_out_of_range")
         #expect(try Self.existsCalls(redis) >= looked + 2, "looked again before answering")
@@ -124,12 +130,11 @@ struct ResumableStreamCopyLagTests {
         let lag = 0.3
         let (next, _, a, b, _, id) = try P.started(redis, copyLagAtB: lag)
         defer { withExtendedLifetime(a) {} }
-        // Unknown at B; A's stream at B (found in Redis), another identity; the same on A (held there, no look at Redis).
+        // Unknown at B; A's stream at B (found in Redis), another identity; the same on A (held there; it looks at
+        // Redis as a miss does).
         let misses: [(RelayFixture, String, String)] = [(b, StreamIDs.make(), R.tokenA), (b, id, R.tokenB), (a, id, R.tokenB)]
         for (i, (relay, target, token)) in misses.enumerated() {
-            let started = monotonicNanoseconds()
-            let (c, head) = try R.call(relay, id: target, offset: 0, token: token)
-            let seconds = Double(monotonicNanoseconds() - started) / 1e9
+            let (c, head, seconds) = try Self.timedCall(relay, id: target, offset: 0, token: token)
             #expect(head.status == 404, "miss \(i)")
             #expect(try R.errorCode(c, head) == "stream_not_found")
             let bound = relay === a ? ResumableStreams.defaultCopyLagSeconds : lag

@@ -16,8 +16,8 @@ import Transport
 /// Credentials are checked with the stream's route's `auth` and, on a route that asks for proof of the genuine
 /// app, with that proof too (an App Attest assertion over this request; on `auth: "none"` the device's key is the
 /// identity, as when the stream started). The identity must be the one that started it; otherwise 404, as for an
-/// id never issued, so ids cannot be probed (and each such miss costs the address a token of its
-/// failed-authentication bucket).
+/// id never issued, so ids cannot be probed. Every request takes a token of its address's failed-authentication
+/// bucket on arrival and gets it back once it proves the stream its own: a miss keeps it, however it ends.
 ///
 /// A stream this replica does not hold is looked up in Redis (`state.backend: "redis"`, `RedisStreamMirror`): the
 /// same identity rule and offset edges, against the owner's record; a resume then polls the copy every
@@ -394,7 +394,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
 
     /// Goes on with `serve` when `proof` names the identity that `owns` the stream. A store that could not check
     /// the proof is 503 `state_unavailable` (README, "Genuine app": never a proof accepted without its store, and
-    /// never the caller's failure); anything else is the miss an unknown id gets, which costs a failure token.
+    /// never the caller's failure); anything else is the miss an unknown id gets (its arrival's token kept).
     private func proven(_ proof: Proof, owns: (String?) -> Bool, miss: (() -> Void)? = nil, serve: () -> Void) {
         guard !done else { return }
         switch proof {
