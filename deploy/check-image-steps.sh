@@ -174,7 +174,8 @@ else
     if (cd "$CTX" && bash -c "${cmd/#swift /$SWIFT }") >"$log" 2>&1; then
       ok "RUN $cmd ($(( $(date +%s) - start )) s) $(grep -E 'Test run with|Executed .* tests' "$log" | tail -n 2 | sed 's/^[^A-Za-z]*//' | tr '\n' ' ')"
     else
-      fail "RUN $cmd (log: $log)" "$(tail -n 15 "$log")"
+      # The failing tests' own lines first (a test run's tail shows only the suites that passed last).
+      fail "RUN $cmd (log: $log)" "$( { grep -E '✘|recorded an issue|Expectation failed|error:' "$log" | head -n 30; echo '[…]'; tail -n 8 "$log"; } )"
     fi
   done <<<"$BUILD_COMMANDS"
   BIN=$(cd "$CTX" && $SWIFT build -c release --show-bin-path 2>/dev/null)/sse-relay

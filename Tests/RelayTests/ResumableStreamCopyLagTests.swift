@@ -321,7 +321,12 @@ struct ResumableStreamCopyLagTests {
             c.close()
         }
         // Two probes closed before their 404 still paid; of five more at once, one gets through.
+        // The relay runs two loops, so a later connection may be read first: the five wait until the two have ended
+        // at the relay (one log line each: closed before an answer, or, on a slow machine, after their 404).
         for _ in 0..<2 { try Self.send(b, id: StreamIDs.make(), offset: 0).close() }
+        try eventually("the two probes ended at the relay", timeout: 10) {
+            b.logs.lines.filter { $0.contains(#""status":0,"#) || $0.contains(#""status":404,"#) }.count == 2
+        }
         let probes = try (0..<5).map { _ in try Self.send(b, id: StreamIDs.make(), offset: 0) }
         let statuses = try probes.map { try $0.readHead(timeout: 10).status }.sorted()
         #expect(statuses == [404, 429, 429, 429, 429], "\(statuses)")
