@@ -40,8 +40,9 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     private var attestationStep: String?
     /// This request's JWT as checked before the lookup (`expiredTokenFirst`): the route's check reuses it.
     private var checkedJWT: Result<Identity?, AuthError>?
-    /// The failed-authentication token this request took from its address on arrival, not yet given back.
-    private var charged = false
+    /// The failed-authentication token this request took from its address on arrival (its lease names the bucket
+    /// it came from), not yet given back.
+    private var charge: RateLimiterState.Lease?
     private var bytesOut = 0
     /// The response is over (finished, aborted, taken over) or the client left.
     private var done = false
@@ -103,7 +104,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         switch server.authFailureLimiter.acquire(key: address, now: now) {
         case .allowed(let lease):
             server.authFailureLimiter.release(lease)
-            charged = true
+            charge = lease
         case .limited(let retryAfter, _):
             return refuse(.rateLimited(retryAfterSeconds: retryAfter), result: "rate_limited")
         }
@@ -182,9 +183,9 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
 
     /// The request proved the stream its own, or the relay failed it: its arrival's token goes back.
     private func refundCharge() {
-        guard charged else { return }
-        charged = false
-        server.authFailureLimiter.refund(key: writer.client.limitKey, now: writer.scheduler.clock.now())
+        guard let lease = charge else { return }
+        charge = nil
+        server.authFailureLimiter.refund(lease, now: writer.scheduler.clock.now())
     }
 
     /// Whether another look at Redis may still find what the owner has sent but not yet copied, and come back

@@ -151,9 +151,19 @@ package struct RateLimiterState: Sendable {
     }
 
     /// The Retry-After `acquire` would answer if `key`'s bucket is empty now, without taking anything: for a
-    /// bucket that only failures draw from (failed authentication), checked before every attempt.
+    /// bucket that only failures draw from (failed authentication), checked before every attempt. A key not
+    /// tracked while the table is full is answered for the shared overflow bucket, which its failures draw from:
+    /// keys sprayed past `maxKeys` get no attempts for free.
     package func retryAfterIfEmpty(key: String, now: Instant) -> Int? {
-        guard let rpm = limits.requestsPerMinute, var bucket = buckets[key] else { return nil }
+        guard let rpm = limits.requestsPerMinute else { return nil }
+        var bucket: Bucket
+        if let own = buckets[key] {
+            bucket = own
+        } else if buckets.count >= limits.maxKeys {
+            bucket = overflow
+        } else {
+            return nil
+        }
         refill(&bucket, now: now.nanoseconds)
         return bucket.units >= Self.unitsPerToken ? nil : Self.secondsUntilOneToken(bucket, rpm: rpm)
     }
@@ -163,13 +173,26 @@ package struct RateLimiterState: Sendable {
         return max(1, (waitNs + 999_999_999) / 1_000_000_000)
     }
 
-    /// Gives back one token an `acquire` took from `key` (the request turned out not to be what the bucket counts,
-    /// e.g. a failure bucket's charge taken in advance); a full bucket stays full.
-    package mutating func refund(key: String, now: Instant) {
-        guard limits.requestsPerMinute != nil, var bucket = buckets[key] else { return }
-        refill(&bucket, now: now.nanoseconds)
-        bucket.units = min(capacity, bucket.units + Self.unitsPerToken)
-        buckets[key] = bucket
+    /// Gives back the token the `acquire` that made `lease` took (the request turned out not to be what the bucket
+    /// counts, e.g. a failure bucket's charge taken in advance), to the bucket it came from: the key's own, or the
+    /// shared overflow bucket when the key was not tracked. A full bucket stays full; a forgotten key's bucket is
+    /// full already. Refund each lease at most once (the caller keeps that count).
+    package mutating func refund(_ lease: Lease, now: Instant) {
+        guard limits.requestsPerMinute != nil else { return }
+        switch lease.slot {
+        case .untracked:
+            return
+        case .overflow:
+            var shared = overflow
+            refill(&shared, now: now.nanoseconds)
+            shared.units = min(capacity, shared.units + Self.unitsPerToken)
+            overflow = shared
+        case .key:
+            guard var bucket = buckets[lease.key] else { return }
+            refill(&bucket, now: now.nanoseconds)
+            bucket.units = min(capacity, bucket.units + Self.unitsPerToken)
+            buckets[lease.key] = bucket
+        }
     }
 
     /// Ends the stream `lease` admitted.
@@ -281,8 +304,8 @@ package final class RateLimiter: Sendable {
         state.withLock { $0.release(lease) }
     }
 
-    package func refund(key: String, now: Instant) {
-        state.withLock { $0.refund(key: key, now: now) }
+    package func refund(_ lease: RateLimiterState.Lease, now: Instant) {
+        state.withLock { $0.refund(lease, now: now) }
     }
 
     @discardableResult

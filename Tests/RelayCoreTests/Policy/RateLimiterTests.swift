@@ -269,6 +269,36 @@ private func isAllowed(_ d: RateLimiterState.Decision) -> Bool {
         #expect(s.overflowStreams == 0)
     }
 
+    @Test func aRefundGoesBackToTheBucketItCameFrom() throws {
+        var s = limiter(rpm: 1, burst: 1, maxKeys: 1)
+        let own = try #require(lease(s.acquire(key: "a", now: t0)))
+        let shared = try #require(lease(s.acquire(key: "b", now: t0)))
+        #expect(!own.isOverflow && shared.isOverflow)
+        #expect(s.acquire(key: "c", now: t0) == .limited(retryAfterSeconds: 60, reason: .rate), "b took the overflow bucket's one token")
+        s.refund(shared, now: t0)
+        let c = try #require(lease(s.acquire(key: "c", now: t0)), "b's token is back in the overflow bucket")
+        #expect(c.isOverflow)
+        #expect(s.acquire(key: "a", now: t0) == .limited(retryAfterSeconds: 60, reason: .rate), "the shared refund left a's bucket alone")
+        s.refund(own, now: t0)
+        #expect(isAllowed(s.acquire(key: "a", now: t0)))
+        // A full bucket stays full: two refunds of one charge give back one token.
+        s.refund(own, now: t0)
+        s.refund(own, now: t0)
+        #expect(isAllowed(s.acquire(key: "a", now: t0)))
+        #expect(s.acquire(key: "a", now: t0) == .limited(retryAfterSeconds: 60, reason: .rate))
+    }
+
+    @Test func anUntrackedKeyIsAskedAboutTheOverflowBucket() throws {
+        var s = limiter(rpm: 1, burst: 1, maxKeys: 1)
+        #expect(s.retryAfterIfEmpty(key: "b", now: t0) == nil, "room in the table: a new key's bucket is full")
+        _ = try #require(lease(s.acquire(key: "a", now: t0)))
+        #expect(s.retryAfterIfEmpty(key: "b", now: t0) == nil, "the overflow bucket still holds its token")
+        _ = try #require(lease(s.acquire(key: "b", now: t0)))
+        #expect(s.retryAfterIfEmpty(key: "c", now: t0) == 60, "a sprayed key past the table shares b's empty bucket")
+        #expect(s.retryAfterIfEmpty(key: "a", now: t0) == 60)
+        #expect(s.retryAfterIfEmpty(key: "c", now: at(60)) == nil, "refilled")
+    }
+
     // MARK: the shared wrapper
 
     @Test func theSharedLimiterCountsExactlyAcrossThreads() {
