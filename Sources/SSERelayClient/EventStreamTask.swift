@@ -322,6 +322,10 @@ final class EventStreamTask: @unchecked Sendable {
             // 503: the relay could not look the stream up (Redis or the attestation store did not answer). The
             // stream is still there: asked again with the reconnects' backoff, within the window.
             if streamID != nil, status == 503, reconnect() { return }
+            // 429: the relay's failed-authentication bucket for this address is empty (another app behind the same
+            // address can drain it). The stream is still there: asked again once `Retry-After` has passed, if that
+            // is within the window.
+            if streamID != nil, status == 429, reconnect(notBefore: retryAfterSeconds) { return }
             return endWithErrorAnswer()
         }
         // An event without its closing empty line is discarded, as the standard says; the chat layer notices a
@@ -346,12 +350,21 @@ final class EventStreamTask: @unchecked Sendable {
         if let error { continuation.finish(throwing: error) } else { continuation.finish() }
     }
 
+    /// The current leg's `Retry-After` in seconds (the relay sends whole seconds), if it has a usable one.
+    private var retryAfterSeconds: TimeInterval? {
+        guard let value = response.flatMap({ RelayAPIError.header("Retry-After", in: $0.allHeaderFields) }),
+              let seconds = Int(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 else { return nil }
+        return TimeInterval(seconds)
+    }
+
     /// Asks for the rest of a named stream after a transient failure, unless the window has passed or the app
-    /// has gone. Returns false when the failure must end the stream.
-    private func reconnect(refreshingToken: Bool = false) -> Bool {
+    /// has gone; not before `notBefore` seconds (a 429's `Retry-After`) nor before the backoff. Returns false when
+    /// the failure must end the stream.
+    private func reconnect(refreshingToken: Bool = false, notBefore: TimeInterval? = nil) -> Bool {
         guard let resume, let id = streamID else { return false }
         let waited = Date().timeIntervalSince(lastProgress)
-        let delay = reconnects == 0 || refreshingToken ? 0 : min(2.0, 0.25 * Double(1 << min(reconnects - 1, 3)))
+        let backoff = reconnects == 0 || refreshingToken ? 0 : min(2.0, 0.25 * Double(1 << min(reconnects - 1, 3)))
+        let delay = max(backoff, notBefore ?? 0)
         guard waited + delay < resume.window, !shared.withLock({ $0.finished }) else { return false }
         reconnects += 1
         let offset = received

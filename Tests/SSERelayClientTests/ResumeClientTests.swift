@@ -371,7 +371,8 @@ extension ClientThroughRelayTests {
         /// with the JSON error `refusal` returns for it (the request, and how many requests came before it), or
         /// gets the rest when it returns nil.
         static func cutThenResumed(requests: Mailbox<RecordedRequest>,
-                                   refusal: @escaping @Sendable (RecordedRequest, Int) -> (status: Int, body: String)?) throws -> ScriptedUpstream {
+                                   refusal: @escaping @Sendable (RecordedRequest, Int) -> (status: Int, body: String)?,
+                                   refusalHeaders: [(String, String)] = []) throws -> ScriptedUpstream {
             let cut = Array(ClientThroughRelayTests.chunk(Self.pieces[0]).utf8).count + 10
             return try ScriptedUpstream { connection in
                 while true {
@@ -385,7 +386,7 @@ extension ClientThroughRelayTests {
                     if request.method == "GET" {
                         if let (status, body) = refusal(request, before) {
                             try connection.writeHead(status: status, headers: [("Content-Type", "application/json"),
-                                                                              ("Content-Length", "\(body.utf8.count)")])
+                                                                              ("Content-Length", "\(body.utf8.count)")] + refusalHeaders)
                             try connection.write(body)
                             continue
                         }
@@ -436,6 +437,41 @@ extension ClientThroughRelayTests {
             #expect(sent.map(\.method) == ["POST", "GET", "GET"])
             #expect(sent[1].target == sent[2].target, "the same offset both times")
         }
+
+        @Test("a resume answered 429 is asked again once its Retry-After has passed, within the window, and goes on")
+        func rateLimitedResumeWaitsForRetryAfter() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let asked = Mailbox<UInt64>()   // when each resume arrived
+            let upstream = try Self.cutThenResumed(requests: requests, refusal: { _, before in
+                asked.put(monotonicNanoseconds())
+                return before == 1 ? (429, Self.rateLimitedBody) : nil
+            }, refusalHeaders: [("Retry-After", "1")])
+            #expect(try await Self.answer(Self.client(upstream)) == Self.text, "the whole answer, once")
+            let sent = requests.drain()
+            #expect(sent.map(\.method) == ["POST", "GET", "GET"])
+            #expect(sent[1].target == sent[2].target, "the same offset both times")
+            // Timers never fire early: a lower bound only. The first reconnect has no backoff of its own.
+            let times = asked.drain()
+            #expect(times.count == 2 && Double(times[1] - times[0]) / 1e9 >= 0.95, "not before Retry-After")
+        }
+
+        @Test("a resume answered 429 with a Retry-After past the window ends the stream with the 429 at once")
+        func rateLimitedResumePastTheWindowEnds() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let upstream = try Self.cutThenResumed(requests: requests, refusal: { _, _ in (429, Self.rateLimitedBody) },
+                                                   refusalHeaders: [("Retry-After", "60")])
+            var text = ""
+            do {
+                for try await snapshot in Self.client(upstream).chatSnapshots(Self.question) { text = snapshot.text }
+                Issue.record("expected the 429")
+            } catch let error as RelayAPIError {
+                #expect(error.status == 429)
+            }
+            #expect(text == Self.pieces[0], "the text so far, once")
+            #expect(requests.drain().map(\.method) == ["POST", "GET"], "no second resume, no second POST")
+        }
+
+        static let rateLimitedBody = #"{"error":{"message":"Too many requests; retry after the time in Retry-After.","type":"rate_limit_error","code":"rate_limit_exceeded"}}"#
 
         @Test("a resume still refused with 401 token_expired after the refresh ends the stream with it: the POST is not sent again")
         func expiredTokenOnResumeDoesNotRepost() async throws {
