@@ -322,9 +322,9 @@ final class EventStreamTask: @unchecked Sendable {
             // 503: the relay could not look the stream up (Redis or the attestation store did not answer). The
             // stream is still there: asked again with the reconnects' backoff, within the window.
             if streamID != nil, status == 503, reconnect() { return }
-            // 429: the relay's failed-authentication bucket for this address is empty (another app behind the same
-            // address can drain it). The stream is still there: asked again once `Retry-After` has passed, if that
-            // is within the window.
+            // 429: a limit at the relay for this address, mostly its failed-authentication bucket, which another app
+            // behind the same address can empty. The stream is still there: asked again once `Retry-After` (or the
+            // backoff, without one) has passed, if that is within the window.
             if streamID != nil, status == 429, reconnect(notBefore: retryAfterSeconds) { return }
             return endWithErrorAnswer()
         }
@@ -350,11 +350,12 @@ final class EventStreamTask: @unchecked Sendable {
         if let error { continuation.finish(throwing: error) } else { continuation.finish() }
     }
 
-    /// The current leg's `Retry-After` in seconds (the relay sends whole seconds), if it has a usable one.
+    /// The current leg's `Retry-After` in seconds (whole seconds or an HTTP date, as `RelayAPIError` reads it,
+    /// and at most `RelayAPIError.maxRetryAfter`), if it has one.
     private var retryAfterSeconds: TimeInterval? {
-        guard let value = response.flatMap({ RelayAPIError.header("Retry-After", in: $0.allHeaderFields) }),
-              let seconds = Int(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 else { return nil }
-        return TimeInterval(seconds)
+        response.flatMap { RelayAPIError.header("Retry-After", in: $0.allHeaderFields) }
+            .flatMap { RelayAPIError.parseRetryAfter($0, now: Date()) }
+            .map { min($0, RelayAPIError.maxRetryAfter) }
     }
 
     /// Asks for the rest of a named stream after a transient failure, unless the window has passed or the app

@@ -450,16 +450,17 @@ extension ClientThroughRelayTests {
             let sent = requests.drain()
             #expect(sent.map(\.method) == ["POST", "GET", "GET"])
             #expect(sent[1].target == sent[2].target, "the same offset both times")
-            // Timers never fire early: a lower bound only. The first reconnect has no backoff of its own.
+            // Timers never fire early: a lower bound only, and the second reconnect's backoff is 0.25 s.
             let times = asked.drain()
             #expect(times.count == 2 && Double(times[1] - times[0]) / 1e9 >= 0.95, "not before Retry-After")
         }
 
-        @Test("a resume answered 429 with a Retry-After past the window ends the stream with the 429 at once")
-        func rateLimitedResumePastTheWindowEnds() async throws {
+        @Test("a resume answered 429 with a Retry-After past the window ends the stream with the 429, not asked again",
+              arguments: ["60", "99999999999999999999", "Wed, 21 Oct 2099 07:28:00 GMT"])
+        func rateLimitedResumePastTheWindowEnds(retryAfter: String) async throws {
             let requests = Mailbox<RecordedRequest>()
             let upstream = try Self.cutThenResumed(requests: requests, refusal: { _, _ in (429, Self.rateLimitedBody) },
-                                                   refusalHeaders: [("Retry-After", "60")])
+                                                   refusalHeaders: [("Retry-After", retryAfter)])
             var text = ""
             do {
                 for try await snapshot in Self.client(upstream).chatSnapshots(Self.question) { text = snapshot.text }

@@ -151,19 +151,12 @@ package struct RateLimiterState: Sendable {
     }
 
     /// The Retry-After `acquire` would answer if `key`'s bucket is empty now, without taking anything: for a
-    /// bucket that only failures draw from (failed authentication), checked before every attempt. A key not
-    /// tracked while the table is full is answered for the shared overflow bucket, which its failures draw from:
-    /// keys sprayed past `maxKeys` get no attempts for free.
+    /// bucket that only failures draw from (failed authentication), checked before every attempt. A key without a
+    /// bucket of its own has failed nothing lately: nil, even while the table is full and the shared overflow
+    /// bucket is empty. Answering for that bucket would let a flood of failures from addresses sprayed past
+    /// `maxKeys` refuse every new client, valid credentials included, before they are read.
     package func retryAfterIfEmpty(key: String, now: Instant) -> Int? {
-        guard let rpm = limits.requestsPerMinute else { return nil }
-        var bucket: Bucket
-        if let own = buckets[key] {
-            bucket = own
-        } else if buckets.count >= limits.maxKeys {
-            bucket = overflow
-        } else {
-            return nil
-        }
+        guard let rpm = limits.requestsPerMinute, var bucket = buckets[key] else { return nil }
         refill(&bucket, now: now.nanoseconds)
         return bucket.units >= Self.unitsPerToken ? nil : Self.secondsUntilOneToken(bucket, rpm: rpm)
     }
