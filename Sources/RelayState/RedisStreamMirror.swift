@@ -22,8 +22,10 @@ import Transport
 /// a connection of its own in another mode with its own reconnect story. One `MGET` per `pollSeconds` covers every
 /// stream this replica owns, which meets "the owner learns of a stop within 100 ms" with room to spare.
 ///
-/// Redis going away never cuts a stream: a failed write is logged, the stream's Redis copy is dropped (so no
-/// replica serves a copy with a hole), and resumes at this replica go on from its memory.
+/// Redis going away never cuts a stream: a failed write is logged, the stream's Redis body is dropped (so no
+/// replica serves a copy with a hole) and its record says `ownerOnly` (a resume elsewhere gets 503 and asks
+/// again, rather than a 404 that would end an answer the owner still holds), and resumes at this replica go on
+/// from its memory.
 package final class RedisStreamMirror: @unchecked Sendable {
     // Invariant: `owned` only inside its lock; `readers`, `pollArmed`, `recordKeep` and `localKeep` on
     // `pollLoop.queue` only.
@@ -294,10 +296,11 @@ package final class MirroredStream: @unchecked Sendable {
     private let appendArguments: [[UInt8]]
     private var pending: [UInt8] = []
     private var flushQueued = false
-    /// A write failed: the copy may have a hole, so it is deleted (retried at each later write until Redis answers)
-    /// and never written again.
+    /// A write failed: the copy may have a hole, so its body is deleted (until Redis answers) and never written
+    /// again, and its record says `ownerOnly`, set again at each later write so that it lasts while the stream
+    /// does (`markOwnerOnly`).
     private var lost = false
-    private var deleted = false
+    private var bodyDeleted = false
     /// The registry forgot the stream and its copy was deleted: nothing is written again (a delivery that comes
     /// before the owner's cancel would otherwise write a record anew).
     private var forgot = false
@@ -337,8 +340,9 @@ package final class MirroredStream: @unchecked Sendable {
         flushQueued = false
         guard !forgot else { return }
         if lost {
+            guard !pending.isEmpty else { return }
             pending = []
-            return dropCopy()
+            return markOwnerOnly()
         }
         guard !pending.isEmpty, meta.state == .running else { return }
         let bytes = pending
@@ -357,7 +361,7 @@ package final class MirroredStream: @unchecked Sendable {
 
     private func writeMeta() {
         guard !forgot else { return }
-        guard !lost else { return dropCopy() }
+        guard !lost else { return markOwnerOnly() }
         mirror.send(["SET", mirror.key(id, "meta"), meta.encoded(), "PX", ttl], on: loop) { self.check($0) }
     }
 
@@ -411,15 +415,34 @@ package final class MirroredStream: @unchecked Sendable {
         lost = true
         mirror.logger.warning("resumable stream copy in redis lost; resumes go on at this replica only",
                               [("stream", .string(id)), ("written", .int(meta.written))])
-        dropCopy()
+        markOwnerOnly()
     }
 
-    private func dropCopy() {
-        guard !deleted else { return }
-        mirror.send(["DEL", mirror.key(id, "meta"), mirror.key(id, "body")], on: loop) { reply in
-            if reply?.integer != nil { self.deleted = true }
+    /// The copy lost bytes: its body goes, and its record says `ownerOnly` (an overflowed one stays overflowed:
+    /// 410 everywhere, as at the owner), with a new expiry. While the upstream runs, the next write sends it again;
+    /// once it has ended no write follows, so a record Redis did not take is sent again every second until it
+    /// does or the stream is forgotten (else a record of the copy before the loss could outlive the outage).
+    private func markOwnerOnly() {
+        guard !forgot else { return }
+        if !bodyDeleted {
+            mirror.send(["DEL", mirror.key(id, "body")], on: loop) { reply in
+                if reply?.integer != nil { self.bodyDeleted = true }
+            }
+        }
+        var record = meta
+        if record.state != .overflowed { record.state = .ownerOnly }
+        mirror.send(["SET", mirror.key(id, "meta"), record.encoded(), "PX", ttl], on: loop) { reply in
+            guard reply == nil, self.meta.state != .running, !self.retryQueued else { return }
+            self.retryQueued = true
+            _ = self.loop.schedule(afterSeconds: 1) {
+                self.retryQueued = false
+                self.markOwnerOnly()
+            }
         }
     }
+
+    /// A record not taken after the upstream ended is to be sent again (`markOwnerOnly`).
+    private var retryQueued = false
 }
 
 /// A reference for the replies of one pipelined poll, filled in order on one loop.

@@ -261,6 +261,28 @@ struct ResumableStreamCopyLagTests {
         #expect(a.server.resumableStreamCounts.streams == 0, "and A forgot the stream")
     }
 
+    @Test("a copy lost in an outage that outlasts the stream is marked owner_only once Redis is back: elsewhere 503, not the copy from before")
+    func aCopyLostAfterTheLastWriteIsMarkedOnceRedisIsBack() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, _, a, b, client, id) = try P.started(redis)
+        redis.pause()
+        next.put(1)
+        #expect(try client.readChunkedBody(until: "[DONE]\n\n") == R.provider, "the owner's client gets every byte")
+        // The last append and the end's record time out (2 s here): the copy is lost, and no write follows.
+        try eventually("the lost copy logged", timeout: 10) {
+            a.logs.lines.contains { $0.contains("resumable stream copy in redis lost") }
+        }
+        redis.resume()
+        try eventually("the record says owner_only", timeout: 10) { try Self.record(redis, id).hasSuffix(" owner_only") }
+        let (elsewhere, head) = try R.call(b, id: id, offset: 0)
+        #expect(head.status == 503, "not a replay of the copy from before the outage")
+        #expect(try R.errorCode(elsewhere, head) == "state_unavailable")
+        let (resumed, again) = try R.call(a, id: id, offset: R.part1.count)
+        #expect(again.status == 200, "the owner serves it from memory")
+        #expect(try resumed.readChunkedBody(until: "[DONE]\n\n") == Array(R.provider.dropFirst(R.part1.count)))
+    }
+
     @Test("a stop at the owner is answered once Redis holds it: a resume elsewhere right after the 204 finds nothing")
     func aStopAtTheOwnerIsAnsweredOnceRedisHoldsIt() throws {
         let redis = try RedisServerProcess()

@@ -355,8 +355,8 @@ struct ResumableStreamReplicaTests {
     /// The owner's append answers the body's length in Redis; one shorter than what was written means bytes are
     /// missing there (Redis restarted without them, an operator deleted the key): the copy is dropped, so no
     /// replica serves a body with a hole, and the owner's own client is not touched.
-    @Test("a body that lost bytes in Redis is dropped, never served with a hole; the owner's client reads on")
-    func bodyWithAHoleIsDropped() throws {
+    @Test("a body that lost bytes in Redis is dropped, never served with a hole: elsewhere 503 (ask again, not the 404 that ends the answer), at the owner every byte")
+    func bodyWithAHoleIsLeftToTheOwner() throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
         let (next, upstream, a, b, client, id) = try Self.started(redis)
@@ -366,12 +366,19 @@ struct ResumableStreamReplicaTests {
         try eventually("the lost copy logged", timeout: 5) {
             a.logs.lines.contains { $0.contains("resumable stream copy in redis lost") }
         }
-        try eventually("the record deleted", timeout: 5) {
-            try redis.command("EXISTS \(Self.prefix)stream:\(id):meta") == ":0"
+        try eventually("the record says owner_only, and the body is gone", timeout: 5) {
+            try redis.command("GET \(Self.prefix)stream:\(id):meta").hasSuffix(" owner_only")
+                && redis.command("EXISTS \(Self.prefix)stream:\(id):body") == ":0"
         }
-        let (c, head) = try R.call(b, id: id, offset: 0)
-        #expect(head.status == 404, "no resume from a copy with a hole")
-        #expect(try R.errorCode(c, head) == "stream_not_found")
+        let (elsewhere, unavailable) = try R.call(b, id: id, offset: 0)
+        #expect(unavailable.status == 503, "no resume from a copy with a hole, and no 404 either: the owner holds the stream")
+        #expect(try R.errorCode(elsewhere, unavailable) == "state_unavailable")
+        let (other, refused) = try R.call(b, id: id, offset: 0, token: R.tokenB)
+        #expect(refused.status == 404, "another identity learns nothing")
+        #expect(try R.errorCode(other, refused) == "stream_not_found")
+        let (resumed, head) = try R.call(a, id: id, offset: 0)
+        #expect(head.status == 200, "the owner serves it from memory")
+        #expect(try resumed.readChunkedBody(until: "[DONE]\n\n") == R.provider)
         try a.waitUntilIdle(timeout: 5)
         #expect(upstream.requests.count == 1)
     }

@@ -268,6 +268,9 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
             }
         }
         resumeOffset = offset
+        // The copy lost bytes: only the owner serves the stream. 503, retry: the stream is there, and the next
+        // request may reach the owner (a 404 would end the answer).
+        if meta.state == .ownerOnly { return refuse(.stateUnavailable, result: "unavailable") }
         switch meta.position(offset) {
         case .beyondWritten where meta.state == .running && withinRemoteLag:
             // The client may have received bytes the copy does not hold yet: the record again, shortly. Proven

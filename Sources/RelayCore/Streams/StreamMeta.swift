@@ -14,6 +14,10 @@ package struct StreamMeta: Equatable, Sendable {
         case broken
         /// The stream outgrew `maxBufferBytes`: its bytes are gone, a resume gets 410.
         case overflowed
+        /// The copy lost bytes (a write to Redis failed, or Redis lost what it held): its body is deleted, never
+        /// served with a hole, and only the owner, from its memory copy, serves the stream. A resume elsewhere
+        /// gets 503 `state_unavailable`: the stream is there, and a retry may reach the owner.
+        case ownerOnly = "owner_only"
     }
 
     /// The owning replica's id (random per process).
@@ -61,6 +65,7 @@ package struct StreamMeta: Equatable, Sendable {
     /// an overflowed record is 410 at every offset. The owner stops writing the copy when the stream overflows, so
     /// the record's `written` stays where it was while the owner's goes on; an offset the client did receive can be
     /// past it, and must get the 410 the owner would answer, not 416.
+    /// (An `ownerOnly` record has no offsets to give: the reader answers 503 before it asks.)
     package func position(_ offset: Int) -> ReplayBuffer.Position {
         if state == .overflowed { return .expired }
         if offset > written { return .beyondWritten }
@@ -96,7 +101,7 @@ package enum RemoteFollow {
     /// - Parameters: `meta` the record (nil: gone, expired), `stopped` a stop was asked, `claimed` this reader is
     ///   still the stream's reader, `offset` the next byte it needs, `fetched` bytes the poll returned from `offset`.
     package static func step(meta: StreamMeta?, stopped: Bool, claimed: Bool, offset: Int, fetched: Int) -> Step {
-        guard let meta, !stopped, claimed, meta.state != .overflowed else { return .takenOver }
+        guard let meta, !stopped, claimed, meta.state != .overflowed, meta.state != .ownerOnly else { return .takenOver }
         let usable = max(0, min(fetched, meta.written - offset))
         if usable > 0 { return .write(usable) }
         switch meta.state {
@@ -104,7 +109,7 @@ package enum RemoteFollow {
         // Ended with bytes unread that the poll did not return: the body expired under the record; nothing follows.
         case .completed: return offset >= meta.written ? .end(clean: true) : .takenOver
         case .broken: return offset >= meta.written ? .end(clean: false) : .takenOver
-        case .overflowed: return .takenOver
+        case .overflowed, .ownerOnly: return .takenOver
         }
     }
 }
