@@ -23,7 +23,7 @@ import Transport
 /// stream this replica owns, which meets "the owner learns of a stop within 100 ms" with room to spare.
 ///
 /// Redis going away never cuts a stream: a failed write is logged, the stream's Redis body is dropped (so no
-/// replica serves a copy with a hole) and its record says `ownerOnly` (a resume elsewhere gets 503 and asks
+/// replica serves a copy with a hole) and it is flagged `…:owner_only` (a resume elsewhere gets 503 and asks
 /// again, rather than a 404 that would end an answer the owner still holds), and resumes at this replica go on
 /// from its memory.
 package final class RedisStreamMirror: @unchecked Sendable {
@@ -187,13 +187,17 @@ package final class RedisStreamMirror: @unchecked Sendable {
         send(["EXISTS", key(id, "stop")], on: loop) { completion($0?.integer.map { $0 != 0 }) }
     }
 
-    /// The stream's record, unless it is gone (its owner forgot it) or stopped.
+    /// The stream's record, unless it is gone (its owner forgot it) or stopped; its state is `ownerOnly` when the
+    /// owner flagged the copy lost (`…:owner_only`), whatever the record says: a write sent before the loss may land
+    /// after the flag (a dropped connection's bytes), and must not make the copy look whole again.
     package func lookup(_ id: String, on loop: any LoopScheduler, _ completion: @escaping (Lookup) -> Void) {
-        let meta = ReplyBox<RESPValue?>(nil)
+        let meta = ReplyBox<RESPValue?>(nil), stop = ReplyBox<Int64?>(nil)
         send(["GET", key(id, "meta")], on: loop) { meta.value = $0 }
-        send(["EXISTS", key(id, "stop"), key(id, "gone")], on: loop) { stop in   // replies come in order: `meta` is set
-            guard let record = meta.value, let stopped = stop?.integer else { return completion(.unavailable) }
-            guard stopped == 0, let text = record.string, let decoded = StreamMeta.decode(text) else { return completion(.missing) }
+        send(["EXISTS", key(id, "stop"), key(id, "gone")], on: loop) { stop.value = $0?.integer }
+        send(["EXISTS", key(id, "owner_only")], on: loop) { ownerOnly in   // replies come in order: the others are set
+            guard let record = meta.value, let stopped = stop.value, let lost = ownerOnly?.integer else { return completion(.unavailable) }
+            guard stopped == 0, let text = record.string, var decoded = StreamMeta.decode(text) else { return completion(.missing) }
+            if lost != 0 { decoded.state = .ownerOnly }
             completion(.found(decoded))
         }
     }
@@ -249,6 +253,7 @@ package final class RedisStreamMirror: @unchecked Sendable {
 
     package struct Poll {
         package var meta: StreamMeta?
+        /// A stop was asked, or the owner flagged the copy lost: either way the reader closes.
         package var stopped: Bool
         package var claimed: Bool
         package var bytes: [UInt8]
@@ -258,7 +263,7 @@ package final class RedisStreamMirror: @unchecked Sendable {
     /// expiry in ms, the body's length before these bytes. Appends, refreshes both expiries, sets the record to the
     /// body's new length; returns the length. A body of another length lost bytes (or has bytes it should not): the
     /// script writes nothing and returns -1, so no reader ever gets bytes at an offset they do not have in the stream
-    /// in the round trip before the owner deletes the copy.
+    /// in the round trip before the owner flags the copy lost (`MirroredStream.markOwnerOnly`).
     package static let appendScript = Array("""
         if redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[5]) then return -1 end
         local n = redis.call('APPEND', KEYS[1], ARGV[1])
@@ -267,13 +272,13 @@ package final class RedisStreamMirror: @unchecked Sendable {
         return n
         """.utf8)
 
-    /// One poll of a reader at `offset`: still the reader, the record, the stop flag, and up to `limit` bytes.
-    /// Nil when Redis did not answer.
+    /// One poll of a reader at `offset`: still the reader, the record, the stop and lost flags, and up to `limit`
+    /// bytes. Nil when Redis did not answer.
     package func poll(_ id: String, token: String, from offset: Int, limit: Int, on loop: any LoopScheduler, _ completion: @escaping (Poll?) -> Void) {
         let claimed = ReplyBox<Int64?>(nil), meta = ReplyBox<RESPValue?>(nil), stop = ReplyBox<Int64?>(nil)
         send(keepCommand(id, token: token), on: loop) { claimed.value = $0?.integer }
         send(["GET", key(id, "meta")], on: loop) { meta.value = $0 }
-        send(["EXISTS", key(id, "stop")], on: loop) { stop.value = $0?.integer }
+        send(["EXISTS", key(id, "stop"), key(id, "owner_only")], on: loop) { stop.value = $0?.integer }
         send(["GETRANGE", key(id, "body"), String(offset), String(offset + limit - 1)], on: loop) { body in
             guard let claimed = claimed.value, let record = meta.value, let stopped = stop.value, let body else { return completion(nil) }
             let bytes: [UInt8]
@@ -297,8 +302,8 @@ package final class MirroredStream: @unchecked Sendable {
     private var pending: [UInt8] = []
     private var flushQueued = false
     /// A write failed: the copy may have a hole, so its body is deleted (until Redis answers) and never written
-    /// again, and its record says `ownerOnly`, set again at each later write so that it lasts while the stream
-    /// does (`markOwnerOnly`).
+    /// again, and the copy is flagged `…:owner_only`, set again at each later write so that it lasts while the
+    /// stream does (`markOwnerOnly`).
     private var lost = false
     private var bodyDeleted = false
     /// The registry forgot the stream and its copy was deleted: nothing is written again (a delivery that comes
@@ -418,10 +423,11 @@ package final class MirroredStream: @unchecked Sendable {
         markOwnerOnly()
     }
 
-    /// The copy lost bytes: its body goes, and its record says `ownerOnly` (an overflowed one stays overflowed:
-    /// 410 everywhere, as at the owner), with a new expiry. While the upstream runs, the next write sends it again;
-    /// once it has ended no write follows, so a record Redis did not take is sent again every second until it
-    /// does or the stream is forgotten (else a record of the copy before the loss could outlive the outage).
+    /// The copy lost bytes: its body goes, and the flag `…:owner_only` (read by every lookup and poll, whatever the
+    /// record says: a write sent before the loss may still land after it) is set with a new expiry. While the
+    /// upstream runs, the next write sends it again; once it has ended no write follows, so a flag Redis did not
+    /// take is sent again every second until it does or the stream is forgotten (else the copy from before the
+    /// loss could outlive the outage).
     private func markOwnerOnly() {
         guard !forgot else { return }
         if !bodyDeleted {
@@ -429,9 +435,7 @@ package final class MirroredStream: @unchecked Sendable {
                 if reply?.integer != nil { self.bodyDeleted = true }
             }
         }
-        var record = meta
-        if record.state != .overflowed { record.state = .ownerOnly }
-        mirror.send(["SET", mirror.key(id, "meta"), record.encoded(), "PX", ttl], on: loop) { reply in
+        mirror.send(["SET", mirror.key(id, "owner_only"), "1", "PX", ttl], on: loop) { reply in
             guard reply == nil, self.meta.state != .running, !self.retryQueued else { return }
             self.retryQueued = true
             _ = self.loop.schedule(afterSeconds: 1) {
@@ -441,7 +445,7 @@ package final class MirroredStream: @unchecked Sendable {
         }
     }
 
-    /// A record not taken after the upstream ended is to be sent again (`markOwnerOnly`).
+    /// A flag not taken after the upstream ended is to be sent again (`markOwnerOnly`).
     private var retryQueued = false
 }
 

@@ -319,8 +319,9 @@ final class EventStreamTask: @unchecked Sendable {
                reconnect(refreshingToken: true) {
                 return
             }
-            // 503: the relay could not look the stream up (Redis or the attestation store did not answer). The
-            // stream is still there: asked again with the reconnects' backoff, within the window.
+            // 503: the relay could not look the stream up (Redis or the attestation store did not answer), or only
+            // the replica that owns it can serve it (its copy in Redis lost bytes). The stream is still there:
+            // asked again with the reconnects' backoff, within the window.
             if streamID != nil, status == 503, reconnect() { return }
             // 429: a limit at the relay for this address, mostly its failed-authentication bucket, which another app
             // behind the same address can empty. The stream is still there: asked again once `Retry-After` (or the

@@ -163,16 +163,16 @@ struct ResumableStreamCopyLagTests {
         #expect(a.server.resumableStreamCounts == (0, 0), "and forgot it")
     }
 
-    @Test("a stream A abandons at its window's end is marked gone in Redis: B answers 404, as A does")
-    func anAbandonedStreamLeavesRedis() throws {
-        let redis = try RedisServerProcess()
-        defer { redis.stop() }
+    /// A stream started on A (a manual clock, a 1 s window) whose client left, past its window: A abandoned it,
+    /// cancelled the provider's request, forgot it and marked it gone in Redis.
+    static func abandonedAtA(_ redis: RedisServerProcess, copyLagSeconds: Double = ResumableStreams.defaultCopyLagSeconds)
+        throws -> (a: RelayFixture, upstream: ScriptedUpstream, id: String) {
         let next = Mailbox<Int>()
         let closed = Mailbox<PeerClose>()
         let upstream = try R.upstream(next: next, closed: closed)
         let clock = ManualClock()
-        let a = try R.relay(upstream, clock: clock, resume: RouteResume(windowSeconds: 1), configure: P.shared(redis))
-        let b = try R.relay(upstream, configure: P.shared(redis))
+        let a = try R.relay(upstream, clock: clock, resume: RouteResume(windowSeconds: 1), copyLagSeconds: copyLagSeconds,
+                            configure: P.shared(redis))
         let (client, id) = try R.start(a)
         _ = try client.readChunkedBody(until: "€\"}\n\n")
         try eventually("part 1 in redis", timeout: 5) { try P.writtenInRedis(redis, id) == R.part1.count }
@@ -187,9 +187,31 @@ struct ResumableStreamCopyLagTests {
             try redis.command("EXISTS \(P.prefix)stream:\(id):gone") == ":1"
         }
         #expect(a.server.resumableStreamCounts == (0, 0), "A forgot it")
+        return (a, upstream, id)
+    }
+
+    @Test("a stream A abandons at its window's end is marked gone in Redis: B answers 404, as A does")
+    func anAbandonedStreamLeavesRedis() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (a, upstream, id) = try Self.abandonedAtA(redis)
+        defer { withExtendedLifetime(a) {} }
+        let b = try R.relay(upstream, configure: P.shared(redis))
         // (A's own 404 waits on its manual clock; `ResumableStreamTests.windowEnds` has it.)
         let (c, head) = try R.call(b, id: id, offset: 0)
         #expect(head.status == 404, "B served a stream its owner had abandoned")
+        #expect(try R.errorCode(c, head) == "stream_not_found")
+    }
+
+    @Test("a record naming the replica asked, which forgot the stream, is 404 there: its gone mark may not have reached Redis")
+    func theOwnerDoesNotServeTheCopyOfAStreamItForgot() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        // No lag at A: its 404s are due at once, which its manual clock would otherwise hold back.
+        let (a, _, id) = try Self.abandonedAtA(redis, copyLagSeconds: 0)
+        _ = try redis.command("DEL \(P.prefix)stream:\(id):gone")   // as if the mark had not reached Redis
+        let (c, head) = try R.call(a, id: id, offset: 0)
+        #expect(head.status == 404, "A served the copy of a stream it had forgotten")
         #expect(try R.errorCode(c, head) == "stream_not_found")
     }
 
@@ -261,7 +283,7 @@ struct ResumableStreamCopyLagTests {
         #expect(a.server.resumableStreamCounts.streams == 0, "and A forgot the stream")
     }
 
-    @Test("a copy lost in an outage that outlasts the stream is marked owner_only once Redis is back: elsewhere 503, not the copy from before")
+    @Test("a copy lost in an outage that outlasts the stream is flagged owner_only once Redis is back: elsewhere 503, not the copy from before")
     func aCopyLostAfterTheLastWriteIsMarkedOnceRedisIsBack() throws {
         let redis = try RedisServerProcess()
         defer { redis.stop() }
@@ -274,13 +296,41 @@ struct ResumableStreamCopyLagTests {
             a.logs.lines.contains { $0.contains("resumable stream copy in redis lost") }
         }
         redis.resume()
-        try eventually("the record says owner_only", timeout: 10) { try Self.record(redis, id).hasSuffix(" owner_only") }
+        try eventually("the copy flagged owner_only, its body deleted", timeout: 10) {
+            try redis.command("EXISTS \(P.prefix)stream:\(id):owner_only") == ":1"
+                && redis.command("EXISTS \(P.prefix)stream:\(id):body") == ":0"
+        }
         let (elsewhere, head) = try R.call(b, id: id, offset: 0)
         #expect(head.status == 503, "not a replay of the copy from before the outage")
         #expect(try R.errorCode(elsewhere, head) == "state_unavailable")
         let (resumed, again) = try R.call(a, id: id, offset: R.part1.count)
         #expect(again.status == 200, "the owner serves it from memory")
         #expect(try resumed.readChunkedBody(until: "[DONE]\n\n") == Array(R.provider.dropFirst(R.part1.count)))
+    }
+
+    @Test("a reader at B closes when the copy it follows is flagged owner_only, and the next resume there is 503")
+    func aReaderElsewhereClosesWhenTheCopyIsLost() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, _, a, b, _, id) = try P.started(redis)
+        defer { withExtendedLifetime(a) {} }
+        let (reader, head) = try R.call(b, id: id, offset: 0)
+        #expect(head.status == 200)
+        #expect(try reader.readChunk(timeout: 5) == R.part1, "B replays what the copy holds, then waits for more")
+        // The flag as A sets it when a write fails, while the stream runs and its record still says `running`
+        // (`bodyWithAHoleIsLeftToTheOwner` has A set it).
+        _ = try redis.command("SET \(P.prefix)stream:\(id):owner_only 1 PX 60000")
+        // Closed without a clean end (not a timeout): the client resumes, as after any cut.
+        do {
+            while try reader.readChunk(timeout: 10) != nil {}
+            Issue.record("a clean end from a copy with a hole")
+        } catch let error as HarnessError {
+            #expect(error == .truncated || error == .connectionReset, "\(error)")
+        }
+        let (again, unavailable) = try R.call(b, id: id, offset: R.part1.count)
+        #expect(unavailable.status == 503)
+        #expect(try R.errorCode(again, unavailable) == "state_unavailable")
+        next.put(1)
     }
 
     @Test("a stop at the owner is answered once Redis holds it: a resume elsewhere right after the 204 finds nothing")

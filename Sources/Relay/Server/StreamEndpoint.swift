@@ -268,9 +268,12 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
             }
         }
         resumeOffset = offset
+        // The record names this replica, which does not hold the stream: it forgot it (the gone mark may not have
+        // reached Redis). Gone here, as it would be from memory.
+        if meta.owner == mirror.replicaID { return notFound() }
         // The copy lost bytes: only the owner serves the stream. 503, retry: the stream is there, and the next
         // request may reach the owner (a 404 would end the answer).
-        if meta.state == .ownerOnly { return refuse(.stateUnavailable, result: "unavailable") }
+        if meta.state == .ownerOnly { return refuse(.stateUnavailable, result: "owner_only") }
         switch meta.position(offset) {
         case .beyondWritten where meta.state == .running && withinRemoteLag:
             // The client may have received bytes the copy does not hold yet: the record again, shortly. Proven

@@ -16,7 +16,8 @@ package struct StreamMeta: Equatable, Sendable {
         case overflowed
         /// The copy lost bytes (a write to Redis failed, or Redis lost what it held): its body is deleted, never
         /// served with a hole, and only the owner, from its memory copy, serves the stream. A resume elsewhere
-        /// gets 503 `state_unavailable`: the stream is there, and a retry may reach the owner.
+        /// gets 503 `state_unavailable`: the stream is there, and a retry may reach the owner. Not written in a
+        /// record: a lookup reads it from the flag beside it (`RedisStreamMirror.lookup`).
         case ownerOnly = "owner_only"
     }
 
