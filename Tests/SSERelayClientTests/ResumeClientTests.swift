@@ -472,6 +472,25 @@ extension ClientThroughRelayTests {
             #expect(requests.drain().map(\.method) == ["POST", "GET"], "no second resume, no second POST")
         }
 
+        @Test("a stop while a 429's Retry-After is waited out cancels the wait: no second resume, the stream let go at once")
+        func stopDuringRetryAfterCancelsTheWait() async throws {
+            let requests = Mailbox<RecordedRequest>()
+            let scheduled = Mailbox<Void>()
+            let upstream = try Self.cutThenResumed(requests: requests, refusal: { _, _ in (429, Self.rateLimitedBody) },
+                                                   refusalHeaders: [("Retry-After", "600")])
+            let client = Self.client(upstream) { configuration in
+                configuration.resumeWindow = 3600
+                configuration.afterReconnectScheduled = { scheduled.put(()) }
+            }
+            let consumer = Task { try await Self.answer(client) }
+            // The first reconnect asks at once and gets the 429; the second waits its ten minutes.
+            try await eventually("the wait scheduled", timeout: 30) { scheduled.count == 2 }
+            consumer.cancel()
+            _ = try? await consumer.value
+            try await ClientThroughRelayTests.waitForNoLiveStreams(client, timeout: 30)
+            #expect(requests.drain().map(\.method) == ["POST", "GET"])
+        }
+
         static let rateLimitedBody = #"{"error":{"message":"Too many requests; retry after the time in Retry-After.","type":"rate_limit_error","code":"rate_limit_exceeded"}}"#
 
         @Test("a resume still refused with 401 token_expired after the refresh ends the stream with it: the POST is not sent again")
