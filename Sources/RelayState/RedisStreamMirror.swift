@@ -426,8 +426,8 @@ package final class MirroredStream: @unchecked Sendable {
     /// The copy lost bytes: its body goes, and the flag `…:owner_only` (read by every lookup and poll, whatever the
     /// record says: a write sent before the loss may still land after it) is set with a new expiry. While the
     /// upstream runs, the next write sends it again; once it has ended no write follows, so a flag Redis did not
-    /// take is sent again every second until it does or the stream is forgotten (else the copy from before the
-    /// loss could outlive the outage).
+    /// take (no answer, or an error such as out of memory: `send` gives nil for both) is sent again every second
+    /// until it does or the stream is forgotten (else the copy from before the loss could outlive the outage).
     private func markOwnerOnly() {
         guard !forgot else { return }
         if !bodyDeleted {

@@ -308,6 +308,28 @@ struct ResumableStreamCopyLagTests {
         #expect(try resumed.readChunkedBody(until: "[DONE]\n\n") == Array(R.provider.dropFirst(R.part1.count)))
     }
 
+    @Test("a copy lost while Redis refuses writes (out of memory) is flagged once it takes them again")
+    func aCopyLostToRefusedWritesIsMarkedOnceRedisTakesThem() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let (next, _, a, b, client, id) = try P.started(redis)
+        #expect(try redis.command("CONFIG SET maxmemory-policy noeviction") == "+OK")
+        #expect(try redis.command("CONFIG SET maxmemory 1") == "+OK")   // every write refused: -OOM
+        next.put(1)
+        #expect(try client.readChunkedBody(until: "[DONE]\n\n") == R.provider, "the owner's client gets every byte")
+        try eventually("the lost copy logged", timeout: 10) {
+            a.logs.lines.contains { $0.contains("resumable stream copy in redis lost") }
+        }
+        #expect(try redis.command("EXISTS \(P.prefix)stream:\(id):owner_only") == ":0", "refused while Redis is full")
+        #expect(try redis.command("CONFIG SET maxmemory 0") == "+OK")
+        try eventually("the copy flagged owner_only", timeout: 10) {
+            try redis.command("EXISTS \(P.prefix)stream:\(id):owner_only") == ":1"
+        }
+        let (elsewhere, head) = try R.call(b, id: id, offset: 0)
+        #expect(head.status == 503)
+        #expect(try R.errorCode(elsewhere, head) == "state_unavailable")
+    }
+
     @Test("a reader at B closes when the copy it follows is flagged owner_only, and the next resume there is 503")
     func aReaderElsewhereClosesWhenTheCopyIsLost() throws {
         let redis = try RedisServerProcess()
