@@ -126,6 +126,16 @@ private func minimal(root: String = "", upstream: String = "", route: String = "
         }
     }
 
+    @Test func resumesPerStreamDefaultsAndIsRead() throws {
+        #expect(try load(minimal()).rateLimits.resumesPerStream == RateLimits(requestsPerMinute: 120, burst: 30))
+        let c = try load(minimal(root: #", "rateLimits": {"resumesPerStream": {"requestsPerMinute": 10, "burst": 4}}"#))
+        #expect(c.rateLimits.resumesPerStream == RateLimits(requestsPerMinute: 10, burst: 4))
+        #expect(problems(minimal(root: #", "rateLimits": {"resumesPerStream": {"burst": 4}}"#))
+                == ["rateLimits.resumesPerStream.requestsPerMinute: is required"])
+        #expect(paths(problems(minimal(root: #", "rateLimits": {"resumesPerStream": {"requestsPerMinute": 10, "concurrentStreams": 2}}"#)))
+                == ["rateLimits.resumesPerStream.concurrentStreams"])
+    }
+
     @Test func theEnvironmentKeyIsTrimmed() throws {
         let c = try load(minimal(), env: ["OPENAI_API_KEY": "  sk-padded\n"])
         #expect(c.upstreams["openai"]?.key?.revealForHeader() == "sk-padded")

@@ -459,6 +459,42 @@ extension ResumableStreamTests {
     /// A phone away for longer than its token lives comes back with an expired token. The stream is still there,
     /// so the answer is 401 `token_expired` (the client refreshes and resumes), not the 404 that ends it; and it is
     /// given before any lookup, for any id, so it tells nothing about ids.
+    /// A resume is cheap for the app and not for the relay (at another replica it replays from Redis): each proven
+    /// one takes a token of its stream's bucket. A stop never does, and a refusal of the proof is the failure
+    /// bucket's (the caller is not known to own the stream). Another stream of the same identity has its own.
+    @Test("resumes beyond rateLimits.resumesPerStream get 429 with Retry-After; a stop still goes through")
+    func resumesAreRateLimitedPerStream() throws {
+        let next = Mailbox<Int>()
+        let relay = try Self.relay(try Self.upstream(next: next)) { config in
+            config.rateLimits.resumesPerStream = RateLimits(requestsPerMinute: 1, burst: 2)
+        }
+        let (client, id) = try Self.start(relay)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        for _ in 0..<2 {
+            let (c, head) = try Self.call(relay, id: id, offset: 0)
+            #expect(head.status == 200)
+            c.close()
+        }
+        let (limited, head) = try Self.call(relay, id: id, offset: 0)
+        #expect(head.status == 429)
+        #expect(head.header("Retry-After") == "60")
+        #expect(try Self.errorCode(limited, head) == "rate_limit_exceeded")
+        let (other, unknown) = try Self.call(relay, id: StreamIDs.make(), offset: 0)
+        #expect(unknown.status == 404, "an unknown id is not the stream's resume: not counted, not refused for it")
+        #expect(try Self.errorCode(other, unknown) == "stream_not_found")
+        // The same identity's next stream has a bucket of its own (a static token is every install's identity).
+        let (second, secondID) = try Self.start(relay)
+        _ = try second.readChunkedBody(until: "€\"}\n\n")
+        let (resumed, ok) = try Self.call(relay, id: secondID, offset: 0)
+        #expect(ok.status == 200)
+        resumed.close()
+        let (stopper, stopped) = try Self.call(relay, "DELETE", id: id)
+        #expect(stopped.status == 204, "a stop is never rate-limited")
+        stopper.close()
+        #expect(relay.logs.lines.contains { $0.contains(#""result":"rate_limited""#) && $0.contains(#""status":429"#) })
+        withExtendedLifetime(client) { for _ in 0..<2 { next.put(1) } }   // both providers' scripts end
+    }
+
     @Test("a resume or a stop with an expired JWT: 401 token_expired for any id; a fresh token resumes; a forged one gets 404")
     func expiredTokenOnAResume() throws {
         typealias A = ClientAuthTests

@@ -36,6 +36,8 @@ package final class RelayServer: @unchecked Sendable {
     package let pools: UpstreamPools
     /// Failed authentications per client address; see `RelayConfiguration.RateLimitSettings.authFailuresPerAddress`.
     let authFailureLimiter: RateLimiter
+    /// Proven resumes per stream id; see `RelayConfiguration.RateLimitSettings.resumesPerStream`.
+    let resumeLimiter: RateLimiter
     /// Rejection log lines, throttled per reason.
     let rejectionLog: RejectionLog
     /// Wall-clock seconds since 1970, for JWT `exp`/`nbf`/`iat` (tests inject a fixed one).
@@ -79,6 +81,7 @@ package final class RelayServer: @unchecked Sendable {
         self.wallClock = wallClock
         authenticator = try ClientAuthenticator(configuration: configuration.clients)
         authFailureLimiter = RateLimiter(limits: configuration.rateLimits.authFailuresPerAddress)
+        resumeLimiter = RateLimiter(limits: configuration.rateLimits.resumesPerStream)
         connectionsPerAddress = configuration.limits.maxConnectionsPerAddress > 0
             ? ConnectionsPerAddress(limit: configuration.limits.maxConnectionsPerAddress,
                                     trusted: ClientAddressResolver(trustedProxies: configuration.trustedProxies)) : nil

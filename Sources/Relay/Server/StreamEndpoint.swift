@@ -43,6 +43,8 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     /// The failed-authentication token this request took from its address on arrival (its lease names the bucket
     /// it came from), not yet given back.
     private var charge: RateLimiterState.Lease?
+    /// The id the request names, once parsed (the key of `RelayServer.resumeLimiter`).
+    private var streamID: String?
     private var bytesOut = 0
     /// The response is over (finished, aborted, taken over) or the client left.
     private var done = false
@@ -96,6 +98,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         case .invalid(let error, let result): return refuse(error, result: result)
         case .resume(let i, _), .stop(let i): id = i
         }
+        streamID = id
         let now = writer.scheduler.clock.now()
         let address = writer.client.limitKey
         // Every request pays a failed-authentication token on arrival, before any lookup, and gets it back once it
@@ -407,6 +410,13 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
         switch proof {
         case .identity(let identity) where owns(identity):
             refundCharge()
+            // A resume counts against its stream's bucket (a stop never does: it saves the provider's cost).
+            if head.method == "GET", let streamID {
+                switch server.resumeLimiter.acquire(key: streamID, now: writer.scheduler.clock.now()) {
+                case .allowed(let lease): server.resumeLimiter.release(lease)
+                case .limited(let retryAfter, _): return refuse(.rateLimited(retryAfterSeconds: retryAfter), result: "rate_limited")
+                }
+            }
             serve()
         case .unavailable:
             refundCharge()

@@ -98,15 +98,16 @@ extension ConfigReader {
             }
             if let j = clients["jwt"] { config.clients.jwt = readJWT(j) }
         }
-        for name in ["perIdentity", "perAddress", "authFailuresPerAddress"] {
+        let rateLimitNames = ["perIdentity", "perAddress", "authFailuresPerAddress", "resumesPerStream"]
+        for name in rateLimitNames {
             let path = "rateLimits.\(name)"
             guard let r = object["rateLimits"] else { break }
             guard let limits = r as? [String: Any] else { problem("rateLimits", "must be an object"); break }
-            if name == "perIdentity" { checkKnown(limits, ["perIdentity", "perAddress", "authFailuresPerAddress"], "rateLimits") }
+            if name == "perIdentity" { checkKnown(limits, Set(rateLimitNames), "rateLimits") }
             guard let entry = limits[name] else { continue }
             guard let e = entry as? [String: Any] else { problem(path, "must be an object"); continue }
-            let isFailureBucket = name == "authFailuresPerAddress"
-            checkKnown(e, isFailureBucket ? ["requestsPerMinute", "burst"] : ["requestsPerMinute", "burst", "concurrentStreams"], path)
+            let rateOnly = name == "authFailuresPerAddress" || name == "resumesPerStream"
+            checkKnown(e, rateOnly ? ["requestsPerMinute", "burst"] : ["requestsPerMinute", "burst", "concurrentStreams"], path)
             let rpm = int(e, "requestsPerMinute", "\(path).requestsPerMinute", min: 1, max: 1_000_000_000)
             let burst = int(e, "burst", "\(path).burst", min: 1, max: 100_000_000)
             let streams = int(e, "concurrentStreams", "\(path).concurrentStreams", min: 1, max: 1_000_000)
@@ -116,7 +117,7 @@ extension ConfigReader {
             case "perAddress": config.rateLimits.perAddress = value
             default:
                 if rpm == nil { problem("\(path).requestsPerMinute", "is required") }
-                config.rateLimits.authFailuresPerAddress = value
+                if name == "resumesPerStream" { config.rateLimits.resumesPerStream = value } else { config.rateLimits.authFailuresPerAddress = value }
             }
         }
         if let c = object["cors"] {

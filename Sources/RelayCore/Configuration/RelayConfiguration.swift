@@ -207,6 +207,12 @@ package struct RelayConfiguration: Sendable {
         /// bucket is empty, every request from it is answered 429 before its credentials are looked at, so
         /// guessing tokens costs the attacker time.
         package var authFailuresPerAddress = RateLimits(requestsPerMinute: 60, burst: 20)
+        /// Resumes of one resumable stream (`rateLimits.resumesPerStream`), counted once the request has proven the
+        /// stream its own. A resume at another replica replays from Redis, so without a bound a loop of resumes is
+        /// Redis traffic at will; with it, each stream (which took a paid, rate-limited request to start) buys a
+        /// bounded number. Per stream, not per identity: a static client token is one identity for every install.
+        /// The client library reconnects with a backoff, far below it. Kept per replica; stops are not counted.
+        package var resumesPerStream = RateLimits(requestsPerMinute: 120, burst: 30)
         package init() {}
     }
 
