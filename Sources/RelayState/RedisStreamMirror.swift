@@ -11,6 +11,8 @@ import Transport
 ///   never asks for bytes the body does not hold yet: Redis runs every command and script one at a time);
 /// - `stream:<id>:stop`: set by a `DELETE` on any replica; the owner polls for it;
 /// - `stream:<id>:gone`: set by the owner when it forgets the stream; no new resume finds it after that;
+/// - `stream:<id>:owner_only`: set by the owner, every second from the moment a write of the copy failed until it
+///   forgets the stream; lookups and polls read it whatever the record says (`MirroredStream.markOwnerOnly`);
 /// - `stream:<id>:reader`: the token of the reader on another replica, which refreshes it each poll (1 s expiry);
 ///   the owner polls for it so that a detached stream read elsewhere is not cancelled when its window ends;
 /// - `stream:<id>:claims`: how many resumes at other replicas took the stream, raised by each in the script that
@@ -197,7 +199,8 @@ package final class RedisStreamMirror: @unchecked Sendable {
         send(["EXISTS", key(id, "owner_only")], on: loop) { ownerOnly in   // replies come in order: the others are set
             guard let record = meta.value, let stopped = stop.value, let lost = ownerOnly?.integer else { return completion(.unavailable) }
             guard stopped == 0, let text = record.string, var decoded = StreamMeta.decode(text) else { return completion(.missing) }
-            if lost != 0 { decoded.state = .ownerOnly }
+            // An overflowed record stays overflowed: 410 everywhere, as at the owner.
+            if lost != 0, decoded.state != .overflowed { decoded.state = .ownerOnly }
             completion(.found(decoded))
         }
     }
@@ -302,8 +305,8 @@ package final class MirroredStream: @unchecked Sendable {
     private var pending: [UInt8] = []
     private var flushQueued = false
     /// A write failed: the copy may have a hole, so its body is deleted (until Redis answers) and never written
-    /// again, and the copy is flagged `…:owner_only`, set again at each later write so that it lasts while the
-    /// stream does (`markOwnerOnly`).
+    /// again, and the copy is flagged `…:owner_only`, set again every second until the stream is forgotten
+    /// (`markOwnerOnly`).
     private var lost = false
     private var bodyDeleted = false
     /// The registry forgot the stream and its copy was deleted: nothing is written again (a delivery that comes
@@ -344,10 +347,9 @@ package final class MirroredStream: @unchecked Sendable {
     private func flush() {
         flushQueued = false
         guard !forgot else { return }
-        if lost {
-            guard !pending.isEmpty else { return }
+        if lost {   // nothing more is written; the flag is kept by `markOwnerOnly`'s own timer
             pending = []
-            return markOwnerOnly()
+            return
         }
         guard !pending.isEmpty, meta.state == .running else { return }
         let bytes = pending
@@ -366,7 +368,7 @@ package final class MirroredStream: @unchecked Sendable {
 
     private func writeMeta() {
         guard !forgot else { return }
-        guard !lost else { return markOwnerOnly() }
+        guard !lost else { return }
         mirror.send(["SET", mirror.key(id, "meta"), meta.encoded(), "PX", ttl], on: loop) { self.check($0) }
     }
 
@@ -423,11 +425,12 @@ package final class MirroredStream: @unchecked Sendable {
         markOwnerOnly()
     }
 
-    /// The copy lost bytes: its body goes, and the flag `…:owner_only` (read by every lookup and poll, whatever the
-    /// record says: a write sent before the loss may still land after it) is set with a new expiry. While the
-    /// upstream runs, the next write sends it again; once it has ended no write follows, so a flag Redis did not
-    /// take (no answer, or an error such as out of memory: `send` gives nil for both) is sent again every second
-    /// until it does or the stream is forgotten (else the copy from before the loss could outlive the outage).
+    /// The copy lost bytes: its body goes (until Redis confirms it), and the flag `…:owner_only` is set, with a new
+    /// expiry, now and every second until the stream is forgotten. Lookups and polls read the flag whatever the
+    /// record says: a write sent before the loss may still land after it. Set on a timer rather than with later
+    /// writes: the first try may find the connection down (it is often a timeout that found the loss), and a
+    /// stream may write nothing for longer than the flag's expiry (a silent provider, heartbeats off), while the
+    /// record it flags is kept alive every second by the owner's poll.
     private func markOwnerOnly() {
         guard !forgot else { return }
         if !bodyDeleted {
@@ -435,18 +438,17 @@ package final class MirroredStream: @unchecked Sendable {
                 if reply?.integer != nil { self.bodyDeleted = true }
             }
         }
-        mirror.send(["SET", mirror.key(id, "owner_only"), "1", "PX", ttl], on: loop) { reply in
-            guard reply == nil, self.meta.state != .running, !self.retryQueued else { return }
-            self.retryQueued = true
-            _ = self.loop.schedule(afterSeconds: 1) {
-                self.retryQueued = false
-                self.markOwnerOnly()
-            }
+        mirror.send(["SET", mirror.key(id, "owner_only"), "1", "PX", ttl], on: loop) { _ in }
+        guard !flagTimerArmed else { return }
+        flagTimerArmed = true
+        _ = loop.schedule(afterSeconds: 1) {
+            self.flagTimerArmed = false
+            self.markOwnerOnly()
         }
     }
 
-    /// A flag not taken after the upstream ended is to be sent again (`markOwnerOnly`).
-    private var retryQueued = false
+    /// `markOwnerOnly` runs again within a second.
+    private var flagTimerArmed = false
 }
 
 /// A reference for the replies of one pipelined poll, filled in order on one loop.

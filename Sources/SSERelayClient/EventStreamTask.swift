@@ -323,9 +323,9 @@ final class EventStreamTask: @unchecked Sendable {
             // the replica that owns it can serve it (its copy in Redis lost bytes). The stream is still there:
             // asked again with the reconnects' backoff, within the window.
             if streamID != nil, status == 503, reconnect() { return }
-            // 429: a limit at the relay for this address, mostly its failed-authentication bucket, which another app
-            // behind the same address can empty. The stream is still there: asked again once `Retry-After` (or the
-            // backoff, without one) has passed, if that is within the window.
+            // 429: a limit at the relay: the address's failed-authentication bucket (another app behind the same
+            // address can empty it), or the stream's resumes. The stream is still there: asked again once
+            // `Retry-After` (or the backoff, without one) has passed, if that is within the window.
             if streamID != nil, status == 429, reconnect(notBefore: retryAfterSeconds) { return }
             return endWithErrorAnswer()
         }

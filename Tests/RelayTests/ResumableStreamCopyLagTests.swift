@@ -22,12 +22,15 @@ struct ResumableStreamCopyLagTests {
     typealias R = ResumableStreamTests
     typealias P = ResumableStreamReplicaTests
 
-    /// How many `EXISTS` Redis has answered: a lookup of a stream held elsewhere sends one (`RedisStreamMirror.lookup`),
-    /// so one more than before a request means the replica has looked once.
+    /// How many `EXISTS` Redis has answered: a lookup of a stream held elsewhere sends `existsPerLook`
+    /// (`RedisStreamMirror.lookup`: the stop and gone marks, the owner_only flag), so one more than before a request
+    /// means the replica has started its first look.
     static func existsCalls(_ redis: RedisServerProcess) throws -> Int {
         let script = #""local s = redis.call('INFO', 'commandstats') return tonumber(string.match(s, 'cmdstat_exists:calls=(%d+)') or 0)""#
         return Int(try redis.command("EVAL \(script) 0").dropFirst()) ?? -1
     }
+
+    static let existsPerLook = 2
 
     static func record(_ redis: RedisServerProcess, _ id: String) throws -> String {
         try redis.command("GET \(P.prefix)stream:\(id):meta")
@@ -99,7 +102,7 @@ struct ResumableStreamCopyLagTests {
         let (c, head, seconds) = try Self.timedCall(b, id: id, offset: R.part1.count + 1)
         #expect(head.status == 416)
         #expect(try R.errorCode(c, head) == "offset_out_of_range")
-        #expect(try Self.existsCalls(redis) >= looked + 2, "looked again before answering")
+        #expect(try Self.existsCalls(redis) >= looked + 2 * Self.existsPerLook, "looked again before answering")
         // No look starts later than two poll intervals before the lag's end (a lower bound: timers never fire early).
         // (The last check that allows one comes a poll interval before it starts.)
         #expect(seconds >= lag - 3 * StreamEndpoint.remotePollSeconds - 0.001, "\(seconds) s")
@@ -330,6 +333,52 @@ struct ResumableStreamCopyLagTests {
         #expect(try R.errorCode(elsewhere, head) == "state_unavailable")
     }
 
+    @Test("a copy lost while the stream runs on is flagged once Redis answers, with no write after, and the flag is kept")
+    func aCopyLostWhileTheStreamRunsIsFlaggedAndKept() throws {
+        let redis = try RedisServerProcess()
+        defer { redis.stop() }
+        let next = Mailbox<Int>()
+        let middle = Array("data: {\"t\":\"mid\"}\n\n".utf8)
+        let upstream = try ScriptedUpstream { connection in
+            _ = try connection.readRequest()
+            try connection.writeHead(status: 200, headers: sseHead)
+            try connection.writeChunk(R.part1)
+            _ = try next.take(timeout: 30)
+            try connection.writeChunk(middle)
+            _ = try next.take(timeout: 30)
+            try connection.writeChunk(R.part2)
+            try connection.writeLastChunk()
+        }
+        let a = try R.relay(upstream, configure: P.shared(redis))
+        let b = try R.relay(upstream, configure: P.shared(redis))
+        let (client, id) = try R.start(a)
+        _ = try client.readChunkedBody(until: "€\"}\n\n")
+        try eventually("part 1 in redis", timeout: 5) { try P.writtenInRedis(redis, id) == R.part1.count }
+        redis.pause()
+        next.put(1)
+        _ = try client.readChunkedBody(until: "mid\"}\n\n")
+        // The middle chunk's append times out (2 s here); the flag's first try finds Redis stalled too.
+        try eventually("the lost copy logged", timeout: 10) {
+            a.logs.lines.contains { $0.contains("resumable stream copy in redis lost") }
+        }
+        redis.resume()
+        // No write follows while the provider is silent: the flag comes from the owner's own timer.
+        try eventually("the copy flagged owner_only", timeout: 10) {
+            try redis.command("EXISTS \(P.prefix)stream:\(id):owner_only") == ":1"
+        }
+        let (elsewhere, head) = try R.call(b, id: id, offset: 0)
+        #expect(head.status == 503)
+        #expect(try R.errorCode(elsewhere, head) == "state_unavailable")
+        // Kept while the owner holds the stream, however long the provider stays silent (the record is kept alive
+        // every second): an expiry shortened by hand is set back to the window's.
+        #expect(try redis.command("PEXPIRE \(P.prefix)stream:\(id):owner_only 2000") == ":1")
+        try eventually("the flag's expiry set again", timeout: 10) {
+            (Int(try redis.command("PTTL \(P.prefix)stream:\(id):owner_only").dropFirst()) ?? 0) > 5000
+        }
+        next.put(1)
+        #expect(try client.readChunkedBody(until: "[DONE]\n\n").count > 0)
+    }
+
     @Test("a reader at B closes when the copy it follows is flagged owner_only, and the next resume there is 503")
     func aReaderElsewhereClosesWhenTheCopyIsLost() throws {
         let redis = try RedisServerProcess()
@@ -446,6 +495,11 @@ struct ResumableStreamCopyLagTests {
                 #expect(try R.errorCode(c, head) == "stream_expired")
             }
         }
+        // A copy lost after it overflowed stays gone (410), not 503: nothing of it can be served anywhere.
+        _ = try redis.command("SET \(P.prefix)stream:\(id):owner_only 1 PX 60000")
+        let (c, head) = try R.call(b, id: id, offset: 0)
+        #expect(head.status == 410)
+        #expect(try R.errorCode(c, head) == "stream_expired")
         next.put(1)
         _ = try client.readChunkedBody(until: "[DONE]\n\n")
     }

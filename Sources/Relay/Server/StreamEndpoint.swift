@@ -414,7 +414,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
             if head.method == "GET", let streamID {
                 switch server.resumeLimiter.acquire(key: streamID, now: writer.scheduler.clock.now()) {
                 case .allowed(let lease): server.resumeLimiter.release(lease)
-                case .limited(let retryAfter, _): return refuse(.rateLimited(retryAfterSeconds: retryAfter), result: "rate_limited")
+                case .limited(let retryAfter, _): return refuse(.rateLimited(retryAfterSeconds: retryAfter), result: "resume_limited")
                 }
             }
             serve()
