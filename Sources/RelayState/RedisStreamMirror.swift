@@ -275,18 +275,24 @@ package final class RedisStreamMirror: @unchecked Sendable {
         return n
         """.utf8)
 
-    /// One poll of a reader at `offset`: still the reader, the record, the stop and lost flags, and up to `limit`
-    /// bytes. Nil when Redis did not answer.
+    /// One poll of a reader at `offset`: still the reader, the record (its state `ownerOnly` when the copy is
+    /// flagged lost), the stop, and up to `limit` bytes. Nil when Redis did not answer.
     package func poll(_ id: String, token: String, from offset: Int, limit: Int, on loop: any LoopScheduler, _ completion: @escaping (Poll?) -> Void) {
         let claimed = ReplyBox<Int64?>(nil), meta = ReplyBox<RESPValue?>(nil), stop = ReplyBox<Int64?>(nil)
+        let ownerOnly = ReplyBox<Int64?>(nil)
         send(keepCommand(id, token: token), on: loop) { claimed.value = $0?.integer }
         send(["GET", key(id, "meta")], on: loop) { meta.value = $0 }
-        send(["EXISTS", key(id, "stop"), key(id, "owner_only")], on: loop) { stop.value = $0?.integer }
+        send(["EXISTS", key(id, "stop")], on: loop) { stop.value = $0?.integer }
+        send(["EXISTS", key(id, "owner_only")], on: loop) { ownerOnly.value = $0?.integer }
         send(["GETRANGE", key(id, "body"), String(offset), String(offset + limit - 1)], on: loop) { body in
-            guard let claimed = claimed.value, let record = meta.value, let stopped = stop.value, let body else { return completion(nil) }
+            guard let claimed = claimed.value, let record = meta.value, let stopped = stop.value, let lost = ownerOnly.value,
+                  let body else { return completion(nil) }
             let bytes: [UInt8]
             if case .bulkString(let b) = body { bytes = b } else { bytes = [] }
-            completion(Poll(meta: record.string.flatMap(StreamMeta.decode), stopped: stopped != 0, claimed: claimed == 1, bytes: bytes))
+            // The flag wins over whatever the record says, as in `lookup` (an overflowed copy stays overflowed).
+            var decoded = record.string.flatMap(StreamMeta.decode)
+            if lost != 0, let state = decoded?.state, state != .overflowed { decoded?.state = .ownerOnly }
+            completion(Poll(meta: decoded, stopped: stopped != 0, claimed: claimed == 1, bytes: bytes))
         }
     }
 }
@@ -309,8 +315,8 @@ package final class MirroredStream: @unchecked Sendable {
     /// (`markOwnerOnly`).
     private var lost = false
     private var bodyDeleted = false
-    /// The registry forgot the stream and its copy was deleted: nothing is written again (a delivery that comes
-    /// before the owner's cancel would otherwise write a record anew).
+    /// The registry forgot the stream and it was marked gone (`forgotten`): nothing is written again (a delivery
+    /// that comes before the owner's cancel would otherwise write a record anew).
     private var forgot = false
 
     package init(mirror: RedisStreamMirror, loop: any LoopScheduler, id: String, identity: String?, routeIndex: Int, windowSeconds: Double) {

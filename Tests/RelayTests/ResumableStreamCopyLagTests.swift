@@ -398,6 +398,9 @@ struct ResumableStreamCopyLagTests {
         } catch let error as HarnessError {
             #expect(error == .truncated || error == .connectionReset, "\(error)")
         }
+        // Logged as a lost copy, not as a takeover: nobody else took the stream.
+        try eventually("B's reader logged", timeout: 5) { b.logs.lines.contains { $0.contains(#""outcome":"copy_lost""#) } }
+        #expect(!b.logs.lines.contains { $0.contains(#""outcome":"taken_over""#) })
         let (again, unavailable) = try R.call(b, id: id, offset: R.part1.count)
         #expect(unavailable.status == 503)
         #expect(try R.errorCode(again, unavailable) == "state_unavailable")

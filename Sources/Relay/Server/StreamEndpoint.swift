@@ -341,6 +341,10 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
                 }
             case .takenOver:
                 self.endTakenOver()
+            case .copyLost:
+                self.done = true
+                self.writer.abort()
+                self.log(outcome: "copy_lost")
             }
         }
     }

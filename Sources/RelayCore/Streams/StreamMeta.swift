@@ -95,22 +95,27 @@ package enum RemoteFollow {
         case wait
         /// Every byte is read and the stream ended: a clean end (true) or a close without one (false).
         case end(clean: Bool)
-        /// Another resume or a stop took the stream, or its bytes are gone: close without a clean end.
+        /// Another resume or a stop took the stream: close without a clean end.
         case takenOver
+        /// The copy cannot be read on: its record is gone, it overflowed, its owner flagged it lost
+        /// (`ownerOnly`), or its body expired under the record. Close without a clean end; the client resumes, and
+        /// the owner (or nobody) answers.
+        case copyLost
     }
 
     /// - Parameters: `meta` the record (nil: gone, expired), `stopped` a stop was asked, `claimed` this reader is
     ///   still the stream's reader, `offset` the next byte it needs, `fetched` bytes the poll returned from `offset`.
     package static func step(meta: StreamMeta?, stopped: Bool, claimed: Bool, offset: Int, fetched: Int) -> Step {
-        guard let meta, !stopped, claimed, meta.state != .overflowed, meta.state != .ownerOnly else { return .takenOver }
+        guard !stopped, claimed else { return .takenOver }
+        guard let meta, meta.state != .overflowed, meta.state != .ownerOnly else { return .copyLost }
         let usable = max(0, min(fetched, meta.written - offset))
         if usable > 0 { return .write(usable) }
         switch meta.state {
         case .running: return .wait
         // Ended with bytes unread that the poll did not return: the body expired under the record; nothing follows.
-        case .completed: return offset >= meta.written ? .end(clean: true) : .takenOver
-        case .broken: return offset >= meta.written ? .end(clean: false) : .takenOver
-        case .overflowed, .ownerOnly: return .takenOver
+        case .completed: return offset >= meta.written ? .end(clean: true) : .copyLost
+        case .broken: return offset >= meta.written ? .end(clean: false) : .copyLost
+        case .overflowed, .ownerOnly: return .copyLost
         }
     }
 }

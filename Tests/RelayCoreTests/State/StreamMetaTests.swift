@@ -68,16 +68,20 @@ import Testing
         #expect(RemoteFollow.step(meta: Self.meta(10, .completed), stopped: false, claimed: true, offset: 10, fetched: 0) == .end(clean: true))
         #expect(RemoteFollow.step(meta: Self.meta(10, .broken), stopped: false, claimed: true, offset: 10, fetched: 0) == .end(clean: false))
         // Ended, bytes unread, and the body no longer has them: nothing can follow.
-        #expect(RemoteFollow.step(meta: Self.meta(10, .completed), stopped: false, claimed: true, offset: 4, fetched: 0) == .takenOver)
+        #expect(RemoteFollow.step(meta: Self.meta(10, .completed), stopped: false, claimed: true, offset: 4, fetched: 0) == .copyLost)
+        #expect(RemoteFollow.step(meta: Self.meta(10, .broken), stopped: false, claimed: true, offset: 4, fetched: 0) == .copyLost)
     }
 
     @Test func aStopATakeoverAnOverflowALostCopyOrAGoneRecordClose() {
         #expect(RemoteFollow.step(meta: Self.meta(10, .running), stopped: true, claimed: true, offset: 4, fetched: 6) == .takenOver)
         #expect(RemoteFollow.step(meta: Self.meta(10, .running), stopped: false, claimed: false, offset: 4, fetched: 6) == .takenOver)
-        #expect(RemoteFollow.step(meta: Self.meta(10, .overflowed), stopped: false, claimed: true, offset: 4, fetched: 0) == .takenOver)
-        #expect(RemoteFollow.step(meta: nil, stopped: false, claimed: true, offset: 4, fetched: 6) == .takenOver)
+        // A stop or a takeover comes first, whatever the copy's state.
+        #expect(RemoteFollow.step(meta: Self.meta(10, .ownerOnly), stopped: true, claimed: true, offset: 4, fetched: 6) == .takenOver)
+        #expect(RemoteFollow.step(meta: nil, stopped: false, claimed: false, offset: 4, fetched: 6) == .takenOver)
+        #expect(RemoteFollow.step(meta: Self.meta(10, .overflowed), stopped: false, claimed: true, offset: 4, fetched: 0) == .copyLost)
+        #expect(RemoteFollow.step(meta: nil, stopped: false, claimed: true, offset: 4, fetched: 6) == .copyLost)
         // The copy lost bytes while a reader followed it: bytes the poll still returned are not written (they may
         // sit after a hole), and the reader closes; its client asks again and gets 503 until it reaches the owner.
-        #expect(RemoteFollow.step(meta: Self.meta(10, .ownerOnly), stopped: false, claimed: true, offset: 4, fetched: 6) == .takenOver)
+        #expect(RemoteFollow.step(meta: Self.meta(10, .ownerOnly), stopped: false, claimed: true, offset: 4, fetched: 6) == .copyLost)
     }
 }
