@@ -256,7 +256,7 @@ package final class RedisStreamMirror: @unchecked Sendable {
 
     package struct Poll {
         package var meta: StreamMeta?
-        /// A stop was asked, or the owner flagged the copy lost: either way the reader closes.
+        /// A stop was asked (a copy the owner flagged lost shows as `meta`'s state `ownerOnly`).
         package var stopped: Bool
         package var claimed: Bool
         package var bytes: [UInt8]

@@ -364,8 +364,10 @@ struct ClientThroughRelayTests {
         let upstream = try ScriptedUpstream { connection in
             _ = try connection.readRequest()
             try connection.writeHead(status: 200, headers: sseHead)
-            try connection.writeChunk(Self.chunk("thinking"))
+            // Stamped before the write: the client cannot have the byte earlier, so a pause of this thread
+            // after the write cannot shorten the silence measured.
             let sentAt = DispatchTime.now().uptimeNanoseconds   // PeerClose's clock
+            try connection.writeChunk(Self.chunk("thinking"))
             closed.put((sentAt, try connection.waitForPeerClose(timeout: 10 * Self.slowdown)))
         }
         let relay = try RelayFixture(upstream: upstream)
@@ -378,7 +380,7 @@ struct ClientThroughRelayTests {
         }
         try await eventually("the upstream saw the close", timeout: 2 * Self.slowdown) { closed.count == 1 }
         let (sentAt, close) = try closed.take(timeout: 0)
-        let seconds = Double(close.atNanoseconds &- sentAt) / 1e9
+        let seconds = Double(Int64(bitPattern: close.atNanoseconds &- sentAt)) / 1e9
         // Not the 60 s URLSession default, nor the library's 310 s: the configured second.
         #expect(seconds >= 0.9 && seconds < 5 * Self.slowdown, "the upstream saw the close \(seconds) s after its last byte")
     }
