@@ -340,20 +340,19 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
                     self.log(outcome: "upstream_error")
                 }
             case .takenOver:
-                self.endTakenOver()
+                self.endWithoutCleanEnd(outcome: "taken_over")
             case .copyLost:
-                self.done = true
-                self.writer.abort()
-                self.log(outcome: "copy_lost")
+                self.endWithoutCleanEnd(outcome: "copy_lost")
             }
         }
     }
 
-    /// Another reader took the stream: this client's response ends without a clean end.
-    private func endTakenOver() {
+    /// Another reader took the stream (`taken_over`), or the copy this reader follows is lost (`copy_lost`): this
+    /// client's response ends without a clean end, and its client resumes.
+    private func endWithoutCleanEnd(outcome: String) {
         done = true
         writer.abort()
-        log(outcome: "taken_over")
+        log(outcome: outcome)
     }
 
     /// While its client is behind (above the high-water mark) this reader takes no bytes, but it keeps its token
@@ -371,7 +370,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
             guard self.writer.isAboveHighWater else { return self.pollRemote() }
             cursor.mirror.keep(cursor.id, token: cursor.token, on: self.writer.scheduler) { claimed in
                 guard !self.done else { return }
-                if claimed == false { return self.endTakenOver() }
+                if claimed == false { return self.endWithoutCleanEnd(outcome: "taken_over") }
                 self.keepClaimWhileBehind()   // still this reader's, or Redis did not answer: refresh again
             }
         }
@@ -488,7 +487,7 @@ final class StreamEndpoint: RequestResponder, StreamReader, @unchecked Sendable 
     func takenOver() {
         writer.scheduler.execute {
             guard !self.done else { return }
-            self.endTakenOver()
+            self.endWithoutCleanEnd(outcome: "taken_over")
         }
     }
 
